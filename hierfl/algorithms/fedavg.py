@@ -1,0 +1,25 @@
+"""FedAvg (McMahan et al., AISTATS 2017).
+
+Client k: K SGD steps from w^t on F_k. Server: w^{t+1} = sum_{k in S_t} n_k w_k / sum n_k.
+State: the global model only. Messages: w down, w_k up (one model each way)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from ..learn.solver import TermsProgram
+from .base import Algorithm, RoundCtx, stack_start
+
+
+@dataclass(frozen=True)
+class FedAvgParams:
+    pass
+
+
+class FedAvg(Algorithm):
+    name = "fedavg"
+    Params = FedAvgParams
+
+    def program(self, clients: torch.Tensor, start: torch.Tensor, ctx: RoundCtx) -> TermsProgram:
+        return TermsProgram(self.setup.model, stack_start(start, len(clients)))

@@ -1,0 +1,69 @@
+"""Crash-safe file writing: whole files atomically (temp + rename), logs appended and flushed."""
+from __future__ import annotations
+
+import csv
+import io
+import os
+import tempfile
+from typing import Any, Callable, IO
+
+import numpy as np
+
+
+def atomic_write(path: str, write: Callable[[IO[Any]], None], binary: bool = False) -> None:
+    d = os.path.dirname(os.path.abspath(path))
+    os.makedirs(d, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=d, prefix=".tmp-", suffix=os.path.basename(path))
+    try:
+        with os.fdopen(fd, "wb" if binary else "w", **({} if binary else {"newline": ""})) as fh:
+            write(fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def atomic_text(path: str, text: str) -> None:
+    atomic_write(path, lambda fh: fh.write(text))
+
+
+def atomic_npz(path: str, arrays: dict[str, np.ndarray]) -> None:
+    def write(fh: IO[bytes]) -> None:
+        buf = io.BytesIO()
+        np.savez(buf, **arrays)
+        fh.write(buf.getvalue())
+    atomic_write(path, write, binary=True)
+
+
+class CsvLog:
+    """A CSV file appended row by row and flushed after each row."""
+
+    def __init__(self, path: str, header: list[str], append: bool = False):
+        exists = append and os.path.exists(path) and os.path.getsize(path) > 0
+        self.fh = open(path, "a" if exists else "w", newline="")
+        self.w = csv.writer(self.fh)
+        self.header = header
+        if not exists:
+            self.w.writerow(header)
+            self.fh.flush()
+
+    def row(self, values: dict[str, Any]) -> None:
+        self.w.writerow([fmt(values.get(k, "")) for k in self.header])
+        self.fh.flush()
+
+    def close(self) -> None:
+        self.fh.close()
+
+
+def fmt(v: Any) -> str:
+    if isinstance(v, (bool, np.bool_)):
+        return str(int(v))
+    if isinstance(v, (float, np.floating)):
+        v = float(v)
+        if v != v:
+            return ""
+        return repr(v)
+    return str(v)

@@ -1,0 +1,58 @@
+"""Evaluation of a global model (on all rows) and of personal models (each on its own client)."""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from ..data.federated import FederatedData
+from ..models.functional import Model
+
+CHUNK = 65536
+
+
+@torch.no_grad()
+def global_metrics(model: Model, w: torch.Tensor, data: FederatedData) -> tuple[float, float]:
+    """(sample-weighted training loss over all clients, test accuracy on the union of tests).
+    For regression the second number is the test MSE."""
+    w1 = w.unsqueeze(0)
+    total = 0.0
+    for i in range(0, len(data.x), CHUNK):
+        x, y = data.x[i:i + CHUNK].unsqueeze(0), data.y[i:i + CHUNK].unsqueeze(0)
+        total += float(model.sample_loss(model.forward(w1, x), y).double().sum())
+    loss = total / max(len(data.x), 1)
+    n_test = len(data.x_test)
+    if n_test == 0:
+        return loss, float("nan")
+    score = 0.0
+    for i in range(0, n_test, CHUNK):
+        x, y = data.x_test[i:i + CHUNK].unsqueeze(0), data.y_test[i:i + CHUNK].unsqueeze(0)
+        if model.task == "classification":
+            score += float(model.correct(w1, x, y).sum())
+        else:
+            score += float(model.sample_loss(model.forward(w1, x), y).double().sum())
+    return loss, score / n_test
+
+
+@torch.no_grad()
+def personal_accuracy(model: Model, personal: torch.Tensor, data: FederatedData,
+                      chunk_clients: int = 256) -> float:
+    """Each client's personal model on its own test split, sample-weighted over all clients."""
+    off, counts = data.test_offsets, data.test_counts
+    total, n = 0.0, int(counts.sum())
+    if n == 0:
+        return float("nan")
+    for lo in range(0, data.n_clients, chunk_clients):
+        ks = np.arange(lo, min(lo + chunk_clients, data.n_clients))
+        width = int(counts[ks].max())
+        if width == 0:
+            continue
+        pos = np.arange(width)
+        valid = pos[None, :] < counts[ks][:, None]
+        rows = torch.from_numpy(np.where(valid, off[ks][:, None] + pos[None, :], 0))
+        x, y = data.x_test[rows], data.y_test[rows]
+        vm = torch.from_numpy(valid).to(x.dtype)
+        if model.task == "classification":
+            total += float((model.correct(personal[ks], x, y) * vm).sum())
+        else:
+            total += float((model.sample_loss(model.forward(personal[ks], x), y) * vm).sum())
+    return total / n

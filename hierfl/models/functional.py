@@ -1,0 +1,135 @@
+"""Small models as pure functions of a stacked parameter matrix.
+
+Every model is evaluated for C clients at once: parameters are a (C, P) tensor (one row per
+client, laid out as `torch.nn.Linear` layers in `model.parameters()` order: weight (out, in)
+row-major, then bias), inputs (C, B, d), per-sample weights (C, B) that sum to one per client
+(zero weight = padding). `loss_grad` is the hot path: closed-form for the linear families,
+autograd through stacked matmuls for MLPs. `loss_grad_autograd` is the reference used by the
+sequential executor and the tests."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from ..scenario.schema import ModelSpec
+
+
+@dataclass(frozen=True)
+class Layer:
+    n_in: int
+    n_out: int
+    bias: bool
+
+    @property
+    def size(self) -> int:
+        return self.n_out * self.n_in + (self.n_out if self.bias else 0)
+
+
+class Model:
+    """A stack of affine layers with ReLU between them; the loss depends on the task."""
+
+    def __init__(self, layers: list[Layer], task: str, name: str):
+        self.layers = layers
+        self.task = task            # "classification" or "regression"
+        self.name = name
+        self.n_params = sum(l.size for l in layers)
+        self.fwd_flops = float(sum(2 * l.n_in * l.n_out + (l.n_out if l.bias else 0)
+                                   for l in layers))
+
+    # --------------------------------------------------------------------------- parameters
+    def init(self, gen: torch.Generator, zeros: bool = False) -> torch.Tensor:
+        """torch.nn.Linear's default init (uniform +-1/sqrt(fan_in)), from `gen`."""
+        parts = []
+        for l in self.layers:
+            bound = 1.0 / math.sqrt(l.n_in)
+            parts.append(torch.empty(l.n_out * l.n_in).uniform_(-bound, bound, generator=gen))
+            if l.bias:
+                parts.append(torch.empty(l.n_out).uniform_(-bound, bound, generator=gen))
+        w = torch.cat(parts)
+        return torch.zeros_like(w) if zeros else w
+
+    def unflatten(self, w: torch.Tensor) -> list[tuple[torch.Tensor, torch.Tensor | None]]:
+        """Views (C, out, in) and (C, out) of each layer."""
+        out, pos, c = [], 0, w.shape[0]
+        for l in self.layers:
+            wt = w[:, pos:pos + l.n_out * l.n_in].view(c, l.n_out, l.n_in)
+            pos += l.n_out * l.n_in
+            b = None
+            if l.bias:
+                b = w[:, pos:pos + l.n_out]
+                pos += l.n_out
+            out.append((wt, b))
+        return out
+
+    # --------------------------------------------------------------------------- forward / loss
+    def forward(self, w: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        h = x
+        parts = self.unflatten(w)
+        for i, (wt, b) in enumerate(parts):
+            h = torch.bmm(h, wt.transpose(1, 2))
+            if b is not None:
+                h = h + b[:, None, :]
+            if i < len(parts) - 1:
+                h = torch.relu(h)
+        return h
+
+    def sample_loss(self, z: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """(C, B) per-sample loss from outputs z (C, B, o)."""
+        if self.task == "classification":
+            return torch.logsumexp(z, -1) - z.gather(-1, y.unsqueeze(-1)).squeeze(-1)
+        r = z - (y.unsqueeze(-1) if y.dim() == 2 else y)
+        return (r * r).mean(-1)
+
+    def loss(self, w: torch.Tensor, x: torch.Tensor, y: torch.Tensor,
+             m: torch.Tensor) -> torch.Tensor:
+        return (self.sample_loss(self.forward(w, x), y) * m).sum(1)
+
+    def loss_grad_autograd(self, w: torch.Tensor, x: torch.Tensor, y: torch.Tensor,
+                           m: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        with torch.enable_grad():
+            wg = w.detach().requires_grad_(True)
+            loss = self.loss(wg, x, y, m)
+            (g,) = torch.autograd.grad(loss.sum(), wg)
+        return loss.detach(), g
+
+    def loss_grad(self, w: torch.Tensor, x: torch.Tensor, y: torch.Tensor,
+                  m: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        if len(self.layers) != 1:
+            return self.loss_grad_autograd(w, x, y, m)
+        ((wt, b),) = self.unflatten(w)
+        z = torch.bmm(x, wt.transpose(1, 2))
+        if b is not None:
+            z = z + b[:, None, :]
+        if self.task == "classification":
+            lse = torch.logsumexp(z, -1, keepdim=True)
+            loss = ((lse.squeeze(-1) - z.gather(-1, y.unsqueeze(-1)).squeeze(-1)) * m).sum(1)
+            dz = torch.exp(z - lse)
+            dz.scatter_add_(-1, y.unsqueeze(-1), -torch.ones_like(y, dtype=z.dtype).unsqueeze(-1))
+        else:
+            r = z - (y.unsqueeze(-1) if y.dim() == 2 else y)
+            loss = ((r * r).mean(-1) * m).sum(1)
+            dz = r * (2.0 / z.shape[-1])
+        dz = dz * m.unsqueeze(-1)
+        gw = torch.bmm(dz.transpose(1, 2), x).reshape(w.shape[0], -1)
+        if b is None:
+            return loss, gw
+        return loss, torch.cat([gw, dz.sum(1)], 1)
+
+    def correct(self, w: torch.Tensor, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """(C, B) 1.0 where the prediction is right (classification only)."""
+        return (self.forward(w, x).argmax(-1) == y).to(x.dtype)
+
+
+def build_model(spec: ModelSpec, dim: int, out_dim: int, n_classes: int) -> Model:
+    task = "classification" if spec.name in ("logreg", "mlp") else "regression"
+    if spec.name == "mlp":
+        widths = [dim, *spec.hidden, out_dim]
+        layers = [Layer(a, b, spec.bias) for a, b in zip(widths[:-1], widths[1:])]
+    else:
+        layers = [Layer(dim, out_dim, spec.bias)]
+    if task == "classification" and n_classes == 0:
+        raise ValueError("classification model on regression targets")
+    return Model(layers, task, spec.name)

@@ -1,0 +1,183 @@
+"""Running a scenario: build the system and the data once, then simulate every algorithm on the
+same system, writing metrics as the run goes."""
+from __future__ import annotations
+
+import math
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from . import seeding
+from .algorithms.base import Algorithm, Setup
+from .algorithms.registry import get
+from .data import FederatedData, load_data
+from .exec.local import make_executor
+from .io_util import CsvLog, atomic_npz
+from .learn.evaluate import global_metrics, personal_accuracy
+from .models.functional import Model, build_model
+from .scenario.schema import AlgorithmEntry, Scenario
+from .sim.engine import RoundInfo, Simulation
+from .sim.trace import Trace
+from .topology.graph import Topology, build_graph
+
+METRIC_COLUMNS = ["round", "sim_time_s", "bytes_up", "bytes_down", "bytes_client_edge",
+                  "bytes_edge_cloud", "bytes_wasted", "train_loss", "test_acc",
+                  "personal_test_acc", "personal_sparsity", "selected", "reported", "failed",
+                  "stragglers", "mean_gamma", "diverged"]
+CLIENT_COLUMNS = ["round", "edge_round", "client", "steps", "budget", "compute_s", "upload_s",
+                  "dropped", "straggler", "gamma"]
+
+
+@dataclass
+class World:
+    """The simulated system and data shared by every algorithm of a scenario."""
+
+    topo: Topology
+    data: FederatedData
+    model: Model
+    w0: torch.Tensor
+
+
+@dataclass
+class AlgoResult:
+    label: str
+    rows: list[dict] = field(default_factory=list)
+    diverged_at: int | None = None
+    trace: Trace | None = None
+
+
+def build_world(sc: Scenario, topo_spec, graph=None) -> World:
+    topo = Topology.from_graph(graph if graph is not None else build_graph(topo_spec, sc.seed,
+                                                                          sc.file), sc.file)
+    data = load_data(sc, topo.n_clients)
+    model = build_model(sc.model, data.dim, data.out_dim, data.n_classes)
+    w0 = model.init(seeding.torch_gen(sc.seed, "model-init"), zeros=sc.model.init == "zeros")
+    return World(topo, data, model, w0)
+
+
+def make_algorithm(sc: Scenario, entry: AlgorithmEntry, world: World) -> Algorithm:
+    cls = get(entry.name)
+    setup = Setup(world.model, world.topo.n_clients,
+                  torch.from_numpy(world.data.counts.astype(np.float64)), entry.local, sc.seed,
+                  world.topo.n_edges)
+    algo = cls(entry.params, setup)
+    algo.init(world.w0)
+    return algo
+
+
+class Progress:
+    """One line per algorithm on stderr: rounds done, simulated time, accuracy, ETA."""
+
+    def __init__(self, label: str, rounds: int, enabled: bool):
+        self.label, self.rounds, self.enabled = label, rounds, enabled
+        self.t0 = time.monotonic()
+        self.last = 0.0
+        self.tty = sys.stderr.isatty()
+
+    def update(self, t: int, row: dict, final: bool = False) -> None:
+        if not self.enabled:
+            return
+        now = time.monotonic()
+        if not final and now - self.last < (0.5 if self.tty else 5.0):
+            return
+        self.last = now
+        el = now - self.t0
+        eta = el / max(t, 1) * (self.rounds - t)
+        acc = row.get("test_acc", float("nan"))
+        msg = (f"[{self.label}] round {t}/{self.rounds}  sim {row['sim_time_s']:.1f}s  "
+               f"acc {acc:.3f}  elapsed {el:.0f}s  ETA {eta:.0f}s")
+        end = "\n" if (final or not self.tty) else ""
+        print(("\r" if self.tty else "") + msg, end=end, file=sys.stderr, flush=True)
+
+
+def sparsity(personal: torch.Tensor | None) -> float:
+    if personal is None:
+        return float("nan")
+    return float((personal == 0).double().mean())
+
+
+def run_algorithm(sc: Scenario, entry: AlgorithmEntry, world: World, out_dir: str,
+                  progress: bool = True, keep_trace: bool = True) -> AlgoResult:
+    torch.set_num_threads(sc.train.executor.threads)
+    os.makedirs(out_dir, exist_ok=True)
+    algo = make_algorithm(sc, entry, world)
+    ex = sc.train.executor
+    executor = make_executor(ex.kind, address=ex.address, clients_per_task=ex.clients_per_task) \
+        if ex.kind == "ray" else make_executor(ex.kind)
+    trace = Trace(keep=keep_trace)
+    sim = Simulation(sc, entry, world.topo, world.data, algo, executor, trace)
+    metrics = CsvLog(os.path.join(out_dir, "metrics.csv"), METRIC_COLUMNS)
+    clients_log = CsvLog(os.path.join(out_dir, "clients.csv"), CLIENT_COLUMNS)
+    trace_fh = open(os.path.join(out_dir, "trace.csv"), "w", newline="")
+    trace_fh.write(",".join(Trace.HEADER) + "\n")
+    result = AlgoResult(entry.label, trace=trace)
+    bar = Progress(entry.label, sc.train.rounds, progress)
+    rounds = sc.train.rounds
+
+    def record(t: int, info: RoundInfo | None) -> bool:
+        w = algo.global_model()
+        evaluate = t % sc.train.eval_every == 0 or t == rounds or t == 0
+        bad = not bool(torch.isfinite(w).all()) or float(w.norm()) > sc.train.divergence_bound
+        loss, acc = (global_metrics(world.model, w, world.data) if evaluate and not bad
+                     else (float("nan"), float("nan")))
+        personal = algo.personal_models()
+        p_acc = (personal_accuracy(world.model, personal, world.data)
+                 if evaluate and personal is not None and not bad else float("nan"))
+        if personal is not None and not bool(torch.isfinite(personal).all()):
+            bad = True
+        if evaluate and not math.isfinite(loss) and not bad:
+            bad = True
+        lg = sim.ledger
+        recs = info.clients if info else []
+        gam = [r.gamma for r in recs if math.isfinite(r.gamma)]
+        row = {"round": t, "sim_time_s": sim.env.now, "bytes_up": lg.bytes_up,
+               "bytes_down": lg.bytes_down, "bytes_client_edge": lg.tier("client_edge"),
+               "bytes_edge_cloud": lg.tier("edge_cloud"), "bytes_wasted": lg.wasted,
+               "train_loss": loss, "test_acc": acc, "personal_test_acc": p_acc,
+               "personal_sparsity": sparsity(personal),
+               "selected": info.selected if info else 0,
+               "reported": info.reported if info else 0, "failed": info.failed if info else 0,
+               "stragglers": sum(r.straggler for r in recs),
+               "mean_gamma": float(np.mean(gam)) if gam else float("nan"),
+               "diverged": int(bad)}
+        metrics.row(row)
+        for r in recs:
+            clients_log.row(r.__dict__)
+        trace.flush_to(trace_fh)
+        result.rows.append(row)
+        bar.update(t, row, final=bad or t == rounds)
+        if bad:
+            result.diverged_at = t
+            print(f"warning: {entry.label} diverged at round {t} (non-finite or norm > "
+                  f"{sc.train.divergence_bound:g}); stopped, other algorithms continue",
+                  file=sys.stderr)
+            return False
+        return True
+
+    try:
+        if record(0, None):
+            sim.run(rounds, 1, record)
+    finally:
+        metrics.close()
+        clients_log.close()
+        trace_fh.close()
+    arrays = {"global": algo.global_model().detach().double().numpy()}
+    personal = algo.personal_models()
+    if personal is not None:
+        for k in range(personal.shape[0]):
+            arrays[f"client_{k}"] = personal[k].detach().double().numpy()
+    atomic_npz(os.path.join(out_dir, "final_params.npz"), arrays)
+    return result
+
+
+def run_scenario(sc: Scenario, topo_spec, progress: bool = True, graph=None) -> dict[str, AlgoResult]:
+    world = build_world(sc, topo_spec, graph)
+    results = {}
+    for entry in sc.algorithms:
+        results[entry.label] = run_algorithm(sc, entry, world, os.path.join(sc.output, entry.label),
+                                             progress)
+    return results

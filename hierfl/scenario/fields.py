@@ -1,0 +1,244 @@
+"""A small declarative schema: frozen dataclasses whose type hints and field metadata say what
+is allowed. `build` turns a parsed YAML mapping into such a dataclass, collecting every problem
+(unknown keys with a "did you mean", wrong types, out-of-range values) instead of stopping at the
+first. The same metadata generates docs/scenario.md."""
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import math
+import types
+import typing
+from dataclasses import MISSING, field
+from typing import Any, Callable, Literal, Union, get_args, get_origin
+
+from .errors import Problems
+
+Check = Callable[[Any], "str | None"]
+
+
+def spec(default: Any = MISSING, doc: str = "", check: Check | None = None,
+         default_factory: Any = MISSING) -> Any:
+    """A dataclass field with a doc string and an optional value check."""
+    meta = {"doc": doc, "check": check}
+    if default_factory is not MISSING:
+        return field(default_factory=default_factory, metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+def positive(v: Any) -> str | None:
+    return None if v > 0 else "must be > 0"
+
+
+def non_negative(v: Any) -> str | None:
+    return None if v >= 0 else "must be >= 0"
+
+
+def unit_interval(v: Any) -> str | None:
+    return None if 0 <= v <= 1 else "must be in [0, 1]"
+
+
+def at_most(limit: float) -> Check:
+    def check(v: Any) -> str | None:
+        return None if v <= limit else f"must be <= {limit:g} (resource guard)"
+    return check
+
+
+def all_of(*checks: Check) -> Check:
+    def check(v: Any) -> str | None:
+        for c in checks:
+            msg = c(v)
+            if msg:
+                return msg
+        return None
+    return check
+
+
+class Raw:
+    """Marker type: keep the YAML value as is (validated elsewhere)."""
+
+
+def _type_name(tp: Any) -> str:
+    origin = get_origin(tp)
+    if tp is type(None):
+        return "null"
+    if origin is Literal:
+        return " | ".join(repr(a) for a in get_args(tp))
+    if origin in (Union, types.UnionType):
+        return " or ".join(_type_name(a) for a in get_args(tp))
+    if origin is list:
+        return f"list of {_type_name(get_args(tp)[0])}"
+    if origin is dict:
+        return "mapping"
+    if dataclasses.is_dataclass(tp):
+        return "mapping"
+    if tp is Raw:
+        return "any"
+    return getattr(tp, "__name__", str(tp))
+
+
+def type_name(tp: Any) -> str:
+    return _type_name(tp)
+
+
+_FAIL = object()
+
+
+def convert(tp: Any, value: Any, key: str, problems: Problems) -> Any:
+    """Convert `value` to type `tp`; on failure record a problem and return _FAIL."""
+    origin = get_origin(tp)
+    if tp is Raw or tp is Any:
+        return value
+    if origin in (Union, types.UnionType):
+        options = get_args(tp)
+        if value is None and type(None) in options:
+            return None
+        # try each option silently, most specific first
+        for opt in options:
+            if opt is type(None):
+                continue
+            trial = Problems(problems.file)
+            out = convert(opt, value, key, trial)
+            if out is not _FAIL and not trial.items:
+                return out
+        # report against the first non-None dataclass option if any, else generic
+        for opt in options:
+            if dataclasses.is_dataclass(opt) and isinstance(value, dict):
+                return convert(opt, value, key, problems)
+        problems.add(key, value, f"expected {_type_name(tp)}")
+        return _FAIL
+    if origin is Literal:
+        allowed = get_args(tp)
+        if value in allowed and type(value) in {type(a) for a in allowed}:
+            return value
+        hint = ""
+        if isinstance(value, str):
+            close = difflib.get_close_matches(value, [str(a) for a in allowed], n=1)
+            if close:
+                hint = f" (did you mean {close[0]!r}?)"
+        problems.add(key, value, f"expected one of {', '.join(repr(a) for a in allowed)}{hint}")
+        return _FAIL
+    if origin is list:
+        (inner,) = get_args(tp)
+        if not isinstance(value, list):
+            problems.add(key, value, f"expected a list of {_type_name(inner)}")
+            return _FAIL
+        out = [convert(inner, v, f"{key}[{i}]", problems) for i, v in enumerate(value)]
+        return _FAIL if any(o is _FAIL for o in out) else out
+    if dataclasses.is_dataclass(tp):
+        if not isinstance(value, dict):
+            problems.add(key, value, "expected a mapping")
+            return _FAIL
+        return build(tp, value, problems, key)
+    if tp is bool:
+        if isinstance(value, bool):
+            return value
+        problems.add(key, value, "expected true or false")
+        return _FAIL
+    if tp is int:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            problems.add(key, value, "expected an integer")
+            return _FAIL
+        if isinstance(value, float):
+            if not math.isfinite(value) or value != int(value):
+                problems.add(key, value, "expected an integer")
+                return _FAIL
+            value = int(value)
+        return value
+    if tp is float:
+        if isinstance(value, str):
+            try:  # YAML 1.1 reads "1e9" (no dot) as a string
+                value = float(value)
+            except ValueError:
+                problems.add(key, value, "expected a number")
+                return _FAIL
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            problems.add(key, value, "expected a number")
+            return _FAIL
+        value = float(value)
+        if not math.isfinite(value):
+            problems.add(key, value, "expected a finite number")
+            return _FAIL
+        return value
+    if tp is str:
+        if isinstance(value, str):
+            return value
+        problems.add(key, value, "expected a string")
+        return _FAIL
+    raise TypeError(f"schema type {tp!r} is not supported")
+
+
+def build(cls: type, raw: dict, problems: Problems, prefix: str = "") -> Any:
+    """Build dataclass `cls` from mapping `raw`; problems are collected, not raised."""
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
+    kwargs: dict[str, Any] = {}
+    ok = True
+    for key, value in raw.items():
+        path = f"{prefix}.{key}" if prefix else str(key)
+        if key not in fields:
+            close = difflib.get_close_matches(str(key), list(fields), n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            allowed = ", ".join(sorted(fields))
+            problems.add(path, value, f"unknown key{hint}; allowed: {allowed}")
+            ok = False
+            continue
+        f = fields[key]
+        out = convert(hints[key], value, path, problems)
+        if out is _FAIL:
+            ok = False
+            continue
+        check = f.metadata.get("check")
+        if check is not None and out is not None:
+            msg = check(out)
+            if msg:
+                problems.add(path, value, msg)
+                ok = False
+                continue
+        kwargs[key] = out
+    for name, f in fields.items():
+        if name not in kwargs and f.default is MISSING and f.default_factory is MISSING:
+            if name not in raw:
+                path = f"{prefix}.{name}" if prefix else name
+                problems.add(path, None, "required key is missing")
+            ok = False
+    if not ok:
+        return _FAIL
+    try:
+        obj = cls(**kwargs)
+    except ValueError as exc:  # cross-field checks in __post_init__
+        problems.add(prefix, raw, str(exc))
+        return _FAIL
+    return obj
+
+
+def is_fail(obj: Any) -> bool:
+    return obj is _FAIL
+
+
+def describe(cls: type, prefix: str = "") -> list[tuple[str, str, str, str]]:
+    """(key path, type, default, doc) rows for the docs generator."""
+    rows = []
+    hints = typing.get_type_hints(cls)
+    for f in dataclasses.fields(cls):
+        if not f.init:
+            continue
+        path = f"{prefix}.{f.name}" if prefix else f.name
+        tp = hints[f.name]
+        if f.default is not MISSING:
+            default = repr(f.default) if not dataclasses.is_dataclass(f.default) else "(mapping)"
+        elif f.default_factory is not MISSING:
+            default = "(see below)"
+        else:
+            default = "required"
+        rows.append((path, _type_name(tp), default, f.metadata.get("doc", "")))
+        inner = [a for a in get_args(tp) if dataclasses.is_dataclass(a)] or (
+            [tp] if dataclasses.is_dataclass(tp) else [])
+        if get_origin(tp) is list:
+            inner = [a for a in get_args(tp) if dataclasses.is_dataclass(a)]
+            for a in inner:
+                rows.extend(describe(a, path + "[]"))
+            continue
+        for a in inner:
+            rows.extend(describe(a, path))
+    return rows

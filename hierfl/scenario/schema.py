@@ -1,0 +1,201 @@
+"""The scenario, as frozen dataclasses. Read once by `load`; everything downstream is typed."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from .fields import Raw, all_of, at_most, non_negative, positive, spec, unit_interval
+
+
+# ----------------------------------------------------------------------------- distributions
+@dataclass(frozen=True)
+class DistSpec:
+    """A random attribute, drawn deterministically from the scenario seed."""
+
+    dist: Literal["constant", "uniform", "lognormal", "normal", "choice"] = spec(
+        doc="distribution family")
+    value: float | None = spec(None, "constant: the value")
+    low: float | None = spec(None, "uniform: lower bound")
+    high: float | None = spec(None, "uniform: upper bound")
+    median: float | None = spec(None, "lognormal: median (exp(mu))", check=positive)
+    sigma: float | None = spec(None, "lognormal: sigma of the log", check=non_negative)
+    mean: float | None = spec(None, "normal: mean")
+    std: float | None = spec(None, "normal: standard deviation", check=non_negative)
+    min: float | None = spec(None, "normal: values below are clipped to this")
+    choices: list[float] | None = spec(None, "choice: the values")
+    weights: list[float] | None = spec(None, "choice: their probabilities (default equal)")
+
+    def __post_init__(self) -> None:
+        need = {"constant": ["value"], "uniform": ["low", "high"], "lognormal": ["median", "sigma"],
+                "normal": ["mean", "std"], "choice": ["choices"]}[self.dist]
+        missing = [k for k in need if getattr(self, k) is None]
+        if missing:
+            raise ValueError(f"dist {self.dist!r} needs {', '.join(missing)}")
+        if self.dist == "uniform" and self.low > self.high:  # type: ignore[operator]
+            raise ValueError("uniform needs low <= high")
+        if self.dist == "choice":
+            if not self.choices:
+                raise ValueError("choice needs a non-empty list of choices")
+            if self.weights is not None and (len(self.weights) != len(self.choices)
+                                             or min(self.weights) < 0 or sum(self.weights) <= 0):
+                raise ValueError("weights must be non-negative, one per choice, not all zero")
+
+
+Dist = float | DistSpec
+
+
+# ----------------------------------------------------------------------------- data, model
+@dataclass(frozen=True)
+class PartitionSpec:
+    kind: Literal["iid", "dirichlet", "shards"] = spec("iid", "how labels are split over clients")
+    alpha: float = spec(0.5, "dirichlet: concentration (smaller = more skewed)", check=positive)
+    shards_per_client: int = spec(2, "shards: label-sorted shards per client", check=positive)
+
+
+@dataclass(frozen=True)
+class DataSpec:
+    name: Literal["synthetic", "synthetic_iid", "digits", "npz"] = spec(doc="the federated data set")
+    alpha: float = spec(1.0, "synthetic: std of u_k (model heterogeneity)", check=non_negative)
+    beta: float = spec(1.0, "synthetic: std of B_k (feature heterogeneity)", check=non_negative)
+    dim: int = spec(60, "synthetic: feature dimension", check=all_of(positive, at_most(1e5)))
+    classes: int = spec(10, "synthetic: number of classes", check=all_of(positive, at_most(1e4)))
+    samples: Dist | None = spec(None, "synthetic: per-client sample count distribution "
+                                "(default: int(lognormal(4, 2)) + 50, the FedProx recipe)")
+    max_samples: int = spec(100_000, "synthetic: cap on one client's samples (resource guard)",
+                            check=positive)
+    path: str | None = spec(None, "npz: file of arrays x_0, y_0, ... (relative to the scenario)")
+    partition: PartitionSpec = spec(default_factory=PartitionSpec, doc="digits: label partition")
+    test_fraction: float = spec(0.2, "per-client test split when the set has no test arrays",
+                                check=unit_interval)
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    name: Literal["logreg", "linear", "mlp"] = spec(doc="model family")
+    bias: bool = spec(True, "include bias terms")
+    hidden: list[int] = spec(default_factory=lambda: [200, 200], doc="mlp: hidden layer widths")
+    init: Literal["seeded", "zeros"] = spec("seeded", "initial parameters")
+
+    def __post_init__(self) -> None:
+        if any(h <= 0 or h > 100_000 for h in self.hidden):
+            raise ValueError("hidden widths must be in 1..100000")
+
+
+# ----------------------------------------------------------------------------- training
+@dataclass(frozen=True)
+class LocalSpec:
+    steps: int | None = spec(None, "local steps per round (HierFAVG's kappa1)",
+                             check=all_of(positive, at_most(1e7)))
+    epochs: int | None = spec(None, "local epochs per round (instead of steps)",
+                              check=all_of(positive, at_most(1e5)))
+    batch_size: int | Literal["full"] = spec(10, "minibatch size, or full = full-batch GD",
+                                             check=lambda v: None if v == "full" or v > 0
+                                             else "must be > 0")
+    lr: float = spec(0.01, "local learning rate", check=positive)
+    lr_decay: float = spec(1.0, "multiply lr by this every cloud round", check=positive)
+    gamma: float | None = spec(None, "stop when ||grad h|| <= gamma ||grad h(w_t)||",
+                               check=unit_interval)
+    check_every: int = spec(5, "steps between gamma checks (each check costs a full gradient)",
+                            check=positive)
+
+    def __post_init__(self) -> None:
+        if self.steps is not None and self.epochs is not None:
+            raise ValueError("give steps or epochs, not both")
+
+
+@dataclass(frozen=True)
+class ExecutorSpec:
+    kind: Literal["batched", "sequential", "ray"] = spec("batched", "how client work is run")
+    address: str = spec("local", "ray: cluster address (auto, local or host:port)")
+    clients_per_task: int = spec(64, "ray: clients per task", check=positive)
+    threads: int = spec(1, "torch intra-op threads", check=all_of(positive, at_most(256)))
+
+
+@dataclass(frozen=True)
+class RoundSpec:
+    policy: Literal["wait_all", "deadline_drop", "deadline_partial", "first_k"] = spec(
+        "wait_all", "when an aggregation round closes")
+    deadline_s: float | None = spec(None, "deadline after the round starts (deadline policies)",
+                                    check=positive)
+    k: int | None = spec(None, "first_k: how many arrivals to keep", check=positive)
+    timeout_s: float | None = spec(None, "wait_all: give up after this long", check=positive)
+
+    def __post_init__(self) -> None:
+        if self.policy.startswith("deadline") and self.deadline_s is None:
+            raise ValueError(f"policy {self.policy!r} needs deadline_s")
+        if self.policy == "first_k" and self.k is None:
+            raise ValueError("policy 'first_k' needs k")
+
+
+@dataclass(frozen=True)
+class StragglerSpec:
+    fraction: float = spec(0.0, "fraction of selected clients that straggle each round",
+                           check=unit_interval)
+    mode: Literal["random_epochs"] = spec("random_epochs", "how stragglers do less work")
+    epochs_range: Literal["paper", "code"] = spec(
+        "paper", "paper: uniform in [1, E]; code: [1, E-1] as in the published code")
+    drop: Literal["auto", "always", "never"] = spec(
+        "auto", "auto: FedAvg drops stragglers, other algorithms keep partial work")
+
+
+@dataclass(frozen=True)
+class TrainSpec:
+    rounds: int = spec(100, "cloud rounds", check=all_of(positive, at_most(1e7)))
+    clients_per_round: int | Literal["all"] = spec(
+        10, "clients sampled uniformly without replacement each cloud round",
+        check=lambda v: None if v == "all" or v > 0 else "must be > 0")
+    local: LocalSpec = spec(default_factory=LocalSpec, doc="local solver")
+    eval_every: int = spec(1, "evaluate every this many rounds (and the last)", check=positive)
+    round: RoundSpec = spec(default_factory=RoundSpec, doc="round policy (cloud tier)")
+    edge_round: RoundSpec = spec(default_factory=RoundSpec, doc="round policy (edge tier)")
+    executor: ExecutorSpec = spec(default_factory=ExecutorSpec, doc="client executor")
+    divergence_bound: float = spec(1e6, "a parameter norm above this marks divergence",
+                                   check=positive)
+
+
+@dataclass(frozen=True)
+class ReportSpec:
+    target_accuracy: float | None = spec(None, "accuracy target of the tables "
+                                         "(default 0.9 x best final accuracy)", check=unit_interval)
+
+
+@dataclass(frozen=True)
+class AlgorithmEntry:
+    """One algorithm of a scenario: its registered name, a label and typed hyperparameters."""
+
+    name: str
+    label: str
+    params: object          # the algorithm's own frozen Params dataclass
+    local: LocalSpec        # train.local with this entry's overrides
+    edge_rounds: int        # aggregations at the edge per cloud round (1 = flat)
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    seed: int
+    file: str
+    topology: Raw
+    data: DataSpec
+    model: ModelSpec
+    train: TrainSpec
+    algorithms: tuple[AlgorithmEntry, ...]
+    stragglers: StragglerSpec
+    report: ReportSpec
+    output: str
+
+
+@dataclass(frozen=True)
+class ScenarioFile:
+    """The keys of a scenario file (what `load` reads before resolving algorithms)."""
+
+    name: str = spec(doc="scenario name (letters, digits, '-', '_')")
+    topology: Raw = spec(doc="topology file path (relative to this file) or inline mapping")
+    data: DataSpec = spec(doc="federated data set")
+    model: ModelSpec = spec(doc="model")
+    algorithms: list[Raw] = spec(doc="list of {name: ..., label: ..., <hyperparameters>}")
+    seed: int = spec(0, "the one seed; every generator is derived from it and a stable name")
+    train: TrainSpec = spec(default_factory=TrainSpec, doc="training schedule")
+    stragglers: StragglerSpec = spec(default_factory=StragglerSpec, doc="stragglers")
+    report: ReportSpec = spec(default_factory=ReportSpec, doc="report options")
+    output: str = spec("", "output folder (relative to this file); --out overrides")
