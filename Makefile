@@ -4,13 +4,13 @@ BIN := $(VENV)/bin
 PIP := $(BIN)/pip install -c constraints.txt
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench install clean
+.PHONY: demo test bench install clean browser
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
 
 $(STAMP): $(BIN)/python pyproject.toml constraints.txt
-	$(PIP) -q -e ".[dev]"
+	$(PIP) -q -e ".[dev,ray]"
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -18,8 +18,16 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/hierfl run scenarios/quickstart.yaml
 
-test: $(STAMP)
+test: $(STAMP) browser
 	$(BIN)/python -m pytest
+
+# The report's browser test loads report.html in Chromium (Debian's package). Installed when
+# missing; without root (or without network) that one test is skipped, with a note here.
+browser:
+	@command -v chromium >/dev/null 2>&1 || ( [ "$$(id -u)" = 0 ] && \
+	  (apt-get update -qq && apt-get install -y -qq chromium >/dev/null) ) || \
+	  echo "note: chromium is not installed (apt-get install -y chromium needs root);" \
+	       "tests/test_report.py's browser test will be skipped"
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/run.py

@@ -1,4 +1,4 @@
-"""hierfl command line: run, validate, report."""
+"""hierfl command line: run, validate, report, compare, docs, sweep."""
 from __future__ import annotations
 
 import argparse
@@ -11,9 +11,11 @@ EXIT_BAD_INPUT = 2
 
 
 def _print_problems(exc: ScenarioError) -> None:
+    from .scenario.load import locate
+
     n = len(exc.problems)
     print(f"error: {n} problem{'s' if n != 1 else ''} in the input:", file=sys.stderr)
-    for p in exc.problems:
+    for p in locate(exc.problems):
         print(f"  {p}", file=sys.stderr)
 
 
@@ -40,15 +42,19 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from .report.markdown import write_report
+    from .report.summary import write_run_summary
     from .run import run_scenario
     from .scenario.load import load
 
     sc, topo_spec = load(args.scenario, seed=args.seed, rounds=args.rounds, out=args.out)
+    if args.threads is not None and not 1 <= args.threads <= 256:
+        raise ScenarioError.one("", "--threads", args.threads, "must be in 1..256")
     if args.threads:
         import dataclasses
         ex = dataclasses.replace(sc.train.executor, threads=args.threads)
         sc = dataclasses.replace(sc, train=dataclasses.replace(sc.train, executor=ex))
     os.makedirs(sc.output, exist_ok=True)
+    write_run_summary(sc, topo_spec)      # OUT/scenario.yaml, OUT/summary.json for the report
     print(f"running {sc.name}: {len(sc.algorithms)} algorithm(s), {sc.train.rounds} rounds "
           f"-> {sc.output}", file=sys.stderr)
     run_scenario(sc, topo_spec, progress=not args.quiet)
@@ -63,10 +69,58 @@ def cmd_report(args: argparse.Namespace) -> int:
     if not os.path.isdir(args.out):
         raise ScenarioError.one("", "OUT", args.out, "no such folder")
     try:
-        print(f"report: {write_report(args.out, os.path.basename(args.out.rstrip('/')), args.target)}")
+        path = write_report(args.out, os.path.basename(args.out.rstrip('/')), args.target,
+                            timeline_round=args.timeline_round)
+        print(f"report: {path}\nhtml: {os.path.join(os.path.dirname(path), 'report.html')}")
     except FileNotFoundError as exc:
         raise ScenarioError.one("", "OUT", args.out, str(exc)) from None
     return 0
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    from .sweep import main as sweep_main
+
+    return sweep_main(args.sweep, args.backend, args.address, args.workers, args.out,
+                      progress=not args.quiet)
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from .report.markdown import compare_runs
+
+    for p in args.runs:
+        if not os.path.isdir(p):
+            raise ScenarioError.one("", "RUN", p, "no such folder")
+    out = args.out or os.path.join(os.path.dirname(os.path.normpath(args.runs[0])), "compare")
+    try:
+        path = compare_runs(args.runs, out, args.target, timeline_round=args.timeline_round)
+    except FileNotFoundError as exc:
+        raise ScenarioError.one("", "RUN", args.runs, str(exc)) from None
+    print(f"report: {path}\nhtml: {os.path.join(out, 'report.html')}")
+    return 0
+
+
+def cmd_topology(args: argparse.Namespace) -> int:
+    from .scenario.errors import Problems
+    from .scenario.load import load_topology
+    from .topology.describe import draw, summary
+    from .topology.graph import Topology, build_graph
+
+    path = os.path.abspath(args.file)
+    problems = Problems(path)
+    spec, _ = load_topology(path, os.path.dirname(path), path, problems)
+    problems.raise_if_any()
+    topo = Topology.from_graph(build_graph(spec, args.seed, path), path)
+    print(f"topology {args.file} (seed {args.seed})")
+    print(summary(topo))
+    png = args.png or os.path.splitext(args.file)[0] + ".png"
+    print(f"drawing: {draw(topo, png)}")
+    return 0
+
+
+def cmd_docs(args: argparse.Namespace) -> int:
+    from .docs_gen import main as docs_main
+
+    return docs_main(check=args.check, path=args.path)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -87,7 +141,37 @@ def parser() -> argparse.ArgumentParser:
     rp = sub.add_parser("report", help="regenerate the report of a finished run")
     rp.add_argument("out")
     rp.add_argument("--target", type=float, help="target accuracy of the tables")
+    rp.add_argument("--timeline-round", type=int, default=1,
+                    help="cloud round drawn in the timeline figure (default 1)")
     rp.set_defaults(fn=cmd_report)
+    cp = sub.add_parser("compare", help="several runs on the same axes; runs that differ only "
+                        "by seed are pooled (mean +- std)")
+    cp.add_argument("runs", nargs="+", help="output folders of finished runs")
+    cp.add_argument("--out", help="where to write the comparison (default: <first run>/../compare)")
+    cp.add_argument("--target", type=float, help="target accuracy of the tables")
+    cp.add_argument("--timeline-round", type=int, default=1, help="cloud round of the timeline")
+    cp.set_defaults(fn=cmd_compare)
+    tp = sub.add_parser("topology", help="print a topology's tiers and distributions, draw it")
+    tp.add_argument("file")
+    tp.add_argument("--seed", type=int, default=0, help="seed for drawn attributes")
+    tp.add_argument("--png", help="where to draw the graph (default: FILE with .png)")
+    tp.set_defaults(fn=cmd_topology)
+    dc = sub.add_parser("docs", help="generate docs/scenario.md from the schema")
+    dc.add_argument("--check", action="store_true",
+                    help="exit 1 if the file on disk differs from the generated one")
+    dc.add_argument("--path", default=None, help="file to write or check (default docs/scenario.md)")
+    dc.set_defaults(fn=cmd_docs)
+    sw = sub.add_parser("sweep", help="run a base scenario over a grid of values, in parallel; "
+                        "resumes an interrupted sweep")
+    sw.add_argument("sweep", help="sweep file: base, grid, output")
+    sw.add_argument("--backend", choices=["local", "ray"], default="local",
+                    help="local: processes on this machine; ray: Ray tasks")
+    sw.add_argument("--address", default="local",
+                    help="ray: local (start one here), auto or HOST:PORT of a running cluster")
+    sw.add_argument("--workers", type=int, help="points run at once (default: CPU cores)")
+    sw.add_argument("--out", help="output folder (default: the sweep file's output:)")
+    sw.add_argument("--quiet", action="store_true", help="no progress lines")
+    sw.set_defaults(fn=cmd_sweep)
     return ap
 
 

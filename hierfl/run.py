@@ -17,17 +17,22 @@ from .algorithms.registry import get
 from .data import FederatedData, load_data
 from .exec.local import make_executor
 from .io_util import CsvLog, atomic_npz
-from .learn.evaluate import global_metrics, personal_accuracy
+from .learn.evaluate import dissimilarity, global_metrics, personal_accuracy
 from .models.functional import Model, build_model
 from .scenario.schema import AlgorithmEntry, Scenario
+from .scenario.errors import ScenarioError
+from .scenario.load import guard_resources, topology_file
 from .sim.engine import RoundInfo, Simulation
+from .sim.failures import Failures
 from .sim.trace import Trace
 from .topology.graph import Topology, build_graph
 
 METRIC_COLUMNS = ["round", "sim_time_s", "bytes_up", "bytes_down", "bytes_client_edge",
                   "bytes_edge_cloud", "bytes_wasted", "train_loss", "test_acc",
                   "personal_test_acc", "personal_sparsity", "selected", "reported", "failed",
-                  "stragglers", "mean_gamma", "diverged"]
+                  "stragglers", "mean_gamma", "dissimilarity_B", "grad_variance",
+                  "bytes_up_client_edge", "bytes_down_client_edge", "bytes_up_edge_cloud",
+                  "bytes_down_edge_cloud", "diverged"]
 CLIENT_COLUMNS = ["round", "edge_round", "client", "steps", "budget", "compute_s", "upload_s",
                   "dropped", "straggler", "gamma"]
 
@@ -40,6 +45,7 @@ class World:
     data: FederatedData
     model: Model
     w0: torch.Tensor
+    topo_spec: object = None
 
 
 @dataclass
@@ -51,12 +57,18 @@ class AlgoResult:
 
 
 def build_world(sc: Scenario, topo_spec, graph=None) -> World:
+    tfile = topology_file(sc)
     topo = Topology.from_graph(graph if graph is not None else build_graph(topo_spec, sc.seed,
-                                                                          sc.file), sc.file)
+                                                                          tfile), tfile)
     data = load_data(sc, topo.n_clients)
-    model = build_model(sc.model, data.dim, data.out_dim, data.n_classes)
+    guard_resources(sc, topo.n_clients, topo.graph.number_of_nodes() - topo.n_clients, data.dim,
+                    data.out_dim, len(data.x))   # before the model and the states are allocated
+    try:
+        model = build_model(sc.model, data.dim, data.out_dim, data.n_classes)
+    except ValueError as exc:
+        raise ScenarioError.one(sc.file, "model.name", sc.model.name, str(exc)) from None
     w0 = model.init(seeding.torch_gen(sc.seed, "model-init"), zeros=sc.model.init == "zeros")
-    return World(topo, data, model, w0)
+    return World(topo, data, model, w0, topo_spec)
 
 
 def make_algorithm(sc: Scenario, entry: AlgorithmEntry, world: World) -> Algorithm:
@@ -109,7 +121,10 @@ def run_algorithm(sc: Scenario, entry: AlgorithmEntry, world: World, out_dir: st
     executor = make_executor(ex.kind, address=ex.address, clients_per_task=ex.clients_per_task) \
         if ex.kind == "ray" else make_executor(ex.kind)
     trace = Trace(keep=keep_trace)
-    sim = Simulation(sc, entry, world.topo, world.data, algo, executor, trace)
+    spec = world.topo_spec
+    failures = Failures.from_spec(spec, sc.seed) if spec is not None else None
+    sim = Simulation(sc, entry, world.topo, world.data, algo, executor, trace, failures,
+                     getattr(spec, "link_sharing", "fifo"))
     metrics = CsvLog(os.path.join(out_dir, "metrics.csv"), METRIC_COLUMNS)
     clients_log = CsvLog(os.path.join(out_dir, "clients.csv"), CLIENT_COLUMNS)
     trace_fh = open(os.path.join(out_dir, "trace.csv"), "w", newline="")
@@ -143,7 +158,15 @@ def run_algorithm(sc: Scenario, entry: AlgorithmEntry, world: World, out_dir: st
                "reported": info.reported if info else 0, "failed": info.failed if info else 0,
                "stragglers": sum(r.straggler for r in recs),
                "mean_gamma": float(np.mean(gam)) if gam else float("nan"),
+               "bytes_up_client_edge": lg.up["client_edge"],
+               "bytes_down_client_edge": lg.down["client_edge"],
+               "bytes_up_edge_cloud": lg.up["edge_cloud"],
+               "bytes_down_edge_cloud": lg.down["edge_cloud"],
                "diverged": int(bad)}
+        m_every = sc.monitor.dissimilarity_every
+        if m_every and not bad and (t % m_every == 0 or t == rounds):
+            row["dissimilarity_B"], row["grad_variance"] = dissimilarity(world.model, w,
+                                                                         world.data)
         metrics.row(row)
         for r in recs:
             clients_log.row(r.__dict__)

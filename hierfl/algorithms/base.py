@@ -15,6 +15,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+import numpy as np
 import torch
 
 from ..learn.solver import LocalProgram, SolveResult
@@ -47,6 +48,7 @@ class Upload:
     """What the selected clients send: a tuple of (C, P) tensors (the ledger counts each row)."""
 
     tensors: tuple[torch.Tensor, ...]
+    encoding: str = "dense"     # how the ledger counts them: dense | sparse | auto (sim/messages)
 
 
 @dataclass
@@ -63,6 +65,7 @@ class Algorithm:
     hierarchical: ClassVar[bool] = False
     supports_gamma: ClassVar[bool] = True
     upload_tensors: ClassVar[int] = 1       # model-sized tensors per client upload (planning)
+    linear_aggregate: ClassVar[bool] = False  # aggregate() is the n_k-weighted mean of uploads
 
     def __init__(self, params: Any, setup: Setup):
         self.p = params
@@ -105,6 +108,12 @@ class Algorithm:
         return (self.w,)
 
     # ------------------------------------------------------------------ client side
+    def trainees(self, selected: np.ndarray) -> np.ndarray:
+        """Clients that do local work in a flat round: the selected ones. An algorithm may add
+        others (pFedMe's published code trains every client): those receive the model and
+        compute, but upload nothing and are not aggregated."""
+        return selected
+
     def program(self, clients: torch.Tensor, start: torch.Tensor, ctx: RoundCtx) -> LocalProgram:
         raise NotImplementedError
 
@@ -123,23 +132,47 @@ class Algorithm:
             return
         self.w = weighted_mean(up.tensors[0], self.weights(clients))
 
+    # ------------------------------------------------------------------ edge pre-aggregation
+    def partial(self, clients: torch.Tensor, up: Upload) -> tuple[tuple[torch.Tensor, ...], float]:
+        """An edge's weighted partial sum of its clients' uploads (linear aggregators only)."""
+        n = self.setup.counts[clients].double()
+        return ((n @ up.tensors[0].double()),), float(n.sum())
+
+    def aggregate_partials(self, parts: list[tuple[tuple[torch.Tensor, ...], float]],
+                           ctx: RoundCtx) -> None:
+        """Combine edges' partial sums: the same model as aggregate() over all their clients."""
+        total = sum(w for _, w in parts)
+        if total <= 0:
+            return
+        self.w = (sum(p[0] for p, _ in parts) / total).to(self.w.dtype)
+
     # ------------------------------------------------------------------ hierarchy
+    def reporting(self, t: int, children: list[str]) -> list[str]:
+        """Which of the cloud's active children upload this round (all; pFedMac-SH samples)."""
+        return children
+
     def edge_start(self, w: torch.Tensor) -> Any:
+        """An aggregator's state when it receives its parent's model."""
         return w.clone()
 
     def edge_model(self, es: Any) -> torch.Tensor:
+        """The model an aggregator sends to its children at each of its rounds."""
         return es
 
-    def edge_aggregate(self, es: Any, clients: torch.Tensor, up: Upload, ctx: RoundCtx) -> Any:
-        if len(clients) == 0:
+    def edge_aggregate(self, es: Any, clients: torch.Tensor | None, up: Upload,
+                       weights: torch.Tensor, ctx: RoundCtx) -> Any:
+        """Combine the children's uploads (clients, or lower aggregators when clients is None);
+        weights are the children's training-sample totals."""
+        if weights.numel() == 0:
             return es
-        return weighted_mean(up.tensors[0], self.weights(clients))
+        return weighted_mean(up.tensors[0], weights / weights.sum())
 
     def edge_upload(self, es: Any) -> tuple[torch.Tensor, ...]:
         return (es,)
 
-    def cloud_aggregate(self, edge_ids: list[int], uploads: list[tuple[torch.Tensor, ...]],
+    def cloud_aggregate(self, nodes: list[str], uploads: list[tuple[torch.Tensor, ...]],
                         weights: torch.Tensor, ctx: RoundCtx) -> None:
+        """Combine the uploads of the cloud's children (weights: their sample totals)."""
         if not uploads:
             return
         stacked = torch.stack([u[0] for u in uploads])

@@ -20,6 +20,7 @@ class FedAvgParams:
 class FedAvg(Algorithm):
     name = "fedavg"
     Params = FedAvgParams
+    linear_aggregate = True
 
     def program(self, clients: torch.Tensor, start: torch.Tensor, ctx: RoundCtx) -> TermsProgram:
         return TermsProgram(self.setup.model, stack_start(start, len(clients)))

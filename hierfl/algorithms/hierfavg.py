@@ -16,9 +16,16 @@ from .fedavg import FedAvg
 @dataclass(frozen=True)
 class HierFAVGParams:
     edge_rounds: int = spec(1, "kappa2: edge aggregations per cloud round", check=positive)
+    tier_rounds: list[int] | None = spec(
+        None, "deeper trees: rounds per aggregator tier, from the top (overrides edge_rounds)")
+
+    def __post_init__(self) -> None:
+        if self.tier_rounds is not None and any(r < 1 for r in self.tier_rounds):
+            raise ValueError("tier_rounds must be >= 1")
 
 
 class HierFAVG(FedAvg):
     name = "hierfavg"
     Params = HierFAVGParams
     hierarchical = True
+    linear_aggregate = False

@@ -12,7 +12,7 @@ def load_data(sc: Scenario, n_clients: int) -> FederatedData:
         return generate(spec, n_clients, sc.seed)
     from .real import digits, npz
     if spec.name == "digits":
-        return digits(spec, n_clients, sc.seed)
+        return digits(spec, n_clients, sc.seed, sc.file)
     task = "regression" if sc.model.name == "linear" else "classification"
     return npz(spec, n_clients, sc.seed, spec.path or "", task, sc.file)
 

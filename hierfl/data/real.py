@@ -11,6 +11,9 @@ from ..scenario.errors import ScenarioError
 from ..scenario.schema import DataSpec, PartitionSpec
 from .federated import FederatedData, split_train_test
 
+DIGITS_SAMPLES = 1797          # rows of scikit-learn's bundled digits
+MAX_CLASSES = 10_000           # labels of an npz set must be < this (the model has one output each)
+
 
 def partition(labels: np.ndarray, n_clients: int, spec: PartitionSpec,
               g: np.random.Generator) -> list[np.ndarray]:
@@ -40,15 +43,21 @@ def partition(labels: np.ndarray, n_clients: int, spec: PartitionSpec,
     return [np.sort(np.array(p, dtype=np.int64)) for p in parts]
 
 
-def digits(spec: DataSpec, n_clients: int, seed: int) -> FederatedData:
+def digits(spec: DataSpec, n_clients: int, seed: int, file: str = "") -> FederatedData:
     from sklearn.datasets import load_digits  # bundled with scikit-learn: no download
 
     ds = load_digits()
     x = ds.data.astype(np.float32) / 16.0
     y = ds.target.astype(np.int64)
     if n_clients * 2 > len(y):
-        raise ScenarioError.one("", "clients.count", n_clients,
-                                f"digits has {len(y)} samples: at most {len(y) // 2} clients")
+        raise ScenarioError.one(file, "data.name", "digits",
+                                f"digits has {len(y)} samples: at most {len(y) // 2} clients "
+                                f"(two rows each), the topology has {n_clients}")
+    if spec.partition.kind == "shards" and n_clients * spec.partition.shards_per_client > len(y):
+        raise ScenarioError.one(file, "data.partition.shards_per_client",
+                                spec.partition.shards_per_client,
+                                f"{n_clients} clients x this many shards is more than the "
+                                f"{len(y)} samples")
     parts = partition(y, n_clients, spec.partition, seeding.rng(seed, "data/partition"))
     train, test = [], []
     for k, rows in enumerate(parts):
@@ -59,50 +68,107 @@ def digits(spec: DataSpec, n_clients: int, seed: int) -> FederatedData:
     return FederatedData.from_arrays(train, test, 10)
 
 
+def npz_problem(path: str, limit: float) -> str | None:
+    """Why the npz file at `path` cannot be used, judged without loading it (exists, is a zip of
+    .npy members, unpacks to at most `limit` bytes), or None."""
+    try:
+        if not os.path.exists(path):
+            return f"file not found: {path}"
+        if not os.path.isfile(path):
+            return f"not a regular file: {path}"
+        with zipfile.ZipFile(path) as zf:
+            infos = zf.infolist()
+    except (OSError, ValueError, zipfile.BadZipFile, zipfile.LargeZipFile) as exc:
+        return f"not a readable npz file ({exc})"
+    bad = [i.filename for i in infos if not i.filename.endswith(".npy")]
+    if bad:
+        return f"not an npz file of arrays (member {bad[0]!r})"
+    total = sum(i.file_size for i in infos)
+    if total > limit:
+        return (f"unpacks to {total / 2**30:.3g} GiB, more than this machine's "
+                f"{limit / 2**30:.3g} GiB (resource guard)")
+    return None
+
+
+def _numeric(a: np.ndarray) -> bool:
+    return a.dtype.kind in "biuf"
+
+
 def npz(spec: DataSpec, n_clients: int, seed: int, path: str, task: str,
         file: str) -> FederatedData:
-    """Arrays x_0, y_0, x_1, ... (train) and optional x_test_k, y_test_k."""
+    """Arrays x_0, y_0, x_1, ... (train) and optional x_test_k, y_test_k. Every way a file can be
+    wrong (missing arrays, shapes that do not match, non-numeric or non-finite values, labels
+    out of range) is a ScenarioError naming data.path."""
     def bad(value: object, msg: str) -> ScenarioError:
         return ScenarioError.one(file, "data.path", value, msg)
 
-    if not os.path.isfile(path):
-        raise bad(path, "file not found")
+    from ..scenario.load import memory_limit
+
+    why = npz_problem(path, memory_limit())
+    if why:
+        raise bad(path, why)
     try:
-        arrays = dict(np.load(path, allow_pickle=False))
-    except (OSError, ValueError, zipfile.BadZipFile) as exc:
+        with np.load(path, allow_pickle=False) as f:
+            arrays = {k: f[k] for k in f.files}
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
         raise bad(path, f"not a readable npz file ({exc})") from None
     n_found = sum(1 for k in arrays if k.startswith("x_") and k[2:].isdigit())
     if n_found != n_clients:
         raise bad(path, f"has {n_found} clients (x_0, x_1, ...) but the topology has {n_clients}")
+
+    def pair(xk: str, yk: str, required: bool) -> tuple[np.ndarray, np.ndarray] | None:
+        x, y = arrays.get(xk), arrays.get(yk)
+        if x is None and y is None and not required:
+            return None
+        if x is None or y is None:
+            raise bad(path, f"{xk} and {yk} go together: {xk if x is None else yk} is missing")
+        if not _numeric(x) or not _numeric(y):
+            raise bad(path, f"{xk} ({x.dtype}) and {yk} ({y.dtype}) must be numeric arrays")
+        if x.ndim < 1 or y.ndim < 1 or len(x) != len(y):
+            raise bad(path, f"{xk} {x.shape} and {yk} {y.shape} do not match: one row of "
+                      f"{xk} per entry of {yk}")
+        if x.ndim == 1 or 0 in x.shape[1:]:
+            raise bad(path, f"{xk} {x.shape} needs shape (rows, features...)")
+        if required and len(x) < 1:
+            raise bad(path, f"{xk} has no rows")
+        x = np.asarray(x, np.float64).reshape(len(x), -1)
+        if not np.all(np.isfinite(x)) or (y.dtype.kind == "f" and not np.all(np.isfinite(y))):
+            raise bad(path, f"{xk} / {yk} hold non-finite values (nan or inf)")
+        if task == "classification":
+            if y.dtype.kind not in "biu" or y.ndim != 1:
+                raise bad(path, f"{yk} ({y.dtype}, shape {y.shape}) must be 1-D integer labels "
+                          "for logreg/mlp")
+            if len(y) and (int(y.min()) < 0 or int(y.max()) >= MAX_CLASSES):
+                raise bad(path, f"{yk} labels must be in 0..{MAX_CLASSES - 1} "
+                          f"(found {int(y.min())}..{int(y.max())})")
+            y = y.astype(np.int64)
+        else:
+            y = np.asarray(y, np.float64)
+        return x, y
+
     train, test = [], []
     for k in range(n_clients):
-        x, y = arrays.get(f"x_{k}"), arrays.get(f"y_{k}")
-        if x is None or y is None:
-            raise bad(path, f"missing x_{k} or y_{k}")
-        x = np.asarray(x, np.float64).reshape(len(x), -1) if x.ndim else x
-        if x.ndim != 2 or len(y) != len(x) or len(x) < 1:
-            raise bad(path, f"x_{k} {x.shape} and y_{k} {y.shape} do not match")
-        if not np.all(np.isfinite(x)) or (y.dtype.kind == "f" and not np.all(np.isfinite(y))):
-            raise bad(path, f"client {k} has non-finite values")
-        if task == "classification" and (y.dtype.kind not in "iu" or y.ndim != 1):
-            raise bad(path, f"y_{k} must be 1-D integer labels for logreg/mlp")
-        xt, yt = arrays.get(f"x_test_{k}"), arrays.get(f"y_test_{k}")
-        if xt is None:
+        x, y = pair(f"x_{k}", f"y_{k}", True)  # type: ignore[misc]
+        t = pair(f"x_test_{k}", f"y_test_{k}", False)
+        if t is None:
             tr, te = split_train_test(x, y, spec.test_fraction, seeding.rng(seed, "data/split", k))
         else:
-            xt = np.asarray(xt, np.float64).reshape(len(xt), -1)
-            if yt is None or len(yt) != len(xt) or xt.shape[1] != x.shape[1]:
-                raise bad(path, f"x_test_{k} / y_test_{k} do not match x_{k}")
-            tr, te = (x, y), (xt, yt)
+            if t[0].shape[1] != x.shape[1] or t[1].shape[1:] != y.shape[1:]:
+                raise bad(path, f"x_test_{k} / y_test_{k} have {t[0].shape[1]} features and "
+                          f"targets {t[1].shape[1:]}, x_{k} / y_{k} {x.shape[1]} and "
+                          f"{y.shape[1:]}")
+            tr, te = (x, y), t
         train.append(tr)
         test.append(te)
     dims = {t[0].shape[1] for t in train}
     if len(dims) != 1:
         raise bad(path, f"clients have different feature sizes {sorted(dims)}")
     if task == "classification":
-        n_classes = int(max(int(t[1].max()) for t in train if len(t[1])) + 1)
-        if min(int(t[1].min()) for t in train if len(t[1])) < 0:
-            raise bad(path, "labels must be >= 0")
+        n_classes = int(max(int(t[1].max()) for t in train) + 1)
+        for k, t in enumerate(test):
+            if len(t[1]) and int(t[1].max()) >= n_classes:
+                raise bad(path, f"test labels of client {k} go up to {int(t[1].max())}, but the "
+                          f"training labels only to {n_classes - 1}")
     else:
         n_classes = 0
         ys = {t[1].shape[1:] for t in train}

@@ -36,6 +36,9 @@ class AutogradModel(Model):
     def loss_grad(self, w, x, y, m):  # type: ignore[override]
         return self.loss_grad_autograd(w, x, y, m)
 
+    def grad(self, w, x, y, m):  # type: ignore[override]
+        return self.loss_grad_autograd(w, x, y, m)[1]
+
 
 def with_model(program: LocalProgram, model: Model) -> LocalProgram:
     """Swap the model of a program (every program is a dataclass with a `model` field)."""

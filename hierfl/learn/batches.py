@@ -1,6 +1,11 @@
-"""Minibatch plans: which rows each client uses at each local step, drawn from per-client
-generators keyed by (seed, client, round, edge round) so every executor and every algorithm of
-a scenario sees the same batches."""
+"""Minibatch plans: which rows each client uses at each local step, drawn from keys of
+(seed, client, round, edge round) so every executor and every algorithm of a scenario sees the
+same batches.
+
+The draw is vectorised over clients: every (client, epoch, position) gets a 64-bit hash of the
+client's key (splitmix64 of a counter), and a client's permutation for an epoch is its positions
+sorted by that hash; clients of equal size are sorted together, so a call costs a few array
+operations instead of one generator per client."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -37,6 +42,18 @@ class BatchPlan:
         r = self.rows[:, s]
         return Batch(self.x[r], self.y[r], self.weights[:, s])
 
+    def span(self, start: int, stop: int) -> Batch:
+        """Steps start..stop-1 gathered at once: x (C, T, B, d), y (C, T, B), m (C, T, B)."""
+        s = self.rows.shape[1]
+        if s == 1:
+            idx = torch.zeros(stop - start, dtype=torch.long)
+        elif stop <= s:
+            idx = slice(start, stop)
+        else:
+            idx = torch.arange(start, stop) % s
+        r = self.rows[:, idx]
+        return Batch(self.x[r], self.y[r], self.weights[:, idx])
+
     def select(self, sel: slice | torch.Tensor) -> "BatchPlan":
         return BatchPlan(self.rows[sel], self.weights[sel], self.x, self.y)
 
@@ -65,33 +82,68 @@ def full_plan(offsets: np.ndarray, clients: np.ndarray, x: torch.Tensor,
                      torch.from_numpy(w[:, None, :].astype(np.float32)).to(x.dtype), x, y)
 
 
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+_M1 = np.uint64(0xBF58476D1CE4E5B9)
+_M2 = np.uint64(0x94D049BB133111EB)
+
+
+def _mix(z: np.ndarray) -> np.ndarray:
+    """The splitmix64 finaliser, elementwise on uint64 (arithmetic wraps mod 2^64)."""
+    z = (z ^ (z >> np.uint64(30))) * _M1
+    z = (z ^ (z >> np.uint64(27))) * _M2
+    return z ^ (z >> np.uint64(31))
+
+
+def client_keys(seed: int, round_: int, edge_round: int, clients: np.ndarray) -> np.ndarray:
+    """One 64-bit key per client for (seed, client, round, edge round): a client's batches
+    depend on these four numbers only, not on which other clients share the call."""
+    ss = np.random.SeedSequence(seeding._key(seed, "batches", (round_, edge_round)))
+    base = ss.generate_state(1, np.uint64)[0]
+    with np.errstate(over="ignore"):
+        return _mix(base ^ _mix((clients.astype(np.uint64) + np.uint64(1)) * _GOLDEN))
+
+
 def minibatch_plan(offsets: np.ndarray, clients: np.ndarray, batch_size: int | str,
                    n_steps: np.ndarray, seed: int, round_: int, edge_round: int,
                    x: torch.Tensor, y: torch.Tensor) -> BatchPlan:
     """Epoch-wise shuffled minibatches: step j of client k uses rows perm[jB:(j+1)B] of the
-    current epoch's permutation; the last batch of an epoch may be short (weights say so)."""
+    current epoch's permutation; the last batch of an epoch may be short (weights say so).
+    Steps beyond a client's budget hold row 0 with weight 0; padding inside a step holds the
+    client's first row with weight 0."""
     if batch_size == "full":
         return full_plan(offsets, clients, x, y)
     b = int(batch_size)
-    s_max = int(n_steps.max()) if len(n_steps) else 0
-    s_max = max(s_max, 1)
-    rows = np.zeros((len(clients), s_max, b), np.int64)
-    wts = np.zeros((len(clients), s_max, b), np.float32)
-    for i, k in enumerate(clients):
-        lo, n = int(offsets[k]), int(offsets[k + 1] - offsets[k])
-        steps = int(n_steps[i])
-        if steps == 0:
-            continue
-        per_epoch = -(-n // b)
-        g = seeding.rng(seed, "batches", int(k), round_, edge_round)
-        n_epochs = -(-steps // per_epoch)
-        padded = np.zeros((n_epochs, per_epoch * b), np.int64)
-        valid = np.zeros((n_epochs, per_epoch * b), bool)
-        for e in range(n_epochs):
-            padded[e, :n] = g.permutation(n)
-            valid[e, :n] = True
-        pr = padded.reshape(n_epochs * per_epoch, b)[:steps]
-        pv = valid.reshape(n_epochs * per_epoch, b)[:steps]
-        rows[i, :steps] = np.where(pv, pr + lo, lo)
-        wts[i, :steps] = pv / pv.sum(1, keepdims=True)
+    clients = np.asarray(clients, dtype=np.int64)
+    steps = np.asarray(n_steps, dtype=np.int64)
+    c = len(clients)
+    s_max = max(int(steps.max()) if c else 0, 1)
+    rows = np.zeros((c, s_max, b), np.int64)
+    wts = np.zeros((c, s_max, b), np.float32)
+    lo = offsets[clients]
+    n = offsets[clients + 1] - lo
+    act = (steps > 0) & (n > 0)
+    if not act.any():
+        return BatchPlan(torch.from_numpy(rows), torch.from_numpy(wts).to(x.dtype), x, y)
+    keys = client_keys(seed, round_, edge_round, clients)
+    for size in np.unique(n[act]):             # clients of one size are shuffled together
+        size = int(size)
+        idx = np.flatnonzero(act & (n == size))
+        per_epoch = -(-size // b)
+        n_epochs = int(-(-steps[idx].max() // per_epoch))
+        counter = (np.arange(n_epochs, dtype=np.uint64)[:, None] << np.uint64(32)) | \
+            np.arange(size, dtype=np.uint64)[None, :]
+        with np.errstate(over="ignore"):
+            h = _mix(keys[idx][:, None, None] + counter[None] * _GOLDEN)
+        # distinct counters give distinct hashes (both maps are bijections of uint64): no ties
+        perm = np.argsort(h.view(np.int64), axis=2)
+        padded = np.full((len(idx), n_epochs, per_epoch * b), -1, np.int64)
+        padded[:, :, :size] = perm
+        width = min(n_epochs * per_epoch, s_max)
+        pr = padded.reshape(len(idx), n_epochs * per_epoch, b)[:, :width]
+        live = np.arange(width)[None, :, None] < steps[idx][:, None, None]
+        pv = (pr >= 0) & live
+        rows[idx, :width] = np.where(pv, pr + lo[idx][:, None, None],
+                                     np.where(live, lo[idx][:, None, None], 0))
+        cnt = pv.sum(2, keepdims=True)
+        wts[idx, :width] = pv / np.maximum(cnt, 1)
     return BatchPlan(torch.from_numpy(rows), torch.from_numpy(wts).to(x.dtype), x, y)

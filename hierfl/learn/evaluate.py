@@ -56,3 +56,29 @@ def personal_accuracy(model: Model, personal: torch.Tensor, data: FederatedData,
         else:
             total += float((model.sample_loss(model.forward(personal[ks], x), y) * vm).sum())
     return total / n
+
+
+@torch.no_grad()
+def client_gradients(model: Model, w: torch.Tensor, data: FederatedData,
+                     chunk_clients: int = 64) -> torch.Tensor:
+    """(N, P) full-data gradients grad F_k(w) of every client at the global model w."""
+    from .batches import full_plan
+
+    out = []
+    for lo in range(0, data.n_clients, chunk_clients):
+        ks = np.arange(lo, min(lo + chunk_clients, data.n_clients))
+        b = full_plan(data.offsets, ks, data.x, data.y).at(0)
+        _, g = model.loss_grad(w.expand(len(ks), -1).contiguous(), b.x, b.y, b.m)
+        out.append(g.double())
+    return torch.cat(out)
+
+
+def dissimilarity(model: Model, w: torch.Tensor, data: FederatedData) -> tuple[float, float]:
+    """FedProx's B(w) = sqrt(E_k ||grad F_k(w)||^2) / ||grad f(w)|| with E_k and f weighted by
+    p_k = n_k / n, and E_k ||grad F_k(w) - grad f(w)||^2."""
+    g = client_gradients(model, w, data)
+    p = torch.from_numpy(data.counts / data.counts.sum()).double()
+    gf = p @ g
+    e_sq = float(p @ (g * g).sum(1))
+    var = float(p @ ((g - gf) ** 2).sum(1))
+    return (e_sq ** 0.5) / max(float(gf.norm()), 1e-300), var

@@ -6,6 +6,7 @@ the budgets, the masks and the gamma checks, so every algorithm shares it."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Callable, Protocol
 
 import torch
@@ -60,11 +61,16 @@ class TermsProgram:
     clip: float | None = None
     grad_evals_per_step: int = 1
 
+    @cached_property
+    def _split(self) -> tuple[list[Smooth], list[L1]]:
+        return split(list(self.terms))
+
     def _grad(self, w: torch.Tensor, b: Batch) -> torch.Tensor:
-        fn = self.grad_fn or self.model.loss_grad
-        _, g = fn(w, b.x, b.y, b.m)
-        smooth, _ = split(list(self.terms))
-        for t in smooth:
+        if self.grad_fn is not None:
+            _, g = self.grad_fn(w, b.x, b.y, b.m)
+        else:
+            g = self.model.grad(w, b.x, b.y, b.m)
+        for t in self._split[0]:
             g = g + t.grad(w)
         return g
 
@@ -78,7 +84,7 @@ class TermsProgram:
             norm = g.norm(dim=1, keepdim=True).clamp_min(1e-12)
             g = g * torch.clamp(self.clip / norm, max=1.0)
         w = w - lr * g
-        for t in split(list(self.terms))[1]:
+        for t in self._split[1]:
             w = t.prox(w, lr)
         return (w,)
 
@@ -100,41 +106,97 @@ class SolveResult:
     gamma: torch.Tensor           # (C,) achieved ||grad h(w_end)|| / ||grad h(w_start)|| (NaN: n/a)
 
 
+CHUNK_ELEMS = 1 << 20     # minibatch input elements gathered at once (steps per gather vary)
+
+
+def _segments(plan: BatchPlan, start: int, stop: int):
+    """Batches of steps start..stop-1, gathered a chunk of steps at a time."""
+    rows = plan.rows
+    per_step = max(rows.shape[0] * rows.shape[2] * int(plan.x[0].numel() if len(plan.x) else 1), 1)
+    t = max(1, CHUNK_ELEMS // per_step)
+    for a in range(start, stop, t):
+        span = plan.span(a, min(a + t, stop))
+        yield from map(Batch, span.x.unbind(1), span.y.unbind(1), span.m.unbind(1))
+
+
 def solve(program: LocalProgram, plan: BatchPlan, full: Batch, budgets: torch.Tensor,
           lr: float, gamma: float | None = None, check_every: int = 5) -> SolveResult:
-    """Run up to budgets[k] steps for each client k; stop client k early once gamma-inexact."""
+    """Run up to budgets[k] steps for each client k; stop client k early once gamma-inexact.
+
+    A program may define `prepare(state, full) -> state`: state that needs the full local data
+    at the start point (SCAFFOLD option I's grad F_k(w^t)). It is charged as the one full-data
+    gradient at w^t, the same evaluation a gamma target needs for its reference norm.
+
+    Clients advance in lock-step; a client that has used its budget (or met its gamma target)
+    leaves the batch: its final state is kept and the others go on with the program, plan and
+    data restricted to them (`select`), so no step is spent on finished clients and no mask is
+    applied per step. Minibatches are gathered a chunk of steps at a time."""
     s = program.init()
+    prepare = getattr(program, "prepare", None)
+    if prepare is not None:
+        s = prepare(s, full)
     c = budgets.shape[0]
-    max_steps = int(budgets.max()) if c else 0
     g0 = program.grad_h(s, full)
     g0n = g0.norm(dim=1) if g0 is not None else None
-    stopped = torch.zeros(c, dtype=torch.bool)
-    stop_step = budgets.clone()
-    checks = torch.zeros(c, dtype=torch.long)
-    uniform = bool((budgets == max_steps).all())
-    for i in range(max_steps):
-        new = program.step(s, plan.at(i), lr)
-        if uniform and not stopped.any():
-            s = new
-        else:
-            active = ((i < budgets) & ~stopped).unsqueeze(1)
-            s = tuple(torch.where(active, a, b) for a, b in zip(new, s))
-        if gamma is not None and g0n is not None and (i + 1) % check_every == 0:
-            live = (i + 1 <= budgets) & ~stopped & ((i + 1) < budgets)
-            if live.any():
-                checks += live.long()
-                gn = program.grad_h(s, full).norm(dim=1)
-                hit = live & (gn <= gamma * g0n)
-                stop_step = torch.where(hit, torch.full_like(stop_step, i + 1), stop_step)
-                stopped |= hit
-                if bool(stopped.all()):
-                    break
-    steps = torch.minimum(stop_step, budgets)
+    check = gamma is not None and g0n is not None
+    budget = [int(b) for b in budgets.tolist()]
+    stop_step = list(budget)
+    checks = [0] * c
+    active = [k for k in range(c) if budget[k] > 0]
+    out: list[torch.Tensor] | None = None          # final states, once some client has left
+    prog, pl, fl, st = program, plan, full, s
+    if len(active) < c:
+        out = [t.clone() for t in s]
+        prog, pl, fl, st = _restrict(program, plan, full, s, active)
+    i = 0
+    while active:
+        end = min(budget[k] for k in active)
+        if check:
+            end = min(end, (i // check_every + 1) * check_every)
+        for batch in _segments(pl, i, end):
+            st = prog.step(st, batch, lr)
+        i = end
+        leave = [j for j, k in enumerate(active) if budget[k] == i]
+        if check and i % check_every == 0:
+            live = [j for j, k in enumerate(active) if budget[k] > i]
+            if live:
+                gn = prog.grad_h(st, fl).norm(dim=1)
+                g0a = g0n[torch.tensor(active)]
+                hit = (gn <= gamma * g0a).tolist()
+                for j in live:
+                    checks[active[j]] += 1
+                    if hit[j]:
+                        stop_step[active[j]] = i
+                        leave.append(j)
+        if not leave:
+            continue
+        if out is None:
+            out = [t.clone() for t in s]
+        gone = torch.tensor(sorted(leave))
+        rows = torch.tensor([active[j] for j in sorted(leave)])
+        for o, t in zip(out, st):
+            o[rows] = t[gone]
+        stay = [j for j in range(len(active)) if j not in set(leave)]
+        active = [active[j] for j in stay]
+        if active:
+            keep = torch.tensor(stay)
+            st = tuple(t[keep] for t in st)
+            prog, pl, fl = (program.select(torch.tensor(active)), plan.select(torch.tensor(active)),
+                            full.rows(torch.tensor(active)))
+    final: State = tuple(out) if out is not None else st
+    steps = torch.tensor(stop_step, dtype=budgets.dtype)
     if g0n is not None:
-        g_end = program.grad_h(s, full).norm(dim=1)
+        g_end = program.grad_h(final, full).norm(dim=1)
         ach = g_end / g0n.clamp_min(1e-30)
     else:
         ach = torch.full((c,), float("nan"))
     evals = steps * program.grad_evals_per_step
-    full_evals = checks + (1 if gamma is not None else 0)   # g0 is needed only for a gamma target
-    return SolveResult(s, steps, evals, full_evals, ach)
+    # the full gradient at w^t is needed only for a gamma target or a program's `prepare`
+    full_evals = torch.tensor(checks, dtype=torch.long) + \
+        (1 if gamma is not None or prepare is not None else 0)
+    return SolveResult(final, steps, evals, full_evals, ach)
+
+
+def _restrict(program: LocalProgram, plan: BatchPlan, full: Batch, s: State, active: list[int]):
+    idx = torch.tensor(active, dtype=torch.long)
+    return program.select(idx), plan.select(idx), full.rows(idx), tuple(t[idx] for t in s)

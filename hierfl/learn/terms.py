@@ -11,16 +11,17 @@ import torch
 
 @dataclass(frozen=True)
 class Prox:
-    """(mu/2) ||w - anchor||^2."""
+    """(mu/2) ||w - anchor||^2. mu is a float, or a (C, 1) tensor: one coefficient per client
+    (FedDyn's / FedDC's per-client alpha); `select_term` keeps the rows of the selected clients."""
 
-    mu: float
+    mu: float | torch.Tensor
     anchor: torch.Tensor
 
     def grad(self, w: torch.Tensor) -> torch.Tensor:
         return self.mu * (w - self.anchor)
 
     def value(self, w: torch.Tensor) -> torch.Tensor:
-        return 0.5 * self.mu * ((w - self.anchor) ** 2).sum(-1)
+        return 0.5 * (self.mu * (w - self.anchor) ** 2).sum(-1)
 
 
 @dataclass(frozen=True)

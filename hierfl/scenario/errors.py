@@ -1,7 +1,27 @@
-"""Errors raised for bad input. Each names the file, the key path and the bad value."""
+"""Errors raised for bad input. Each names the file, the line where known, the key path, the bad
+value and what is allowed: `file:line: key = value: message`."""
 from __future__ import annotations
 
+import reprlib
+import re
 from dataclasses import dataclass
+
+_SHOW = reprlib.Repr()
+_SHOW.maxlevel = 3
+_SHOW.maxstring = 60
+_SHOW.maxother = 60
+_SHOW.maxlist = _SHOW.maxtuple = _SHOW.maxdict = _SHOW.maxset = 6
+_SHOW.maxlong = 40
+
+
+def show(value: object) -> str:
+    """A short repr of a value from a user's file: bounded in depth, length and time
+    (shared sub-structures from YAML aliases are never expanded in full)."""
+    try:
+        shown = _SHOW.repr(value)
+    except Exception:  # noqa: BLE001 - a repr must never hide the real problem
+        shown = f"<{type(value).__name__}>"
+    return shown if len(shown) <= 80 else shown[:77] + "..."
 
 
 @dataclass(frozen=True)
@@ -12,14 +32,14 @@ class Problem:
     key: str
     value: object
     message: str
+    line: int | None = None
 
     def __str__(self) -> str:
-        shown = repr(self.value)
-        if len(shown) > 80:
-            shown = shown[:77] + "..."
-        where = f"{self.file}: " if self.file else ""
+        where = ""
+        if self.file:
+            where = f"{self.file}:{self.line}: " if self.line else f"{self.file}: "
         key = self.key or "<top level>"
-        return f"{where}{key} = {shown}: {self.message}"
+        return f"{where}{key} = {show(self.value)}: {self.message}"
 
 
 class ScenarioError(Exception):
@@ -30,19 +50,46 @@ class ScenarioError(Exception):
         super().__init__("\n".join(str(p) for p in self.problems))
 
     @classmethod
-    def one(cls, file: str, key: str, value: object, message: str) -> "ScenarioError":
-        return cls([Problem(file, key, value, message)])
+    def one(cls, file: str, key: str, value: object, message: str,
+            line: int | None = None) -> "ScenarioError":
+        return cls([Problem(file, key, value, message, line)])
+
+
+_PART = re.compile(r"\.[^.\[]*$|\[[^\]]*\]$")
+
+
+def parent_keys(key: str):
+    """`a.b[2].c`, then `a.b[2]`, `a.b`, `a`: the key and its ancestors, nearest first."""
+    while key:
+        yield key
+        cut = _PART.search(key)
+        key = key[:cut.start()] if cut else ""
+
+
+def line_of(lines: dict[str, int] | None, key: str) -> int | None:
+    """The line of `key` in a file's key-path -> line map, or of its nearest ancestor."""
+    if not lines:
+        return None
+    for k in parent_keys(key):
+        if k in lines:
+            return lines[k]
+    return None
 
 
 class Problems:
-    """Collects problems so that every error of a file is reported at once."""
+    """Collects problems so that every error of a file is reported at once.
 
-    def __init__(self, file: str):
+    `lines` (key path -> line, from `load.read_doc`) lets each problem name its line."""
+
+    def __init__(self, file: str, lines: dict[str, int] | None = None):
         self.file = file
+        self.lines = lines
         self.items: list[Problem] = []
 
-    def add(self, key: str, value: object, message: str) -> None:
-        self.items.append(Problem(self.file, key, value, message))
+    def add(self, key: str, value: object, message: str, line: int | None = None) -> None:
+        if line is None:
+            line = line_of(self.lines, key)
+        self.items.append(Problem(self.file, key, value, message, line))
 
     def raise_if_any(self) -> None:
         if self.items:

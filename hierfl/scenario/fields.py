@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import math
+import re
 import types
 import typing
 from dataclasses import MISSING, field
@@ -42,6 +43,17 @@ def at_most(limit: float) -> Check:
     def check(v: Any) -> str | None:
         return None if v <= limit else f"must be <= {limit:g} (resource guard)"
     return check
+
+
+def each(check: Check) -> Check:
+    """Apply `check` to every element of a list value."""
+    def check_list(v: Any) -> str | None:
+        for i, x in enumerate(v):
+            msg = check(x)
+            if msg:
+                return f"element [{i}] = {x!r}: {msg}"
+        return None
+    return check_list
 
 
 def all_of(*checks: Check) -> Check:
@@ -82,6 +94,29 @@ def type_name(tp: Any) -> str:
 
 
 _FAIL = object()
+_SCIENTIFIC = re.compile(r"^[-+]?\d+(\.\d*)?[eE][-+]?\d+$")
+
+
+def _kind_matches(tp: Any, value: Any) -> bool:
+    """Whether `value` is of the kind of type `tp` (so that tp's own message explains it)."""
+    origin = get_origin(tp)
+    if dataclasses.is_dataclass(tp) or origin is dict or tp is dict:
+        return isinstance(value, dict)
+    if origin is list:
+        return isinstance(value, list)
+    if origin is Literal:
+        return isinstance(value, str) and any(isinstance(a, str) for a in get_args(tp))
+    if tp in (int, float):
+        if isinstance(value, str):
+            try:
+                float(value)
+            except ValueError:
+                return False
+            return tp is float or bool(_SCIENTIFIC.match(value.strip()))
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if tp in (str, bool):
+        return isinstance(value, tp)
+    return False
 
 
 def convert(tp: Any, value: Any, key: str, problems: Problems) -> Any:
@@ -101,10 +136,18 @@ def convert(tp: Any, value: Any, key: str, problems: Problems) -> Any:
             out = convert(opt, value, key, trial)
             if out is not _FAIL and not trial.items:
                 return out
-        # report against the first non-None dataclass option if any, else generic
-        for opt in options:
-            if dataclasses.is_dataclass(opt) and isinstance(value, dict):
-                return convert(opt, value, key, problems)
+        # report against the option of the value's kind (its messages are the precise ones: a
+        # non-finite number, a misspelt choice, a bad list element), else generically
+        others = [o for o in options if o is not type(None)]
+        for opt in others:
+            if _kind_matches(opt, value):
+                trial = Problems(problems.file)
+                convert(opt, value, key, trial)
+                plain = len(others) == 1 or dataclasses.is_dataclass(opt)
+                for it in trial.items:
+                    problems.add(it.key, it.value, it.message if plain else
+                                 f"{it.message} (allowed: {_type_name(tp)})")
+                return _FAIL
         problems.add(key, value, f"expected {_type_name(tp)}")
         return _FAIL
     if origin is Literal:
@@ -118,6 +161,14 @@ def convert(tp: Any, value: Any, key: str, problems: Problems) -> Any:
                 hint = f" (did you mean {close[0]!r}?)"
         problems.add(key, value, f"expected one of {', '.join(repr(a) for a in allowed)}{hint}")
         return _FAIL
+    if origin is dict or tp is dict:
+        args = get_args(tp)
+        inner = args[1] if len(args) == 2 else Raw
+        if not isinstance(value, dict):
+            problems.add(key, value, "expected a mapping")
+            return _FAIL
+        outd = {k: convert(inner, v, f"{key}.{k}", problems) for k, v in value.items()}
+        return _FAIL if any(o is _FAIL for o in outd.values()) else outd
     if origin is list:
         (inner,) = get_args(tp)
         if not isinstance(value, list):
@@ -136,6 +187,8 @@ def convert(tp: Any, value: Any, key: str, problems: Problems) -> Any:
         problems.add(key, value, "expected true or false")
         return _FAIL
     if tp is int:
+        if isinstance(value, str) and _SCIENTIFIC.match(value.strip()):
+            value = float(value)  # YAML 1.1 reads "1e6" (no dot) as a string
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             problems.add(key, value, "expected an integer")
             return _FAIL
@@ -206,7 +259,7 @@ def build(cls: type, raw: dict, problems: Problems, prefix: str = "") -> Any:
         return _FAIL
     try:
         obj = cls(**kwargs)
-    except ValueError as exc:  # cross-field checks in __post_init__
+    except (ValueError, TypeError) as exc:  # cross-field checks in __post_init__
         problems.add(prefix, raw, str(exc))
         return _FAIL
     return obj

@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from .fields import Raw, all_of, at_most, non_negative, positive, spec, unit_interval
+from .fields import Raw, all_of, at_most, each, non_negative, positive, spec, unit_interval
 
 
 # ----------------------------------------------------------------------------- distributions
@@ -73,7 +73,8 @@ class DataSpec:
 class ModelSpec:
     name: Literal["logreg", "linear", "mlp"] = spec(doc="model family")
     bias: bool = spec(True, "include bias terms")
-    hidden: list[int] = spec(default_factory=lambda: [200, 200], doc="mlp: hidden layer widths")
+    hidden: list[int] = spec(default_factory=lambda: [200, 200], doc="mlp: hidden layer widths",
+                             check=each(all_of(positive, at_most(1e5))))
     init: Literal["seeded", "zeros"] = spec("seeded", "initial parameters")
 
     def __post_init__(self) -> None:
@@ -149,6 +150,9 @@ class TrainSpec:
     round: RoundSpec = spec(default_factory=RoundSpec, doc="round policy (cloud tier)")
     edge_round: RoundSpec = spec(default_factory=RoundSpec, doc="round policy (edge tier)")
     executor: ExecutorSpec = spec(default_factory=ExecutorSpec, doc="client executor")
+    edge_preaggregate: bool = spec(
+        False, "flat linear aggregators (FedAvg, FedProx): each bottom-tier edge sends one "
+        "weighted partial sum upward instead of every client's model")
     divergence_bound: float = spec(1e6, "a parameter norm above this marks divergence",
                                    check=positive)
 
@@ -160,6 +164,13 @@ class ReportSpec:
 
 
 @dataclass(frozen=True)
+class MonitorSpec:
+    dissimilarity_every: int | None = spec(
+        None, "every M rounds: B(w) and mean ||grad F_k - grad f||^2 on the global model "
+        "(an oracle measurement, free in simulated time)", check=positive)
+
+
+@dataclass(frozen=True)
 class AlgorithmEntry:
     """One algorithm of a scenario: its registered name, a label and typed hyperparameters."""
 
@@ -168,6 +179,7 @@ class AlgorithmEntry:
     params: object          # the algorithm's own frozen Params dataclass
     local: LocalSpec        # train.local with this entry's overrides
     edge_rounds: int        # aggregations at the edge per cloud round (1 = flat)
+    stragglers: "StragglerSpec | None" = None   # this entry's override of scenario.stragglers
 
 
 @dataclass(frozen=True)
@@ -183,6 +195,7 @@ class Scenario:
     stragglers: StragglerSpec
     report: ReportSpec
     output: str
+    monitor: MonitorSpec = MonitorSpec()
 
 
 @dataclass(frozen=True)
@@ -198,4 +211,5 @@ class ScenarioFile:
     train: TrainSpec = spec(default_factory=TrainSpec, doc="training schedule")
     stragglers: StragglerSpec = spec(default_factory=StragglerSpec, doc="stragglers")
     report: ReportSpec = spec(default_factory=ReportSpec, doc="report options")
+    monitor: MonitorSpec = spec(default_factory=MonitorSpec, doc="oracle measurements")
     output: str = spec("", "output folder (relative to this file); --out overrides")

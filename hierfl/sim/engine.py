@@ -1,9 +1,14 @@
-"""The simulation of one algorithm on the system: cloud, edge and client processes (simpy).
+"""The simulation of one algorithm on the system: cloud, aggregator and client processes (simpy).
 
 The engine decides when and how much; the algorithm (learn/) decides what. At the start of each
 aggregation round the aggregator hands the whole round's client work to the executor in one
 call, then plays out the timing of every message and computation with the steps each client
-actually used. Learning maths never happens here."""
+actually used. Learning maths never happens here.
+
+Flat algorithms: aggregators relay every message (or, with `edge_preaggregate` and a linear
+aggregator, the bottom tier sends one weighted partial sum upward); the cloud aggregates the
+clients. Hierarchical algorithms: every aggregator runs its tier's number of rounds over its
+children, recursively, then uploads once."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -21,7 +26,8 @@ from ..learn.batches import full_plan, minibatch_plan, steps_for
 from ..learn.solver import SolveResult
 from ..scenario.schema import AlgorithmEntry, Scenario
 from ..topology.graph import Topology
-from .links import Ledger, Link
+from .failures import Failures
+from .links import FairLink, Ledger, Link
 from .messages import message_bytes, row_bytes
 from .rounds import Collector
 from .stragglers import plan_budgets
@@ -42,6 +48,7 @@ class ClientRecord:
     dropped: bool
     straggler: bool
     gamma: float
+    failed: bool = False
 
 
 @dataclass
@@ -53,53 +60,92 @@ class RoundInfo:
     clients: list[ClientRecord] = field(default_factory=list)
 
 
+@dataclass
+class Work:
+    """One executor call's outcome, as the timing side needs it."""
+
+    sel: np.ndarray
+    up: Upload
+    res: SolveResult
+    ctime: np.ndarray
+    up_bytes: np.ndarray
+    recs: list[ClientRecord]
+    drop: np.ndarray          # computes, uploads nothing (dropped straggler or silent trainee)
+
+
 class Simulation:
     def __init__(self, scenario: Scenario, entry: AlgorithmEntry, topo: Topology,
                  data: FederatedData, algo: Algorithm, executor: Executor,
-                 trace: Trace | None = None):
+                 trace: Trace | None = None, failures: Failures | None = None,
+                 link_sharing: str = "fifo"):
         self.sc, self.entry, self.topo, self.data = scenario, entry, topo, data
         self.algo, self.executor = algo, executor
         self.model = algo.setup.model
         self.env = simpy.Environment()
         self.trace = trace or Trace()
         self.ledger = Ledger()
+        self.failures = failures or Failures.none()
+        link_cls = FairLink if link_sharing == "fair" else Link
         self.links: dict[tuple[str, str], Link] = {}
-        for a, b, attrs in topo.graph.edges(data=True):
-            ra, rb = topo.graph.nodes[a]["role"], topo.graph.nodes[b]["role"]
-            tier = "client_edge" if "client" in (ra, rb) else "edge_cloud"
-            direction = "up" if topo.graph.nodes[a].get("parent") == b else "down"
-            self.links[a, b] = Link(self.env, a, b, attrs["latency_s"], attrs["bandwidth_Bps"],
-                                    tier, direction, self.trace, self.ledger)
+        g = topo.graph
+        for a, b, attrs in g.edges(data=True):
+            lower = a if g.nodes[a].get("parent") == b else b
+            tier = "client_edge" if g.nodes[lower]["role"] == "client" else "edge_cloud"
+            direction = "up" if lower == a else "down"
+            self.links[a, b] = link_cls(self.env, a, b, attrs["latency_s"], attrs["bandwidth_Bps"],
+                                        tier, direction, self.trace, self.ledger, self.failures)
         self.local = entry.local
+        self.stragglers = entry.stragglers or scenario.stragglers
         self.counts = data.counts
-        self.diverged_at: int | None = None
         self.round = 0
+        self._calls: dict[str, int] = {}
+        self._sel_set: set[int] = set()
+        self.under = {n: np.array(sorted(topo.graph.nodes[c]["index"] for c in self._leaves(n)),
+                                  dtype=np.int64) for n in topo.graph.nodes
+                      if not topo.is_client(n)}
+
+    def _leaves(self, node: str) -> list[str]:
+        kids = self.topo.children[node]
+        if not kids:
+            return [node] if self.topo.is_client(node) else []
+        return [c for k in kids for c in self._leaves(k)]
 
     # ------------------------------------------------------------------ helpers
     def select(self, t: int) -> np.ndarray:
         n = self.topo.n_clients
         m = self.sc.train.clients_per_round
-        m = n if m == "all" else min(int(m), n)
-        if m == n:
-            return np.arange(n)
-        return np.sort(seeding.rng(self.sc.seed, "sample", t).choice(n, m, replace=False))
+        avail = self.failures.available(t, self.env.now, n)
+        pool = np.arange(n) if avail is None else np.flatnonzero(avail)
+        m = len(pool) if m == "all" else min(int(m), len(pool))
+        if m < len(pool):
+            pool = np.sort(seeding.rng(self.sc.seed, "sample", t).choice(pool, m, replace=False))
+        return pool
 
     def lr(self, t: int) -> float:
         return self.local.lr * self.local.lr_decay ** (t - 1)
 
     def send(self, src: str, dst: str, nbytes: float):
+        """A process whose value is the arrival time, or None if the message was lost."""
         return self.env.process(self.links[src, dst].send(nbytes))
 
-    def train(self, t: int, r: int, sel: np.ndarray, start: torch.Tensor, info: RoundInfo
-              ) -> tuple[Upload, SolveResult, torch.Tensor, np.ndarray, np.ndarray]:
-        """One executor call for the clients `sel` of one aggregation round.
-        Returns uploads, the solver result, the compute time per client, budgets, stragglers."""
+    def tier_rounds(self, node: str) -> int:
+        """Aggregation rounds an aggregator runs per round of its parent."""
+        rounds = getattr(self.entry.params, "tier_rounds", None)
+        depth = self.topo.depth[node]
+        if rounds:
+            return int(rounds[depth - 1])
+        bottom = len(self.topo.children[node]) and self.topo.is_client(self.topo.children[node][0])
+        return self.entry.edge_rounds if bottom else 1
+
+    def train(self, t: int, r: int, sel: np.ndarray, start: torch.Tensor,
+              silent: np.ndarray | None = None) -> Work:
+        """One executor call for the clients `sel` of one aggregation round."""
         counts = self.counts[sel]
         planned = steps_for(counts, self.local.batch_size, self.local.steps, self.local.epochs)
         clients = torch.from_numpy(sel)
         ctx = RoundCtx(t, r, self.lr(t), torch.from_numpy(planned))
         program = self.algo.program(clients, start, ctx)
-        budgets, stragglers = plan_budgets(self, t, r, sel, planned, program.grad_evals_per_step)
+        budgets, strag = plan_budgets(self, t, r, sel, planned, program.grad_evals_per_step)
         plan = minibatch_plan(self.data.offsets, sel, self.local.batch_size, budgets,
                               self.sc.seed, t, r, self.data.x, self.data.y)
         full = full_plan(self.data.offsets, sel, self.data.x, self.data.y).at(0)
@@ -118,7 +164,22 @@ class Simulation:
             + res.full_evals.double() * torch.from_numpy(counts).double()
         flops = samples * 3 * self.model.fwd_flops
         ctime = (flops / torch.from_numpy(self.topo.client_flops[sel])).numpy()
-        return up, res, ctime, budgets, stragglers
+        drop = self._dropped(strag)
+        if silent is not None:
+            drop = drop | silent
+        recs = [ClientRecord(t, r, int(k), int(res.steps[i]), int(budgets[i]), float(ctime[i]),
+                             float("nan"), bool(drop[i]), bool(strag[i]), float(res.gamma[i]))
+                for i, k in enumerate(sel)]
+        return Work(sel, up, res, ctime, row_bytes(up.tensors, up.encoding), recs, drop)
+
+    def _dropped(self, stragglers: np.ndarray) -> np.ndarray:
+        """Stragglers whose work the algorithm discards (FedAvg's rule in FedProx's experiment)."""
+        mode = self.stragglers.drop
+        if mode == "never" or not stragglers.any():
+            return np.zeros_like(stragglers)
+        if mode == "always" or self.entry.name == "fedavg":
+            return stragglers.copy()
+        return np.zeros_like(stragglers)
 
     # ------------------------------------------------------------------ processes
     def run(self, rounds: int, start_round: int = 1,
@@ -130,6 +191,7 @@ class Simulation:
     def _cloud(self, rounds: int, start_round: int, on_round):
         for t in range(start_round, rounds + 1):
             self.round = t
+            self._calls = {}
             self.trace.add(self.env.now, "cloud", "round_start", "", t)
             info = RoundInfo(t)
             if self.algo.hierarchical:
@@ -140,123 +202,229 @@ class Simulation:
             if on_round is not None and not on_round(t, info):
                 return
 
-    def _client(self, k: int, edge: str, down_bytes: float, ctime: float, up_bytes: float,
-                relay: bool, collector: Collector, rec: ClientRecord, dropped: bool):
-        name = self.topo.clients[k]
-        yield self.send(edge, name, down_bytes)
+    def _active(self, node: str, sel: np.ndarray) -> list[str]:
+        """Children of `node` with a selected client at or below them."""
+        out = []
+        for kid in self.topo.children[node]:
+            if self.topo.is_client(kid):
+                if self.topo.graph.nodes[kid]["index"] in self._sel_set:
+                    out.append(kid)
+            elif np.isin(self.under[kid], sel).any():
+                out.append(kid)
+        return out
+
+    def _client(self, k: int, i: int, parent: str, down_bytes: float, work: Work, relay: bool,
+                collector: Collector, preagg: "PreAgg | None" = None):
+        """Download, compute, upload (relayed to the cloud when `relay`)."""
+        rec, name = work.recs[i], self.topo.clients[k]
+        if (yield self.send(parent, name, down_bytes)) is None:
+            return self._fail(collector, k, rec, preagg)
         self.trace.add(self.env.now, name, "compute_start", "", rec.steps)
-        yield self.env.timeout(ctime)
+        crash = self.failures.crash_after(self.round, rec.edge_round, k, float(work.ctime[i]))
+        if crash is not None:
+            yield self.env.timeout(crash)
+            self.trace.add(self.env.now, name, "crash", "", rec.steps)
+            return self._fail(collector, k, rec, preagg)
+        yield self.env.timeout(float(work.ctime[i]))
         self.trace.add(self.env.now, name, "compute_end", "", rec.steps)
-        if dropped:
-            return
-        t_up = self.env.now
-        yield self.send(name, edge, up_bytes)
-        if relay:
-            yield self.send(edge, "cloud", up_bytes)
+        if work.drop[i]:
+            return None
+        if not self.failures.client_up(k, self.env.now):
+            self.trace.add(self.env.now, name, "offline", "", 0)
+            return self._fail(collector, k, rec, preagg)
+        t_up, nbytes = self.env.now, float(work.up_bytes[i])
+        hops = [name, parent] if (not relay or preagg is not None) else self.topo.path_up(name)
+        for j, (a, b) in enumerate(zip(hops[:-1], hops[1:])):
+            if (yield self.send(a, b, nbytes)) is None:       # lost: the link counted this hop
+                self.ledger.wasted += nbytes * j               # the hops before it are wasted too
+                return self._fail(collector, k, rec, preagg)
         rec.upload_s = self.env.now - t_up
-        if not collector.arrive(k):
+        target = preagg.collector if preagg is not None else collector
+        if not target.arrive(k):
             rec.dropped = True
-            self.ledger.wasted += up_bytes * (2 if relay else 1)
+            self.ledger.wasted += nbytes * (len(hops) - 1)
+        return None
 
-    def _records(self, t: int, r: int, sel: np.ndarray, res: SolveResult, budgets: np.ndarray,
-                 ctime: np.ndarray, stragglers: np.ndarray, drop: np.ndarray) -> list[ClientRecord]:
-        return [ClientRecord(t, r, int(k), int(res.steps[i]), int(budgets[i]), float(ctime[i]),
-                             float("nan"), bool(drop[i]), bool(stragglers[i]),
-                             float(res.gamma[i])) for i, k in enumerate(sel)]
+    def _fail(self, collector: Collector, k: int, rec: ClientRecord, preagg) -> None:
+        rec.failed = True
+        (preagg.collector if preagg is not None else collector).fail(k)
+        return None
 
+    # ---------------------------------------------------------------- flat
     def _flat_round(self, t: int, info: RoundInfo):
-        """Flat algorithms: edges relay every message; the cloud aggregates the clients."""
-        sel = self.select(t)
-        start = self.algo.global_model()
-        up, res, ctime, budgets, strag = self.train(t, 0, sel, start, info)
-        drop = self._dropped(strag)
+        chosen = self.select(t)
+        sel = self.algo.trainees(chosen)        # usually == chosen; extra ones train silently
+        silent = ~np.isin(sel, chosen)
+        self._sel_set = set(sel.tolist())
+        work = self.train(t, 0, sel, self.algo.global_model(), silent)
         down_bytes = message_bytes(self.algo.downlink())
-        up_bytes = row_bytes(up.tensors)
-        recs = self._records(t, 0, sel, res, budgets, ctime, strag, drop)
-        col = Collector(self.env, int((~drop).sum()), self.sc.train.round)
-        for e in range(self.topo.n_edges):
-            members = [i for i, k in enumerate(sel) if self.topo.edge_of[k] == e]
-            if members:
-                self.env.process(self._relay_edge(e, members, sel, down_bytes, ctime, up_bytes,
-                                                  col, recs, drop))
-        yield col.closed
+        preagg = self.sc.train.edge_preaggregate and self.algo.linear_aggregate
+        col = Collector(self.env, 0 if preagg else int((~work.drop).sum()), self.sc.train.round)
+        partials: list = []
+        if preagg:
+            edges = [e for e in self.topo.edges if np.isin(self.under[e], sel[~work.drop]).any()]
+            col = Collector(self.env, len(edges), self.sc.train.round)
         pos = {int(k): i for i, k in enumerate(sel)}
-        arrived = np.array(sorted(col.arrived), dtype=np.int64)
-        rows = torch.tensor([pos[int(k)] for k in arrived], dtype=torch.long)
-        ctx = RoundCtx(t, 0, self.lr(t), torch.zeros(0))
-        self.algo.aggregate(torch.from_numpy(arrived),
-                            Upload(tuple(x[rows] for x in up.tensors)), ctx)
-        self.trace.add(self.env.now, "cloud", "aggregate", "", len(arrived))
-        info.selected, info.reported = len(sel), len(arrived)
-        info.failed = len(sel) - len(arrived)
-        info.clients.extend(recs)
-
-    def _relay_edge(self, e: int, members: list[int], sel: np.ndarray, down_bytes: float,
-                    ctime: np.ndarray, up_bytes: np.ndarray, col: Collector,
-                    recs: list[ClientRecord], drop: np.ndarray):
-        edge = self.topo.edges[e]
-        yield self.send("cloud", edge, down_bytes)
-        for i in members:
-            self.env.process(self._client(int(sel[i]), edge, down_bytes, float(ctime[i]),
-                                          float(up_bytes[i]), True, col, recs[i], bool(drop[i])))
-
-    def _hier_round(self, t: int, info: RoundInfo):
-        """Hierarchical algorithms: each edge runs R edge rounds, then uploads once."""
-        sel = self.select(t)
-        down_bytes = message_bytes(self.algo.downlink())
-        col = Collector(self.env, 0, self.sc.train.round)
-        edge_sel = [sel[self.topo.edge_of[sel] == e] for e in range(self.topo.n_edges)]
-        active = [e for e in range(self.topo.n_edges) if len(edge_sel[e])]
-        col = Collector(self.env, len(active), self.sc.train.round)
-        uploads: dict[int, tuple[torch.Tensor, ...]] = {}
-        for e in active:
-            self.env.process(self._hier_edge(t, e, edge_sel[e], down_bytes, col, uploads, info))
+        self.env.process(self._flat_down("cloud", sel, pos, down_bytes, work, col, partials,
+                                         preagg))
         yield col.closed
-        arrived = sorted(col.arrived)
-        weights = torch.tensor([float(self.counts[edge_sel[e]].sum()) for e in arrived],
-                               dtype=torch.float64)
-        ctx = RoundCtx(t, 0, self.lr(t), torch.zeros(0))
-        self.algo.cloud_aggregate(arrived, [uploads[e] for e in arrived], weights, ctx)
-        self.trace.add(self.env.now, "cloud", "aggregate", "", len(arrived))
-        info.selected = len(sel)
-        info.reported = sum(len(edge_sel[e]) for e in arrived)
-        info.failed = info.selected - info.reported
-
-    def _hier_edge(self, t: int, e: int, members: np.ndarray, down_bytes: float,
-                   cloud_col: Collector, uploads: dict, info: RoundInfo):
-        edge = self.topo.edges[e]
-        yield self.send("cloud", edge, down_bytes)
-        es = self.algo.edge_start(self.algo.global_model())
-        for r in range(self.entry.edge_rounds):
-            start = self.algo.edge_model(es)
-            up, res, ctime, budgets, strag = self.train(t, r, members, start, info)
-            drop = self._dropped(strag)
-            recs = self._records(t, r, members, res, budgets, ctime, strag, drop)
-            col = Collector(self.env, int((~drop).sum()), self.sc.train.edge_round)
-            ub = row_bytes(up.tensors)
-            db = message_bytes((start,))
-            for i, k in enumerate(members):
-                self.env.process(self._client(int(k), edge, db, float(ctime[i]), float(ub[i]),
-                                              False, col, recs[i], bool(drop[i])))
-            yield col.closed
-            pos = {int(k): i for i, k in enumerate(members)}
+        if preagg:
+            ctx = RoundCtx(t, 0, self.lr(t), torch.zeros(0))
+            arrived_edges = set(col.arrived)
+            got = [p for p in partials if p[0] in arrived_edges]
+            self.algo.aggregate_partials([(p[1], p[2]) for p in got], ctx)
+            arrived = np.array(sorted(k for p in got for k in p[3]), dtype=np.int64)
+        else:
             arrived = np.array(sorted(col.arrived), dtype=np.int64)
             rows = torch.tensor([pos[int(k)] for k in arrived], dtype=torch.long)
-            ctx = RoundCtx(t, r, self.lr(t), torch.zeros(0))
-            es = self.algo.edge_aggregate(es, torch.from_numpy(arrived),
-                                          Upload(tuple(x[rows] for x in up.tensors)), ctx)
-            self.trace.add(self.env.now, edge, "aggregate", "", len(arrived))
-            info.clients.extend(recs)
-        msg = self.algo.edge_upload(es)
-        yield self.send(edge, "cloud", message_bytes(msg))
-        if cloud_col.arrive(e):
-            uploads[e] = msg
+            ctx = RoundCtx(t, 0, self.lr(t), torch.zeros(0))
+            self.algo.aggregate(torch.from_numpy(arrived),
+                                Upload(tuple(x[rows] for x in work.up.tensors), work.up.encoding),
+                                ctx)
+        self.trace.add(self.env.now, "cloud", "aggregate", "", len(arrived))
+        info.selected, info.reported = len(chosen), len(arrived)
+        info.failed = len(chosen) - len(arrived)
+        info.clients.extend(work.recs)
 
-    def _dropped(self, stragglers: np.ndarray) -> np.ndarray:
-        """Stragglers whose work the algorithm discards (FedAvg's rule in FedProx's experiment)."""
-        mode = self.sc.stragglers.drop
-        if mode == "never" or not stragglers.any():
-            return np.zeros_like(stragglers)
-        if mode == "always" or self.entry.name == "fedavg":
-            return stragglers.copy()
-        return np.zeros_like(stragglers)
+    def _flat_down(self, node: str, sel: np.ndarray, pos: dict, down_bytes: float, work: Work,
+                   col: Collector, partials: list, preagg: bool):
+        """Forward the broadcast from `node` to every active child, recursively."""
+        kids = self._active(node, sel)
+        bottom = kids and self.topo.is_client(kids[0])
+        pa = None
+        if bottom and preagg:
+            members = [int(self.topo.graph.nodes[c]["index"]) for c in kids]
+            live = [k for k in members if not work.drop[pos[k]]]
+            if live:
+                pa = PreAgg(Collector(self.env, len(live), self.sc.train.round, opened=col.opened))
+                self.env.process(self._preagg_up(node, pa, pos, work, col, partials))
+        for kid in kids:
+            if self.topo.is_client(kid):
+                k = int(self.topo.graph.nodes[kid]["index"])
+                self.env.process(self._client(k, pos[k], node, down_bytes, work, True, col, pa))
+            else:
+                self.env.process(self._flat_child(node, kid, sel, pos, down_bytes, work, col,
+                                                  partials, preagg))
+        if False:  # pragma: no cover - makes this function a generator
+            yield
+
+    def _flat_child(self, parent: str, node: str, sel, pos, down_bytes, work, col, partials,
+                    preagg):
+        if (yield self.send(parent, node, down_bytes)) is None:
+            for k in self.under[node]:
+                if int(k) in pos and not work.drop[pos[int(k)]]:
+                    self._fail(col, int(k), work.recs[pos[int(k)]], None)
+            return
+        yield from self._flat_down(node, sel, pos, down_bytes, work, col, partials, preagg)
+
+    def _preagg_up(self, edge: str, pa: "PreAgg", pos: dict, work: Work, col: Collector,
+                   partials: list):
+        """Bottom-tier pre-aggregation: wait for the clients, send one partial sum upward."""
+        yield pa.collector.closed
+        ks = sorted(pa.collector.arrived)
+        if not ks:
+            col.fail(edge)
+            return
+        rows = torch.tensor([pos[k] for k in ks], dtype=torch.long)
+        tensors, weight = self.algo.partial(torch.tensor(ks), Upload(
+            tuple(x[rows] for x in work.up.tensors), work.up.encoding))
+        self.trace.add(self.env.now, edge, "aggregate", "", len(ks))
+        nbytes = message_bytes(tensors) + 4.0      # the partial sums + their total weight
+        path = self.topo.path_up(edge)
+        for a, b in zip(path[:-1], path[1:]):
+            if (yield self.send(a, b, nbytes)) is None:
+                col.fail(edge)
+                return
+        if col.arrive(edge):
+            partials.append((edge, tensors, weight, ks))
+
+    # ---------------------------------------------------------------- hierarchical
+    def _hier_round(self, t: int, info: RoundInfo):
+        sel = self.select(t)
+        self._sel_set = set(sel.tolist())
+        kids = self._active("cloud", sel)
+        reporting = set(self.algo.reporting(t, kids))
+        col = Collector(self.env, len(reporting), self.sc.train.round)
+        uploads: dict[str, tuple] = {}
+        down = message_bytes(self.algo.downlink())
+        model = self.algo.global_model()
+        for kid in kids:
+            self.env.process(self._hier_child("cloud", kid, t, sel, model, down, col, uploads,
+                                              info, kid in reporting))
+        yield col.closed
+        arrived = sorted(col.arrived, key=lambda n: kids.index(n))
+        weights = torch.tensor([float(self.counts[np.intersect1d(self.under[n], sel)].sum())
+                                for n in arrived], dtype=torch.float64)
+        ctx = RoundCtx(t, 0, self.lr(t), torch.zeros(0))
+        self.algo.cloud_aggregate(arrived, [uploads[n] for n in arrived], weights, ctx)
+        self.trace.add(self.env.now, "cloud", "aggregate", "", len(arrived))
+        info.selected = len(sel)
+        info.reported = int(sum(np.isin(self.under[n], sel).sum() for n in arrived))
+        info.failed = info.selected - info.reported
+
+    def _hier_child(self, parent: str, node: str, t: int, sel: np.ndarray, model: torch.Tensor,
+                    down_bytes: float, col: Collector, uploads: dict, info: RoundInfo,
+                    report: bool = True):
+        if (yield self.send(parent, node, down_bytes)) is None:
+            col.fail(node)
+            return
+        msg = yield from self._aggregator(node, t, sel, model, info)
+        if not report:
+            return
+        if msg is None:
+            col.fail(node)
+            return
+        if (yield self.send(node, parent, message_bytes(msg))) is None:
+            col.fail(node)
+            return
+        if col.arrive(node):
+            uploads[node] = msg
+
+    def _aggregator(self, node: str, t: int, sel: np.ndarray, model: torch.Tensor,
+                    info: RoundInfo):
+        """An aggregator's rounds over its children; returns what it uploads."""
+        es = self.algo.edge_start(model)
+        kids = self._active(node, sel)
+        policy = self.sc.train.edge_round
+        for _ in range(self.tier_rounds(node)):
+            start = self.algo.edge_model(es)
+            if kids and self.topo.is_client(kids[0]):
+                r = self._calls.get(node, 0)
+                self._calls[node] = r + 1
+                members = np.array([self.topo.graph.nodes[c]["index"] for c in kids], np.int64)
+                work = self.train(t, r, members, start)
+                col = Collector(self.env, int((~work.drop).sum()), policy)
+                db = message_bytes((start,))
+                for i, k in enumerate(members):
+                    self.env.process(self._client(int(k), i, node, db, work, False, col))
+                yield col.closed
+                pos = {int(k): i for i, k in enumerate(members)}
+                arrived = np.array(sorted(col.arrived), dtype=np.int64)
+                rows = torch.tensor([pos[int(k)] for k in arrived], dtype=torch.long)
+                ctx = RoundCtx(t, r, self.lr(t), torch.zeros(0))
+                weights = torch.from_numpy(self.counts[arrived].astype(np.float64))
+                es = self.algo.edge_aggregate(es, torch.from_numpy(arrived), Upload(
+                    tuple(x[rows] for x in work.up.tensors), work.up.encoding), weights, ctx)
+                info.clients.extend(work.recs)
+            else:
+                col = Collector(self.env, len(kids), policy)
+                ups: dict[str, tuple] = {}
+                db = message_bytes((start,))
+                for kid in kids:
+                    self.env.process(self._hier_child(node, kid, t, sel, start, db, col, ups, info))
+                yield col.closed
+                arrived_n = sorted(col.arrived, key=lambda n: kids.index(n))
+                weights = torch.tensor([float(self.counts[np.intersect1d(self.under[n], sel)].sum())
+                                        for n in arrived_n], dtype=torch.float64)
+                ctx = RoundCtx(t, 0, self.lr(t), torch.zeros(0))
+                up = Upload(tuple(torch.stack([ups[n][j] for n in arrived_n])
+                                  for j in range(len(ups[arrived_n[0]])))) if arrived_n else \
+                    Upload((torch.zeros(0, start.numel()),))
+                es = self.algo.edge_aggregate(es, None, up, weights, ctx)
+            self.trace.add(self.env.now, node, "aggregate", "", len(col.arrived))
+        return self.algo.edge_upload(es)
+
+
+@dataclass
+class PreAgg:
+    collector: Collector

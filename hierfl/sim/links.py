@@ -1,15 +1,20 @@
 """Links and the byte ledger.
 
-A transfer over a link takes bytes / bandwidth of transmission, during which the link is busy
-(FIFO: concurrent transfers queue), then `latency` of propagation, during which the link is
-already free for the next transfer (a pipe, as in ns-3's point-to-point channel)."""
+FIFO (default): a transfer over a link takes bytes / bandwidth of transmission, during which the
+link is busy (concurrent transfers queue), then `latency` of propagation, during which the link is
+already free for the next transfer (a pipe, as in ns-3's point-to-point channel).
+Fair: processor sharing — the n transfers in transmission each get bandwidth / n."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import simpy
 
 from .trace import Trace
+
+if TYPE_CHECKING:
+    from .failures import Failures
 
 TIERS = ("client_edge", "edge_cloud")
 
@@ -46,23 +51,84 @@ class Ledger:
 
 
 class Link:
-    """One direction of a physical link between two nodes."""
+    """One direction of a physical link between two nodes (FIFO)."""
 
     def __init__(self, env: simpy.Environment, src: str, dst: str, latency_s: float,
-                 bandwidth_Bps: float, tier: str, direction: str, trace: Trace, ledger: Ledger):
+                 bandwidth_Bps: float, tier: str, direction: str, trace: Trace, ledger: Ledger,
+                 failures: "Failures | None" = None):
         self.env, self.src, self.dst = env, src, dst
         self.latency, self.bandwidth = latency_s, bandwidth_Bps
         self.tier, self.direction = tier, direction
         self.trace, self.ledger = trace, ledger
+        self.failures = failures
         self.wire = simpy.Resource(env, capacity=1)
 
-    def send(self, nbytes: float):
-        """simpy process: queue, transmit, propagate. Returns the arrival time."""
+    def _transmit(self, nbytes: float):
         with self.wire.request() as req:
             yield req
             self.trace.add(self.env.now, self.src, "send", self.dst, nbytes)
             self.ledger.add(self.tier, self.direction, nbytes)
+            start = self.env.now
             yield self.env.timeout(nbytes / self.bandwidth)
+        return start
+
+    def send(self, nbytes: float):
+        """simpy process: queue, transmit, propagate. Returns the arrival time, or None if the
+        message met an outage (it is counted as sent and as wasted)."""
+        start = yield from self._transmit(nbytes)
         yield self.env.timeout(self.latency)
+        if self.failures is not None and self.failures.lost(self.src, self.dst, start,
+                                                            self.env.now):
+            self.trace.add(self.env.now, self.dst, "lost", self.src, nbytes)
+            self.ledger.wasted += nbytes
+            return None
         self.trace.add(self.env.now, self.dst, "recv", self.src, nbytes)
         return self.env.now
+
+
+class FairLink(Link):
+    """Processor sharing: every transfer in transmission gets bandwidth / (number of them)."""
+
+    def __init__(self, *args, **kw):
+        super().__init__(*args, **kw)
+        self.active: dict[int, float] = {}      # transfer id -> bytes left
+        self.changed = self.env.event()
+        self.last = 0.0
+        self._next = 0
+
+    def _advance(self) -> None:
+        """Charge the time since the last change to every active transfer."""
+        now = self.env.now
+        if self.active:
+            rate = self.bandwidth / len(self.active)
+            for tid in self.active:
+                self.active[tid] -= rate * (now - self.last)
+        self.last = now
+
+    def _notify(self) -> None:
+        old, self.changed = self.changed, self.env.event()
+        old.succeed()
+
+    def _transmit(self, nbytes: float):
+        self._advance()
+        tid = self._next
+        self._next += 1
+        self.active[tid] = float(nbytes)
+        start = self.env.now
+        self.trace.add(start, self.src, "send", self.dst, nbytes)
+        self.ledger.add(self.tier, self.direction, nbytes)
+        self._notify()
+        while True:
+            left = self.active[tid]
+            rate = self.bandwidth / len(self.active)
+            if left <= 1e-9 * max(nbytes, 1.0):
+                break
+            done = self.env.timeout(left / rate)
+            fired = yield done | self.changed
+            self._advance()
+            if done in fired:
+                self.active[tid] = 0.0
+                break
+        del self.active[tid]
+        self._notify()
+        return start

@@ -9,41 +9,57 @@ from ..scenario.schema import RoundSpec
 class Collector:
     """Gathers arrivals of one aggregation round and fires `closed` per the policy.
 
-    wait_all: when every expected arrival is in (or at timeout_s); deadline_*: at the deadline or
-    when all are in, whichever is first; first_k: at the k-th arrival (or when all are in)."""
+    wait_all: when every expected participant has arrived (or at timeout_s); deadline_*: at the
+    deadline or when all are in, whichever is first; first_k: at the k-th arrival. A participant
+    whose message the simulator lost (crash, outage) is reported with `fail`; when every
+    participant has arrived or failed the round closes too, so a round never hangs."""
 
-    def __init__(self, env: simpy.Environment, expected: int, policy: RoundSpec):
+    def __init__(self, env: simpy.Environment, expected: int, policy: RoundSpec,
+                 opened: float | None = None):
         self.env = env
         self.expected = expected
         self.policy = policy
-        self.arrived: list[int] = []
-        self.late: list[int] = []
+        self.arrived: list = []
+        self.failed: list = []
+        self.late: list = []
         self.closed = env.event()
-        self.opened = env.now
+        self.opened = env.now if opened is None else opened
         limit = policy.deadline_s if policy.policy.startswith("deadline") else policy.timeout_s
+        self.timed_out = False
         if expected == 0:
             self.closed.succeed()
         elif limit is not None:
-            env.process(self._timer(limit))
+            env.process(self._timer(max(self.opened + limit - env.now, 0.0)))
 
     @property
     def is_closed(self) -> bool:
         return self.closed.triggered
 
-    def _timer(self, limit: float):
-        yield self.env.timeout(limit)
+    def _timer(self, delay: float):
+        yield self.env.timeout(delay)
         if not self.closed.triggered:
+            self.timed_out = True
             self.closed.succeed()
 
-    def arrive(self, who: int) -> bool:
+    def _check(self) -> None:
+        if self.closed.triggered:
+            return
+        need = self.expected
+        if self.policy.policy == "first_k" and self.policy.k is not None:
+            need = min(self.policy.k, self.expected)
+        if len(self.arrived) >= need or len(self.arrived) + len(self.failed) >= self.expected:
+            self.closed.succeed()
+
+    def arrive(self, who) -> bool:
         """Record an arrival; False if the round had already closed (the work is wasted)."""
         if self.closed.triggered:
             self.late.append(who)
             return False
         self.arrived.append(who)
-        need = self.expected
-        if self.policy.policy == "first_k" and self.policy.k is not None:
-            need = min(self.policy.k, self.expected)
-        if len(self.arrived) >= need:
-            self.closed.succeed()
+        self._check()
         return True
+
+    def fail(self, who) -> None:
+        """A participant that will never arrive."""
+        self.failed.append(who)
+        self._check()

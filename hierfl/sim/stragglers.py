@@ -26,10 +26,10 @@ def plan_budgets(sim: "Simulation", t: int, r: int, sel: np.ndarray, planned: np
     """(budgets, straggler mask) for the selected clients of one aggregation round."""
     sc, local = sim.sc, sim.local
     budgets = planned.copy()
-    strag = straggler_mask(sc.seed, t, r, len(sel), sc.stragglers.fraction)
+    strag = straggler_mask(sc.seed, t, r, len(sel), sim.stragglers.fraction)
     if strag.any():
         g = seeding.rng(sc.seed, "straggler-work", t, r)
-        high_e = (local.epochs or 1) if sc.stragglers.epochs_range == "paper" else \
+        high_e = (local.epochs or 1) if sim.stragglers.epochs_range == "paper" else \
             max((local.epochs or 1) - 1, 1)
         counts = sim.counts[sel]
         for i in np.flatnonzero(strag):
@@ -38,7 +38,7 @@ def plan_budgets(sim: "Simulation", t: int, r: int, sel: np.ndarray, planned: np
                 per_epoch = 1 if local.batch_size == "full" else -(-int(counts[i]) // int(local.batch_size))
                 budgets[i] = min(e * per_epoch, planned[i])
             else:
-                high = planned[i] if sc.stragglers.epochs_range == "paper" else max(planned[i] - 1, 1)
+                high = planned[i] if sim.stragglers.epochs_range == "paper" else max(planned[i] - 1, 1)
                 budgets[i] = int(g.integers(1, high + 1))
     policy = sc.train.edge_round if sim.algo.hierarchical else sc.train.round
     if policy.policy == "deadline_partial":
@@ -57,11 +57,12 @@ def affordable_steps(sim: "Simulation", sel: np.ndarray, deadline: float,
     out = np.zeros(len(sel), np.int64)
     b = sim.local.batch_size
     for i, k in enumerate(sel):
-        client, edge = topo.clients[k], topo.edges[topo.edge_of[k]]
-        hops_down = [(edge, client)] if sim.algo.hierarchical else [("cloud", edge), (edge, client)]
-        hops_up = [(client, edge)] if sim.algo.hierarchical else [(client, edge), (edge, "cloud")]
-        t_comm = sum(topo.link(a, c)[0] + nbytes_down / topo.link(a, c)[1] for a, c in hops_down)
-        t_comm += sum(topo.link(a, c)[0] + nbytes_up / topo.link(a, c)[1] for a, c in hops_up)
+        path = topo.path_up(topo.clients[k])
+        if sim.algo.hierarchical:
+            path = path[:2]                       # the edge round: client <-> its aggregator
+        up_hops = list(zip(path[:-1], path[1:]))
+        t_comm = sum(topo.link(a, c)[0] + nbytes_up / topo.link(a, c)[1] for a, c in up_hops)
+        t_comm += sum(topo.link(c, a)[0] + nbytes_down / topo.link(c, a)[1] for a, c in up_hops)
         rows = int(sim.counts[k]) if b == "full" else min(int(b), int(sim.counts[k]))
         step_s = rows * evals_per_step * 3 * model.fwd_flops / topo.client_flops[k]
         out[i] = max(int(np.floor(max(deadline - t_comm, 0.0) / step_s + 1e-9)), 0)

@@ -1,11 +1,15 @@
 """The simulated system as a networkx DiGraph, and the typed view the simulator reads.
 
-Nodes: "cloud", "edge<i>", "client<k>" with attributes role, flops (FLOP/s) and parent.
-Links: one DiGraph edge per direction with latency_s and bandwidth_Bps; the upward edge goes
-child -> parent. Users may build such a graph in Python and pass it to `Topology.from_graph`."""
+Nodes: "cloud"; aggregators of each tier ("edge<i>", "regional<i>", ...; role "edge", with
+`tier` = depth below the cloud, 1 = top); "client<k>" (role "client", `index` k). Every node but
+the cloud has `parent` and `flops` (FLOP/s). Links: one DiGraph edge per direction with
+latency_s and bandwidth_Bps; the upward edge goes child -> parent. A graph built in Python (or
+read from node-link JSON / GraphML) is validated by `Topology.from_graph`."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+import os
+from dataclasses import dataclass, field
 
 import networkx as nx
 import numpy as np
@@ -25,56 +29,138 @@ def _links(link: LinkSpec, seed: int, purpose: str, n: int) -> tuple[np.ndarray,
     return lat, up, down
 
 
+def _assign(assignment, n_children: int, n_parents: int, seed: int, purpose: str, key: str,
+            p: Problems) -> np.ndarray:
+    if isinstance(assignment, list):
+        if len(assignment) != n_parents:
+            p.add(key, f"{len(assignment)} lists", f"needs one list per parent node ({n_parents})")
+        flat = sorted(c for lst in assignment for c in lst)
+        if flat != list(range(n_children)):
+            p.add(key, assignment, f"must list every id 0..{n_children - 1} exactly once")
+        p.raise_if_any()
+        out = np.empty(n_children, int)
+        for e, lst in enumerate(assignment):
+            out[lst] = e
+        return out
+    if assignment == "random":
+        return seeding.rng(seed, purpose).integers(0, n_parents, n_children)
+    return np.arange(n_children) % n_parents
+
+
+def _add_link(g: nx.DiGraph, child: str, parent: str, lat: float, up: float, down: float) -> None:
+    g.add_edge(child, parent, latency_s=float(lat), bandwidth_Bps=float(up))
+    g.add_edge(parent, child, latency_s=float(lat), bandwidth_Bps=float(down))
+
+
+def _client_classes(spec: TopologySpec, n: int, seed: int, p: Problems) -> list[tuple]:
+    """Per client: (flops, latency, up, down) drawn from its class (or the defaults)."""
+    c = spec.clients
+    assert c is not None
+    flops = draw(c.compute_flops, seeding.rng(seed, "topology/client-flops"), n)
+    lat, up, down = _links(c.link, seed, "topology/client-links", n)
+    if not c.mix:
+        return list(zip(flops, lat, up, down))
+    total = sum(s.fraction for s in c.mix)
+    if abs(total - 1.0) > 1e-6:
+        p.add("clients.mix", [s.fraction for s in c.mix], "fractions must sum to 1")
+    for i, s in enumerate(c.mix):
+        if s.device is not None and s.device not in spec.profiles.devices:
+            p.add(f"clients.mix[{i}].device", s.device,
+                  f"not in profiles.devices ({', '.join(spec.profiles.devices) or 'none'})")
+        if s.link is not None and s.link not in spec.profiles.links:
+            p.add(f"clients.mix[{i}].link", s.link,
+                  f"not in profiles.links ({', '.join(spec.profiles.links) or 'none'})")
+    p.raise_if_any()
+    # largest-remainder counts, classes laid out over a seeded permutation of the clients
+    raw = np.array([s.fraction for s in c.mix]) * n
+    counts = np.floor(raw).astype(int)
+    for i in np.argsort(-(raw - counts), kind="stable")[: n - counts.sum()]:
+        counts[i] += 1
+    order = seeding.rng(seed, "topology/mix").permutation(n)
+    cls_of = np.empty(n, int)
+    cls_of[order] = np.repeat(np.arange(len(c.mix)), counts)
+    flops, lat, up, down = flops.copy(), lat.copy(), up.copy(), down.copy()
+    for i, s in enumerate(c.mix):
+        ks = np.flatnonzero(cls_of == i)
+        if s.device is not None:
+            d = spec.profiles.devices[s.device]
+            flops[ks] = draw(d.compute_flops, seeding.rng(seed, "topology/device", i), len(ks))
+        if s.link is not None:
+            ln = spec.profiles.links[s.link]
+            la, u, dn = _links(ln, seed, f"topology/link-class/{s.link}", len(ks))
+            lat[ks], up[ks], down[ks] = la, u, dn
+    return list(zip(flops, lat, up, down))
+
+
 def build_graph(spec: TopologySpec, seed: int, file: str = "") -> nx.DiGraph:
     """Draw every attribute from the seed and lay out the tree."""
-    n_e, n_c = spec.edges.count, spec.clients.count
-    problems = Problems(file)
-    if isinstance(spec.clients.assignment, list):
-        lists = spec.clients.assignment
-        if len(lists) != n_e:
-            problems.add("clients.assignment", f"{len(lists)} lists",
-                         f"needs one list per edge ({n_e})")
-        flat = sorted(c for lst in lists for c in lst)
-        if flat != list(range(n_c)):
-            problems.add("clients.assignment", lists,
-                         f"must list every client id 0..{n_c - 1} exactly once")
-        problems.raise_if_any()
-        edge_of = np.empty(n_c, int)
-        for e, lst in enumerate(lists):
-            edge_of[lst] = e
-    elif spec.clients.assignment == "random":
-        edge_of = seeding.rng(seed, "topology/assignment").integers(0, n_e, n_c)
-    else:
-        edge_of = np.arange(n_c) % n_e
+    if spec.graph is not None:
+        return read_graph_file(os.path.join(os.path.dirname(os.path.abspath(file)), spec.graph)
+                               if file else spec.graph)
+    p = Problems(file)
     g = nx.DiGraph()
     g.add_node("cloud", role="cloud", flops=float(draw(spec.cloud.compute_flops,
                                                        seeding.rng(seed, "topology/cloud"), 1)[0]))
-    e_flops = draw(spec.edges.compute_flops, seeding.rng(seed, "topology/edge-flops"), n_e)
-    e_lat, e_up, e_down = _links(spec.edges.link, seed, "topology/edge-links", n_e)
-    for i in range(n_e):
-        name = f"edge{i}"
-        g.add_node(name, role="edge", flops=float(e_flops[i]), parent="cloud")
-        g.add_edge(name, "cloud", latency_s=float(e_lat[i]), bandwidth_Bps=float(e_up[i]))
-        g.add_edge("cloud", name, latency_s=float(e_lat[i]), bandwidth_Bps=float(e_down[i]))
-    c_flops = draw(spec.clients.compute_flops, seeding.rng(seed, "topology/client-flops"), n_c)
-    c_lat, c_up, c_down = _links(spec.clients.link, seed, "topology/client-links", n_c)
-    for k in range(n_c):
-        name, parent = f"client{k}", f"edge{edge_of[k]}"
-        g.add_node(name, role="client", flops=float(c_flops[k]), parent=parent, index=k)
-        g.add_edge(name, parent, latency_s=float(c_lat[k]), bandwidth_Bps=float(c_up[k]))
-        g.add_edge(parent, name, latency_s=float(c_lat[k]), bandwidth_Bps=float(c_down[k]))
+    parents = ["cloud"]
+    tiers = spec.tier_list
+    names = [t.name for t in tiers]
+    if len(set(names)) != len(names) or "cloud" in names or "client" in names:
+        p.add("tiers", names, "tier names must be unique and not 'cloud' or 'client'")
+        p.raise_if_any()
+    for depth, tier in enumerate(tiers, 1):
+        key = f"tiers[{depth - 1}].assignment" if spec.tiers is not None else "edges"
+        up_of = _assign(tier.assignment, tier.count, len(parents), seed,
+                        f"topology/{tier.name}-assignment", key, p)
+        flops = draw(tier.compute_flops, seeding.rng(seed, f"topology/{tier.name}-flops"), tier.count)
+        lat, up, down = _links(tier.link, seed, f"topology/{tier.name}-links", tier.count)
+        nodes = []
+        for i in range(tier.count):
+            name, parent = f"{tier.name}{i}", parents[up_of[i]]
+            g.add_node(name, role="edge", flops=float(flops[i]), parent=parent, tier=depth)
+            _add_link(g, name, parent, lat[i], up[i], down[i])
+            nodes.append(name)
+        parents = nodes
+    c = spec.clients
+    assert c is not None
+    edge_of = _assign(c.assignment, c.count, len(parents), seed, "topology/assignment",
+                      "clients.assignment", p)
+    for k, (fl, la, u, dn) in enumerate(_client_classes(spec, c.count, seed, p)):
+        name, parent = f"client{k}", parents[edge_of[k]]
+        g.add_node(name, role="client", flops=float(fl), parent=parent, index=k)
+        _add_link(g, name, parent, la, u, dn)
     return g
+
+
+def read_graph_file(path: str) -> nx.DiGraph:
+    """networkx node-link JSON or GraphML, with the node and link attributes above."""
+    if not os.path.isfile(path):
+        raise ScenarioError.one(path, "graph", path, "graph file not found")
+    try:
+        if path.endswith((".graphml", ".xml")):
+            g = nx.read_graphml(path)
+        else:
+            with open(path, encoding="utf-8") as fh:
+                data = json.load(fh)
+            key = "links" if "links" in data else "edges"
+            g = nx.node_link_graph(data, directed=True, multigraph=False, edges=key)
+    except (OSError, ValueError, KeyError, TypeError, nx.NetworkXError) as exc:
+        raise ScenarioError.one(path, "graph", path, f"cannot read graph: {exc}") from None
+    return nx.DiGraph(g)
 
 
 @dataclass(frozen=True)
 class Topology:
-    """Arrays the simulator reads, derived once from a validated graph."""
+    """Arrays and maps the simulator reads, derived once from a validated graph."""
 
     graph: nx.DiGraph
     clients: tuple[str, ...]      # client node names, index = client id
-    edges: tuple[str, ...]        # edge node names, index = edge id
+    edges: tuple[str, ...]        # bottom-tier aggregators (the clients' parents), index = edge id
     edge_of: np.ndarray           # (N,) edge id of each client
     client_flops: np.ndarray      # (N,) FLOP/s
+    children: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    parent: dict[str, str] = field(default_factory=dict)
+    depth: dict[str, int] = field(default_factory=dict)   # cloud 0, top tier 1, ...
+    n_tiers: int = 1              # aggregator tiers between cloud and clients
 
     @property
     def n_clients(self) -> int:
@@ -91,17 +177,40 @@ class Topology:
         a = self.graph.edges[src, dst]
         return a["latency_s"], a["bandwidth_Bps"]
 
+    def path_up(self, node: str) -> list[str]:
+        """node, its parent, ..., cloud."""
+        out = [node]
+        while out[-1] != "cloud":
+            out.append(self.parent[out[-1]])
+        return out
+
+    def is_client(self, node: str) -> bool:
+        return self.graph.nodes[node]["role"] == "client"
+
     @classmethod
     def from_graph(cls, g: nx.DiGraph, file: str = "") -> "Topology":
         validate_graph(g, file)
-        edges = sorted((n for n, a in g.nodes(data=True) if a["role"] == "edge"),
-                       key=_natural)
-        clients = sorted((n for n, a in g.nodes(data=True) if a["role"] == "client"),
-                         key=_natural)
+        roles = nx.get_node_attributes(g, "role")
+        parent = {n: g.nodes[n]["parent"] for n in g.nodes if roles[n] != "cloud"}
+        depth: dict[str, int] = {"cloud": 0}
+
+        def d(n: str) -> int:
+            if n not in depth:
+                depth[n] = d(parent[n]) + 1
+            return depth[n]
+        for n in g.nodes:
+            d(n)
+        kids: dict[str, list[str]] = {n: [] for n in g.nodes}
+        for n, par in parent.items():
+            kids[par].append(n)
+        children = {n: tuple(sorted(v, key=_natural)) for n, v in kids.items()}
+        clients = tuple(sorted((n for n in g.nodes if roles[n] == "client"), key=_natural))
+        edges = tuple(sorted({parent[c] for c in clients}, key=lambda n: (depth[n], _natural(n))))
         eid = {e: i for i, e in enumerate(edges)}
-        edge_of = np.array([eid[g.nodes[c]["parent"]] for c in clients], int)
+        edge_of = np.array([eid[parent[c]] for c in clients], int)
         flops = np.array([g.nodes[c]["flops"] for c in clients], float)
-        return cls(g, tuple(clients), tuple(edges), edge_of, flops)
+        n_tiers = max(depth[c] for c in clients) - 1
+        return cls(g, clients, edges, edge_of, flops, children, parent, depth, n_tiers)
 
 
 def _natural(name: str) -> tuple[str, int]:
@@ -111,7 +220,7 @@ def _natural(name: str) -> tuple[str, int]:
 
 
 def validate_graph(g: nx.DiGraph, file: str = "") -> None:
-    """A tree rooted at one cloud; every client reaches it through one edge; sane attributes."""
+    """A tree rooted at one cloud; every client reaches it through aggregators; sane attributes."""
     p = Problems(file)
     roles = nx.get_node_attributes(g, "role")
     for n in g.nodes:
@@ -119,18 +228,27 @@ def validate_graph(g: nx.DiGraph, file: str = "") -> None:
             p.add(f"nodes.{n}.role", roles.get(n), "expected cloud, edge or client")
     p.raise_if_any()
     clouds = [n for n, r in roles.items() if r == "cloud"]
-    if len(clouds) != 1:
-        p.add("nodes", clouds, "a topology needs exactly one cloud")
+    if len(clouds) != 1 or clouds[0] != "cloud":
+        p.add("nodes", clouds, "a topology needs exactly one cloud, named 'cloud'")
         p.raise_if_any()
     if not any(r == "client" for r in roles.values()):
         p.add("nodes", None, "a topology needs at least one client")
-    want = {"edge": "cloud", "client": "edge"}
+    has_agg_child = {g.nodes[n].get("parent") for n, r in roles.items() if r == "edge"}
     for n, role in roles.items():
         if role == "cloud":
             continue
         parent = g.nodes[n].get("parent")
-        if parent not in g or roles.get(parent) != want[role]:
-            p.add(f"nodes.{n}.parent", parent, f"a {role} must hang under a {want[role]}")
+        if parent not in g:
+            p.add(f"nodes.{n}.parent", parent, "no such node: every node needs a path to the cloud")
+            continue
+        if role == "client" and roles.get(parent) != "edge":
+            p.add(f"nodes.{n}.parent", parent, "a client must hang under an edge (aggregator)")
+            continue
+        if role == "client" and parent in has_agg_child:
+            p.add(f"nodes.{n}.parent", parent,
+                  "clients must hang under bottom-tier aggregators (this one has aggregator children)")
+        if role == "edge" and roles.get(parent) not in ("cloud", "edge"):
+            p.add(f"nodes.{n}.parent", parent, "an aggregator must hang under the cloud or another")
             continue
         for a, b in ((n, parent), (parent, n)):
             if not g.has_edge(a, b):
@@ -139,16 +257,31 @@ def validate_graph(g: nx.DiGraph, file: str = "") -> None:
             attrs = g.edges[a, b]
             for key in ("latency_s", "bandwidth_Bps"):
                 v = attrs.get(key)
-                if not isinstance(v, (int, float)) or not np.isfinite(v):
+                if isinstance(v, bool) or not isinstance(v, (int, float)) or not np.isfinite(v):
                     p.add(f"links.{a}->{b}.{key}", v, "expected a finite number")
                 elif key == "latency_s" and v < 0:
                     p.add(f"links.{a}->{b}.{key}", v, "must be >= 0")
                 elif key == "bandwidth_Bps" and v <= 0:
                     p.add(f"links.{a}->{b}.{key}", v, "must be > 0")
         f = g.nodes[n].get("flops")
-        if not isinstance(f, (int, float)) or not np.isfinite(f) or f <= 0:
+        if isinstance(f, bool) or not isinstance(f, (int, float)) or not np.isfinite(f) or f <= 0:
             p.add(f"nodes.{n}.flops", f, "must be a finite number > 0")
     p.raise_if_any()
-    tree = nx.DiGraph((n, g.nodes[n]["parent"]) for n in g.nodes if roles[n] != "cloud")
-    if tree.number_of_nodes() and not nx.is_tree(tree.to_undirected()):
-        raise ScenarioError.one(file, "nodes", None, "parent links do not form a tree")
+    # every parent chain must reach the cloud without a cycle
+    for n in g.nodes:
+        seen, cur = set(), n
+        while cur != "cloud":
+            if cur in seen:
+                raise ScenarioError.one(file, f"nodes.{n}.parent", g.nodes[n].get("parent"),
+                                        "parent links form a cycle: not a tree")
+            seen.add(cur)
+            cur = g.nodes[cur]["parent"]
+    depths = {}
+    for c in (n for n, r in roles.items() if r == "client"):
+        k, cur = 0, c
+        while cur != "cloud":
+            cur, k = g.nodes[cur]["parent"], k + 1
+        depths[c] = k
+    if len(set(depths.values())) > 1:
+        raise ScenarioError.one(file, "nodes", sorted(set(depths.values())),
+                                "every client must be at the same depth below the cloud")

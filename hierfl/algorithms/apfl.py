@@ -1,0 +1,121 @@
+"""APFL: adaptive personalised federated learning (Y. Deng, M. M. Kamani, M. Mahdavi 2020,
+arXiv 2003.13461).
+
+Objectives: the global model w minimises sum_k p_k f_k(w); client k's personal model is the
+mixture v_bar_k = alpha_k v_k + (1 - alpha_k) w with v_k = argmin_v f_k(alpha_k v + (1 - alpha_k) w).
+
+Local step of client k on a minibatch D (both gradients on the same D, grad_evals_per_step = 2),
+from (w_k, v_k, alpha_k) simultaneously:
+    v_bar <- alpha v + (1 - alpha) w_k
+    w_k   <- w_k - eta grad f_k(w_k; D)
+    v_k   <- v_k - eta alpha grad f_k(v_bar; D)               (chain rule through the mixture)
+    alpha <- clip(alpha - eta_alpha <v_k - w_k, grad f_k(v_bar; D)>, 0, 1)    (`adaptive` only)
+w_k starts each round from the server's w^t; tau = train.local.steps steps per round.
+Server: w^{t+1} = sum_{k in S} n_k w_k / sum_S n_k (FedAvg). With alpha = 0 (not adaptive) the
+global model is exactly FedAvg's.
+
+State: the global w; per client v_k (N, P), created at init as copies of w^0, and alpha_k (N,)
+(the `alpha` hyperparameter at init; it changes only when `adaptive`). v_k and alpha_k change
+only in rounds where client k trains.
+Personal model (`personal_models`): v_bar_k = alpha_k v_k + (1 - alpha_k) w with w the current
+global model, i.e. the mixture client k holds once it has received the latest w (Algorithm 1's
+v_bar after a synchronisation). Never-trained clients: v_k = w^0, so theirs is
+alpha w^0 + (1 - alpha) w.
+Messages: w down (one model), w_k up (one model); v_k and alpha_k stay on the client.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import torch
+
+from ..learn.batches import Batch
+from ..learn.solver import GradFn, SolveResult, State
+from ..models.functional import Model
+from ..scenario.fields import positive, spec, unit_interval
+from .base import Algorithm, RoundCtx, Upload, stack_start
+
+
+@dataclass(frozen=True)
+class APFLParams:
+    alpha: float = spec(0.25, "mixing weight of the personal model v in v_bar (initial value if "
+                        "adaptive)", check=unit_interval)
+    adaptive: bool = spec(False, "learn alpha per client by gradient steps on the mixture")
+    alpha_lr: float | None = spec(None, "step size of the alpha update (default: the local lr)",
+                                  check=positive)
+
+
+@dataclass(frozen=True)
+class APFLProgram:
+    """State (w, v, alpha): alpha is (C, 1)."""
+
+    model: Model
+    start: torch.Tensor          # (C, P) w at the round start
+    v0: torch.Tensor             # (C, P)
+    alpha0: torch.Tensor         # (C, 1)
+    adaptive: bool
+    alpha_lr: float | None
+    grad_fn: GradFn | None = None
+    grad_evals_per_step: int = 2
+
+    def _grad(self, w: torch.Tensor, b: Batch) -> torch.Tensor:
+        fn = self.grad_fn or self.model.loss_grad
+        return fn(w, b.x, b.y, b.m)[1]
+
+    def init(self) -> State:
+        return (self.start.clone(), self.v0.clone(), self.alpha0.clone())
+
+    def step(self, s: State, batch: Batch, lr: float) -> State:
+        w, v, a = s
+        vbar = a * v + (1.0 - a) * w
+        g_w = self._grad(w, batch)
+        g_bar = self._grad(vbar, batch)
+        w_new = w - lr * g_w
+        v_new = v - lr * a * g_bar
+        if self.adaptive:
+            step = self.alpha_lr if self.alpha_lr is not None else lr
+            a = (a - step * ((v - w) * g_bar).sum(1, keepdim=True)).clamp(0.0, 1.0)
+        return (w_new, v_new, a)
+
+    def grad_h(self, s: State, full: Batch) -> torch.Tensor | None:
+        return None
+
+    def select(self, sel: torch.Tensor) -> "APFLProgram":
+        return replace(self, start=self.start[sel], v0=self.v0[sel], alpha0=self.alpha0[sel])
+
+
+@dataclass
+class APFLClients:
+    v: torch.Tensor              # (N, P) personal models
+    alpha: torch.Tensor          # (N,) mixing weights
+
+
+class APFL(Algorithm):
+    name = "apfl"
+    Params = APFLParams
+    personalised = True
+    supports_gamma = False
+    p: APFLParams
+
+    def init(self, w0: torch.Tensor) -> None:
+        super().init(w0)
+        n = self.setup.n_clients
+        self.clients = APFLClients(w0.expand(n, -1).clone(),
+                                   torch.full((n,), self.p.alpha, dtype=w0.dtype))
+
+    def personal_models(self) -> torch.Tensor:
+        a = self.clients.alpha.unsqueeze(1)
+        return a * self.clients.v + (1.0 - a) * self.w.unsqueeze(0)
+
+    def program(self, clients: torch.Tensor, start: torch.Tensor, ctx: RoundCtx) -> APFLProgram:
+        return APFLProgram(self.setup.model, stack_start(start, len(clients)),
+                           self.clients.v[clients].clone(),
+                           self.clients.alpha[clients].unsqueeze(1).clone(),
+                           self.p.adaptive, self.p.alpha_lr)
+
+    def finish(self, clients: torch.Tensor, start: torch.Tensor, res: SolveResult,
+               ctx: RoundCtx) -> Upload:
+        w, v, a = res.state
+        self.clients.v[clients] = v
+        self.clients.alpha[clients] = a.squeeze(1)
+        return Upload((w,))

@@ -1,0 +1,95 @@
+"""Ditto: fair and robust federated learning through personalisation (T. Li, S. Hu, A. Beirami,
+V. Smith, ICML 2021, arXiv 2012.04221).
+
+Objectives: global  min_w sum_k p_k F_k(w);  personal  v_k = argmin_v F_k(v) + (lam/2) ||v - w*||^2.
+
+Local step of client k on a minibatch D (both gradients on the same D, grad_evals_per_step = 2),
+with w^t the model of this round's downlink (the anchor, fixed during the round):
+    v_k <- v_k - eta_p (grad F_k(v_k; D) + lam (v_k - w^t))        (eta_p = `personal_lr`)
+    w_k <- w_k - eta grad F_k(w_k; D)                               (eta = train.local.lr)
+w_k starts each round from w^t; v_k persists across rounds. Server: w^{t+1} = n_k-weighted mean
+of the w_k over the clients that reported (FedAvg), so Ditto's global model is FedAvg's.
+The personal step is a contraction towards w^t only if eta_p * lam < 2; with eta_p * lam = 1 one
+step gives v = w^t - grad F_k(v; D) / lam, i.e. v -> w^t as lam -> infinity.
+
+State: the global w; per client v_k (N, P), created at init as copies of w^0 and changed only in
+rounds where the client trains (never-trained clients keep w^0).
+Messages: w down (one model), w_k up (one model); v_k never leaves the client.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import torch
+
+from ..learn.batches import Batch
+from ..learn.solver import GradFn, SolveResult, State, TermsProgram
+from ..learn.terms import Prox
+from ..models.functional import Model
+from ..scenario.fields import non_negative, positive, spec
+from ._personal import PersonalState
+from .base import Algorithm, RoundCtx, Upload, stack_start
+
+
+@dataclass(frozen=True)
+class DittoParams:
+    lam: float = spec(1.0, "lambda: pull of the personal model towards the global one "
+                      "(paper: 0.1, 1, 2)", check=non_negative)
+    personal_lr: float | None = spec(None, "step size of the personal steps (default: the "
+                                     "local lr)", check=positive)
+
+
+@dataclass(frozen=True)
+class DittoProgram:
+    """State (w, v): the global copy and the personal model of C clients."""
+
+    model: Model
+    start: torch.Tensor          # (C, P) w^t, also the anchor of the personal prox term
+    v0: torch.Tensor             # (C, P)
+    lam: float
+    personal_lr: float | None
+    grad_fn: GradFn | None = None
+    grad_evals_per_step: int = 2
+
+    def init(self) -> State:
+        return (self.start.clone(), self.v0.clone())
+
+    def step(self, s: State, batch: Batch, lr: float) -> State:
+        w, v = s
+        plr = self.personal_lr if self.personal_lr is not None else lr
+        personal = TermsProgram(self.model, v, (Prox(self.lam, self.start),), self.grad_fn)
+        (v,) = personal.step((v,), batch, plr)
+        (w,) = TermsProgram(self.model, w, (), self.grad_fn).step((w,), batch, lr)
+        return (w, v)
+
+    def grad_h(self, s: State, full: Batch) -> torch.Tensor | None:
+        return None
+
+    def select(self, sel: torch.Tensor) -> "DittoProgram":
+        return replace(self, start=self.start[sel], v0=self.v0[sel])
+
+
+class Ditto(Algorithm):
+    name = "ditto"
+    Params = DittoParams
+    personalised = True
+    supports_gamma = False
+    p: DittoParams
+
+    def init(self, w0: torch.Tensor) -> None:
+        super().init(w0)
+        self.clients = PersonalState(w0.expand(self.setup.n_clients, -1).clone())
+
+    def personal_models(self) -> torch.Tensor:
+        return self.clients.personal
+
+    def program(self, clients: torch.Tensor, start: torch.Tensor, ctx: RoundCtx) -> DittoProgram:
+        return DittoProgram(self.setup.model, stack_start(start, len(clients)),
+                            self.clients.personal[clients].clone(), self.p.lam,
+                            self.p.personal_lr)
+
+    def finish(self, clients: torch.Tensor, start: torch.Tensor, res: SolveResult,
+               ctx: RoundCtx) -> Upload:
+        w, v = res.state
+        self.clients.personal[clients] = v
+        return Upload((w,))

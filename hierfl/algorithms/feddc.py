@@ -1,0 +1,112 @@
+"""FedDC (Gao et al., CVPR 2022, arXiv 2203.11751): local drift decoupling and correction.
+
+Client i keeps a drift h_i and its last local update g_i; the server keeps g = sum_i
+(|D_i|/|D|) g_i over all clients. In round t the client starts from theta = w and takes K steps on
+
+    F(theta; h_i, D_i, w) = L_i(theta) + (alpha/2) ||theta + h_i - w||^2
+                            + (1/(eta K)) <theta, g_i - g>,
+
+i.e. theta <- theta - eta grad L_i(theta) - eta alpha (theta + h_i - w) - (1/K)(g_i - g)
+(terms `Prox(alpha, w - h_i)` and `Linear((g_i - g)/(eta K))`, K the planned local steps, eta the
+round's learning rate). Then, with theta_i+ its result:
+    h_i <- h_i + (theta_i+ - w),     g_i <- theta_i+ - w,
+and the client uploads theta_i+ + h_i+ and dg_i = g_i+ - g_i (so the server can keep g).
+Server (S: the clients whose uploads arrived):
+    g <- g + sum_S (|D_i|/|D|) dg_i,
+    w+ = sum_S |D_i| (theta_i+ + h_i+) / sum_S |D_i|                     (server_rule: paper)
+
+Options where the published code differs from the paper (paper's choice by default):
+- `alpha_scaling: code`: alpha_i = alpha / (n_i / mean n) per client;
+- `server_rule: code`: w+ = mean_S(theta_i+) + mean_all(h_i); the client then uploads theta_i+
+  (not theta_i+ + h_i+), and the server tracks sum_all h_i from the uploads
+  (h_i changes by theta_i+ - w);
+- `clip`: clip the norm of each local gradient (loss + terms) at this value (the code uses 10).
+
+State: client h_i, g_i (N, P); server g (P,), hsum (P,) (= sum_i h_i, used by the code rule);
+all start at 0. Messages: (w, g) down, two model-sized tensors up."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+
+from ..learn.solver import SolveResult, TermsProgram
+from ..learn.terms import Linear, Prox
+from ..scenario.fields import non_negative, positive, spec
+from .base import Algorithm, RoundCtx, Upload, stack_start, weighted_mean
+from .feddyn import client_alpha
+
+
+@dataclass(frozen=True)
+class FedDCParams:
+    alpha: float = spec(0.01, "weight of the drift-corrected prox term alpha", check=non_negative)
+    alpha_scaling: Literal["paper", "code"] = spec(
+        "paper", "paper: one alpha; code: alpha / (n_i / mean n) per client (published code)")
+    server_rule: Literal["paper", "code"] = spec(
+        "paper", "paper: n-weighted mean of theta_i + h_i; code: mean_S theta_i + mean_all h_i")
+    clip: float | None = spec(None, "clip each local gradient's norm (published code: 10)",
+                              check=positive)
+
+
+@dataclass
+class ServerState:
+    g: torch.Tensor             # (P,) sum_i (|D_i|/|D|) g_i
+    hsum: torch.Tensor          # (P,) sum_i h_i as known to the server (code rule)
+
+
+@dataclass
+class ClientState:
+    h: torch.Tensor             # (N, P) local drifts h_i
+    g: torch.Tensor             # (N, P) last local updates g_i
+
+
+class FedDC(Algorithm):
+    name = "feddc"
+    Params = FedDCParams
+    upload_tensors = 2
+
+    def init(self, w0: torch.Tensor) -> None:
+        super().init(w0)
+        n, p = self.setup.n_clients, w0.numel()
+        self.server = ServerState(torch.zeros_like(w0), torch.zeros_like(w0))
+        self.clients = ClientState(torch.zeros(n, p, dtype=w0.dtype),
+                                   torch.zeros(n, p, dtype=w0.dtype))
+
+    def downlink(self) -> tuple[torch.Tensor, ...]:
+        return (self.w, self.server.g)
+
+    def program(self, clients: torch.Tensor, start: torch.Tensor, ctx: RoundCtx) -> TermsProgram:
+        alpha = client_alpha(self.p.alpha, self.setup.counts, clients, self.p.alpha_scaling,
+                             self.w.dtype)
+        k = ctx.steps.to(self.w.dtype).clamp_min(1).unsqueeze(1)
+        terms = (Prox(alpha, start - self.clients.h[clients]),
+                 Linear((self.clients.g[clients] - self.server.g) / (ctx.lr * k)))
+        return TermsProgram(self.setup.model, stack_start(start, len(clients)), terms,
+                            clip=self.p.clip)
+
+    def finish(self, clients: torch.Tensor, start: torch.Tensor, res: SolveResult,
+               ctx: RoundCtx) -> Upload:
+        theta = res.state[0]
+        step = theta - start
+        h_new = self.clients.h[clients] + step
+        dg = step - self.clients.g[clients]
+        self.clients.h[clients] = h_new
+        self.clients.g[clients] = step
+        first = theta + h_new if self.p.server_rule == "paper" else theta
+        return Upload((first, dg))
+
+    def aggregate(self, clients: torch.Tensor, up: Upload, ctx: RoundCtx) -> None:
+        if len(clients) == 0:
+            return
+        first, dg = up.tensors
+        counts = self.setup.counts
+        p_all = (counts[clients].double() / counts.double().sum())
+        self.server.g = (self.server.g.double() + p_all @ dg.double()).to(self.w.dtype)
+        if self.p.server_rule == "paper":
+            self.w = weighted_mean(first, self.weights(clients))
+            return
+        theta = first.double()
+        hsum = self.server.hsum.double() + (theta - self.w.double()).sum(0)
+        self.server.hsum = hsum.to(self.w.dtype)
+        self.w = (theta.mean(0) + hsum / self.setup.n_clients).to(self.w.dtype)

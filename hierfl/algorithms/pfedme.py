@@ -1,0 +1,98 @@
+"""pFedMe: personalised FL with Moreau envelopes (T. Dinh, N. Tran, T. Nguyen, NeurIPS 2020,
+arXiv 2006.08848).
+
+Objective: min_w sum_k p_k F_k(w),  F_k(w) = min_theta { f_k(theta) + (lam/2) ||theta - w||^2 }.
+
+Local work of client k from the round's w^t (R = train.local.steps local rounds, each on one
+minibatch D): theta_k <- K = `personal_steps` gradient steps (step `personal_lr`, warm-started from
+the previous theta) on  f_k(theta; D) + (lam/2) ||theta - w_k||^2 [+ (mu/2) ||theta||^2];
+then w_k <- w_k - eta lam (w_k - theta_k) (eta = train.local.lr). Shared with pFedMac through
+`learn.envelope.EnvelopeProgram` (coupling "prox").
+Server: w^{t+1} = (1 - beta) w^t + beta * sum_{k in S} p_k w_k, p_k = n_k / sum_S n (weighting
+"samples", the published code; the paper's Algorithm 1 writes the uniform mean 1/S: "uniform").
+
+State: the global w; per client the personal model theta_k (N, P), created at init as copies of
+w^0 and replaced by the last theta of each round the client trains in (clients that never train
+keep w^0). theta starts every round from w^t, as in the published code (`set_parameters`).
+Messages: w down (one model), w_k up (one model). The personal model never leaves the client.
+
+Paper vs published code (options, paper's choice by default):
+- `train_all_clients`: the published code trains every client every round (their personal
+  models are refreshed and evaluated) but aggregates only the S selected ones. Unselected
+  clients then receive the model and compute but upload nothing. Default false.
+- `hidden_l2`: the published pFedMeOptimizer adds mu * theta to the inner gradient with
+  mu = 0.001, i.e. an extra (mu/2) ||theta||^2 in the inner problem. Default 0.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+import torch
+
+from ..learn.envelope import EnvelopeProgram
+from ..learn.solver import SolveResult
+from ..learn.terms import Prox
+from ..scenario.fields import all_of, at_most, non_negative, positive, spec
+from ._personal import PersonalState, mix, uniform_weights
+from .base import Algorithm, RoundCtx, Upload, stack_start, weighted_mean
+
+
+@dataclass(frozen=True)
+class PFedMeParams:
+    lam: float = spec(15.0, "lambda: strength of the Moreau envelope coupling", check=positive)
+    personal_steps: int = spec(5, "K: gradient steps on the inner (personal) problem per local "
+                               "step", check=all_of(positive, at_most(1e5)))
+    personal_lr: float = spec(0.01, "step size of the inner (personal) steps", check=positive)
+    beta: float = spec(1.0, "server mixing: w <- (1 - beta) w + beta mean(w_k)",
+                       check=all_of(positive, at_most(10.0)))
+    train_all_clients: bool = spec(False, "published code: every client trains every round, only "
+                                   "the selected ones are aggregated")
+    hidden_l2: float = spec(0.0, "published code's (mu/2)||theta||^2 in the inner problem "
+                            "(mu = 0.001 there)", check=non_negative)
+    weighting: Literal["samples", "uniform"] = spec(
+        "samples", "server mean over the selected clients: n_k-weighted or uniform (paper)")
+
+
+class PFedMe(Algorithm):
+    name = "pfedme"
+    Params = PFedMeParams
+    personalised = True
+    supports_gamma = False
+    p: PFedMeParams
+
+    def init(self, w0: torch.Tensor) -> None:
+        super().init(w0)
+        self.clients = PersonalState(w0.expand(self.setup.n_clients, -1).clone())
+
+    def personal_models(self) -> torch.Tensor:
+        return self.clients.personal
+
+    def trainees(self, selected: np.ndarray) -> np.ndarray:
+        if self.p.train_all_clients:
+            return np.arange(self.setup.n_clients)
+        return selected
+
+    def program(self, clients: torch.Tensor, start: torch.Tensor, ctx: RoundCtx) -> EnvelopeProgram:
+        x0 = stack_start(start, len(clients))
+        extra = (Prox(self.p.hidden_l2, torch.zeros_like(self.w)),) if self.p.hidden_l2 else ()
+        return EnvelopeProgram(self.setup.model, x0, x0.clone(), self.p.lam, "prox",
+                               self.p.personal_steps, self.p.personal_lr, extra)
+
+    def finish(self, clients: torch.Tensor, start: torch.Tensor, res: SolveResult,
+               ctx: RoundCtx) -> Upload:
+        x, theta = res.state
+        trained = res.steps > 0
+        self.clients.personal[clients[trained]] = theta[trained]
+        return Upload((x,))
+
+    def weights(self, clients: torch.Tensor) -> torch.Tensor:
+        if self.p.weighting == "uniform":
+            return uniform_weights(len(clients))
+        return super().weights(clients)
+
+    def aggregate(self, clients: torch.Tensor, up: Upload, ctx: RoundCtx) -> None:
+        if len(clients) == 0:
+            return
+        self.w = mix(self.w, weighted_mean(up.tensors[0], self.weights(clients)), self.p.beta)

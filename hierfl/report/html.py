@@ -1,0 +1,124 @@
+"""report.html: one self-contained file (figures embedded as base64 PNG, no external resources)
+readable offline. A small inline script checks, once the page has loaded, that every figure
+decoded to a non-zero size and that no script error occurred, and writes the result into the
+page (#render-check, data-status="ok"), which the headless-browser test reads back."""
+from __future__ import annotations
+
+import base64
+import html
+import os
+
+from .markdown import SECTIONS, Report
+
+CSS = """
+body{font-family:-apple-system,"Segoe UI",Roboto,"DejaVu Sans",Arial,sans-serif;color:#222;
+ max-width:1180px;margin:24px auto;padding:0 20px;line-height:1.45;font-size:15px}
+h1{font-size:1.6em;margin-bottom:.2em}h2{margin-top:1.8em;border-bottom:1px solid #ddd;
+ padding-bottom:.2em;font-size:1.3em}
+table{border-collapse:collapse;margin:.6em 0;font-size:.9em}
+th,td{border:1px solid #d6d6d6;padding:4px 8px;text-align:right;vertical-align:top}
+th{background:#f3f3f3}td:first-child,th:first-child{text-align:left}
+table.kv td{text-align:left}table.kv td:first-child{font-weight:600;white-space:nowrap}
+.figs{display:flex;flex-wrap:wrap;gap:18px}
+figure{margin:0;width:min-content;max-width:100%}
+figure img{display:block;max-width:100%;height:auto;border:1px solid #eee}
+figcaption{font-size:.88em;color:#444;margin-top:.2em}
+figcaption a{color:#666}
+nav{font-size:.9em;color:#555}nav a{margin-right:1em}
+.swatch{display:inline-block;width:.9em;height:.9em;border-radius:2px;margin-right:.35em;
+ vertical-align:-1px}
+#render-check{font-size:.8em;color:#777;margin-top:2.5em}
+#render-check.bad{color:#b00020;font-weight:600}
+@media print{nav{display:none}figure{break-inside:avoid}}
+"""
+
+SCRIPT = """
+(function () {
+  var errors = [];
+  window.addEventListener('error', function (e) {
+    errors.push(String((e && e.message) || (e && e.target && e.target.alt) || 'error'));
+  }, true);
+  window.addEventListener('load', function () {
+    var imgs = document.images, ok = 0, bad = [];
+    for (var i = 0; i < imgs.length; i++) {
+      var im = imgs[i];
+      if (im.complete && im.naturalWidth > 0 && im.naturalHeight > 0) { ok++; }
+      else { bad.push(im.alt || ('#' + i)); }
+    }
+    var el = document.getElementById('render-check');
+    var good = ok === imgs.length && errors.length === 0;
+    el.setAttribute('data-images', String(imgs.length));
+    el.setAttribute('data-loaded', String(ok));
+    el.setAttribute('data-errors', String(errors.length));
+    el.setAttribute('data-status', good ? 'ok' : 'bad');
+    el.className = good ? 'ok' : 'bad';
+    el.textContent = 'Render check: ' + ok + ' of ' + imgs.length + ' figures decoded' +
+      (bad.length ? '; not decoded: ' + bad.join(', ') : '') +
+      (errors.length ? '; errors: ' + errors.join('; ') : '') + '.';
+  });
+})();
+"""
+
+CSS_PX_PER_PNG_PX = 96 / 150   # figures are saved at 150 dpi; shown at their print size
+
+
+def _img(path: str, alt: str) -> str:
+    """The PNG inline, sized to its print size so every figure's text shows at the same size."""
+    with open(path, "rb") as fh:
+        raw = fh.read()
+    width = int.from_bytes(raw[16:20], "big") if raw[:8] == b"\x89PNG\r\n\x1a\n" else 0
+    size = f' width="{round(width * CSS_PX_PER_PNG_PX)}"' if width else ""
+    data = base64.b64encode(raw).decode("ascii")
+    return f'<img src="data:image/png;base64,{data}"{size} alt="{html.escape(alt)}">'
+
+
+def _table(head: list[str], rows: list[list[str]], cls: str = "") -> str:
+    out = [f'<table{f" class={chr(34)}{cls}{chr(34)}" if cls else ""}>']
+    if any(head):
+        out.append("<tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in head) + "</tr>")
+    for r in rows:
+        out.append("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>")
+    out.append("</table>")
+    return "\n".join(out)
+
+
+def render_html(rep: Report) -> str:
+    e = html.escape
+    title = f"hierfl report{': ' + rep.title if rep.title else ''}"
+    by = {k: [f for f in rep.figures if f.section == k] for k, _ in SECTIONS}
+    shown = [(k, n) for k, n in SECTIONS if k in ("table", "notes") or by[k] or (
+        k == "scenario" and rep.summary)]
+    body = [f"<h1>{e(title)}</h1>"]
+    body += [f"<p>{e(p)}</p>" for p in rep.intro]
+    body.append("<nav>" + "".join(f'<a href="#{k}">{e(n)}</a>' for k, n in shown) + "</nav>")
+    for key, name in shown:
+        body.append(f'<h2 id="{key}">{e(name)}</h2>')
+        if key == "scenario" and rep.summary:
+            body.append(_table(["", ""], [[k, v] for k, v in rep.summary], "kv"))
+        if key == "table":
+            body.append(_table(rep.head, rep.rows))
+            body.append("<p>Bytes count every link a message crosses (a client's upload relayed "
+                        "through its edge counts on both tiers). With several seeds: mean ± "
+                        "sample standard deviation (ddof=1); (k/n): only k of n seeds reached "
+                        "the target. Machine-readable: <a href=\"table.csv\">table.csv</a>, "
+                        "<a href=\"metrics_all.csv\">metrics_all.csv</a>.</p>")
+        if key == "notes":
+            items = rep.notes or ["None: every algorithm ran to the end with all selected "
+                                  "clients aggregated."]
+            body.append("<ul>" + "".join(f"<li>{e(n)}</li>" for n in items) + "</ul>")
+        if by[key]:
+            body.append('<div class="figs">')
+            for f in by[key]:
+                base = os.path.basename(f.path)
+                svg = os.path.splitext(base)[0] + ".svg"
+                body.append(f"<figure>{_img(f.path, f.caption)}<figcaption>{e(f.caption)}"
+                            f' — <a href="{e(base)}">PNG</a> · <a href="{e(svg)}">SVG</a>'
+                            "</figcaption></figure>")
+            body.append("</div>")
+    body.append('<p id="render-check" data-status="pending">Render check: pending (needs '
+                'JavaScript).</p>')
+    return ("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+            "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
+            f"<title>{e(title)}</title>\n<link rel=\"icon\" href=\"data:,\">\n"
+            f"<style>{CSS}</style>\n<script>{SCRIPT}</script>\n</head>\n<body>\n"
+            + "\n".join(body) + "\n</body>\n</html>\n")

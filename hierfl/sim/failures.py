@@ -1,0 +1,99 @@
+"""Client availability, crashes and outage windows, all drawn from the scenario seed.
+
+- availability bernoulli(p): each cloud round, each client is available with probability p
+  (keyed by round: the same for every algorithm); unavailable clients are not selected.
+- availability markov(mean_on_s, mean_off_s): each client alternates exponential on/off periods
+  in simulated time (its own generator; starts in the stationary distribution); it is selectable
+  only while on, and drops out if it is off when it would upload.
+- crash_p: a selected client crashes with this probability at a uniform point of its compute.
+- outages: windows in which a node, or a link (both directions), is down; a message whose
+  transfer overlaps a window is lost."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .. import seeding
+
+
+@dataclass
+class Failures:
+    seed: int = 0
+    kind: str = "always"
+    p: float = 1.0
+    mean_on: float = 1.0
+    mean_off: float = 1.0
+    crash_p: float = 0.0
+    node_down: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
+    link_down: dict[frozenset, list[tuple[float, float]]] = field(default_factory=dict)
+    _switch: dict[int, list[float]] = field(default_factory=dict)   # markov switch times
+    _start_on: dict[int, bool] = field(default_factory=dict)
+    _gen: dict[int, np.random.Generator] = field(default_factory=dict)
+
+    @classmethod
+    def none(cls) -> "Failures":
+        return cls()
+
+    @classmethod
+    def from_spec(cls, spec, seed: int) -> "Failures":
+        f = cls(seed=seed, kind=spec.availability.kind, p=spec.availability.p,
+                mean_on=spec.availability.mean_on_s, mean_off=spec.availability.mean_off_s,
+                crash_p=spec.failures.crash_p)
+        for w in spec.failures.outages:
+            if w.node is not None:
+                f.node_down.setdefault(w.node, []).append((w.start_s, w.end_s))
+            else:
+                f.link_down.setdefault(frozenset(w.link), []).append((w.start_s, w.end_s))
+        return f
+
+    @property
+    def active(self) -> bool:
+        return self.kind != "always" or self.crash_p > 0 or bool(self.node_down or self.link_down)
+
+    # ------------------------------------------------------------------ availability
+    def available(self, t: int, now: float, n: int) -> np.ndarray | None:
+        if self.kind == "always":
+            return None
+        if self.kind == "bernoulli":
+            return seeding.rng(self.seed, "availability", t).random(n) < self.p
+        return np.array([self.client_up(k, now) for k in range(n)])
+
+    def client_up(self, k: int, now: float) -> bool:
+        if self.kind != "markov":
+            return True
+        sw = self._switch.get(k)
+        if sw is None:
+            g = seeding.rng(self.seed, "markov", k)
+            self._gen[k] = g
+            self._start_on[k] = bool(g.random() < self.mean_on / (self.mean_on + self.mean_off))
+            sw = self._switch[k] = [0.0]
+        g = self._gen[k]
+        while sw[-1] <= now:
+            on_now = self._start_on[k] ^ ((len(sw) - 1) % 2 == 1)
+            sw.append(sw[-1] + g.exponential(self.mean_on if on_now else self.mean_off))
+        periods = int(np.searchsorted(sw, now, side="right")) - 1
+        return self._start_on[k] ^ (periods % 2 == 1)
+
+    def crash_after(self, t: int, r: int, k: int, compute_s: float) -> float | None:
+        """Seconds into its compute at which client k crashes this round, or None."""
+        if self.crash_p <= 0:
+            return None
+        g = seeding.rng(self.seed, "crash", t, r, k)
+        if g.random() < self.crash_p:
+            return float(g.random() * compute_s)
+        return None
+
+    # ------------------------------------------------------------------ outages
+    def _overlap(self, windows: list[tuple[float, float]], a: float, b: float) -> bool:
+        return any(s <= b and a <= e for s, e in windows)
+
+    def lost(self, src: str, dst: str, t0: float, t1: float) -> bool:
+        """True if a transfer src -> dst during [t0, t1] meets an outage."""
+        if not (self.node_down or self.link_down):
+            return False
+        for n in (src, dst):
+            if n in self.node_down and self._overlap(self.node_down[n], t0, t1):
+                return True
+        w = self.link_down.get(frozenset((src, dst)))
+        return bool(w) and self._overlap(w, t0, t1)

@@ -1,0 +1,155 @@
+"""Checks of a topology spec that types alone cannot express, run when the file is loaded (so
+every problem is reported at once, with its line, before any graph is built): explicit
+assignment lists must make a tree (every id under exactly one parent), tier and profile names
+must resolve, and every distribution must only draw values its attribute allows (latencies
+>= 0, bandwidths and speeds > 0). `graph.validate_graph` checks the built graph again."""
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+from typing import Any
+
+from ..scenario.errors import Problems
+from ..scenario.schema import DistSpec
+
+TIER_NAME = re.compile(r"^[A-Za-z_][A-Za-z_-]{0,30}$")
+
+
+def _join(prefix: str, key: str) -> str:
+    return f"{prefix}.{key}" if prefix else key
+
+
+def check_assignment(lists: Any, n_children: int, n_parents: int, child: str, parent: str,
+                     key: str, p: Problems) -> None:
+    """One list of child ids per parent; together they name every id 0..n_children-1 once."""
+    if not isinstance(lists, list):
+        return
+    if len(lists) != n_parents:
+        p.add(key, f"{len(lists)} lists", f"needs one list per {parent} ({n_parents} lists)")
+    where: dict[int, int] = {}
+    for e, lst in enumerate(lists):
+        for j, c in enumerate(lst):
+            k = f"{key}[{e}][{j}]"
+            if not 0 <= c < n_children:
+                p.add(k, c, f"{child} id out of range: ids are 0..{n_children - 1}")
+            elif c in where:
+                twice = f"in the list of {parent} {e}" if where[c] == e else \
+                    f"under {parent}s {where[c]} and {e}"
+                p.add(k, c, f"{child} {c} is listed twice ({twice}): each {child} hangs under "
+                      f"exactly one {parent}, the topology must be a tree")
+            else:
+                where[c] = e
+    missing = [c for c in range(n_children) if c not in where]
+    if missing:
+        shown = ", ".join(str(c) for c in missing[:10]) + (", ..." if len(missing) > 10 else "")
+        ids = f"id {shown} is" if len(missing) == 1 else f"ids {shown} are"
+        p.add(key, f"{len(missing)} missing", f"{child} {ids} under no {parent}: "
+              f"list every id 0..{n_children - 1} exactly once")
+
+
+def _dist_problem(d: Any, strict: bool) -> str | None:
+    """Why `d` may draw a value below 0 (strict: <= 0), or None."""
+    bad = (lambda v: v <= 0) if strict else (lambda v: v < 0)
+    need = "> 0" if strict else ">= 0"
+    if not isinstance(d, DistSpec):
+        return f"must be {need}" if isinstance(d, (int, float)) and bad(d) else None
+    if d.dist == "constant" and bad(d.value):
+        return f"value must be {need}"
+    if d.dist == "uniform" and bad(d.low):
+        return f"uniform low must be {need}"
+    if d.dist == "normal" and (d.min is None or bad(d.min)):
+        return f"a normal distribution can draw values that are not {need}: set min: {need}"
+    if d.dist == "choice" and any(bad(c) for c in d.choices or []):
+        return f"every choice must be {need}"
+    return None
+
+
+def _rule(name: str) -> bool | None:
+    """strict (> 0), non-strict (>= 0) or no rule, by attribute name."""
+    if name.endswith("latency_s"):
+        return False
+    if name.endswith("_Bps") or name.endswith("flops"):
+        return True
+    return None
+
+
+def _walk(obj: Any, key: str, p: Problems) -> None:
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, DistSpec):
+        for f in dataclasses.fields(obj):
+            v = getattr(obj, f.name)
+            k = _join(key, f.name)
+            strict = _rule(f.name)
+            if strict is not None and v is not None:
+                msg = _dist_problem(v, strict)
+                if msg:
+                    p.add(k, v if not isinstance(v, DistSpec) else dataclasses.asdict(v), msg)
+                continue
+            _walk(v, k, p)
+    elif isinstance(obj, list):
+        for i, v in enumerate(obj):
+            _walk(v, f"{key}[{i}]", p)
+    elif isinstance(obj, dict):
+        for n, v in obj.items():
+            _walk(v, f"{key}.{n}", p)
+
+
+def check_spec(spec: Any, p: Problems, prefix: str = "") -> None:
+    """Record every structural problem of a built TopologySpec in `p` (keys under `prefix`)."""
+    _walk(spec, prefix, p)
+    graph = getattr(spec, "graph", None)
+    if graph is not None:
+        base = os.path.dirname(os.path.abspath(p.file)) if p.file else ""
+        path = os.path.join(base, graph)
+        if not os.path.isfile(path):
+            p.add(_join(prefix, "graph"), graph, f"graph file not found: {path}")
+        return
+    tiers = getattr(spec, "tier_list", None)
+    if tiers is None:           # a single edges: tier
+        tiers = [spec.edges]
+    names = [getattr(t, "name", "edge") for t in tiers]
+    for i, name in enumerate(names):
+        key = _join(prefix, f"tiers[{i}].name")
+        if not TIER_NAME.match(name) or name in ("cloud", "client"):
+            p.add(key, name, "tier names are letters, '_' or '-' (no digits: nodes are "
+                  "<name><i>), and not 'cloud' or 'client'")
+        elif name in names[:i]:
+            p.add(key, name, f"tier names must be unique (also tiers[{names.index(name)}])")
+    parents = 1
+    for i, t in enumerate(tiers):
+        check_assignment(getattr(t, "assignment", None), t.count, parents, names[i],
+                         "cloud" if i == 0 else names[i - 1],
+                         _join(prefix, f"tiers[{i}].assignment"), p)
+        parents = t.count
+    c = spec.clients
+    if c is None:
+        return
+    check_assignment(c.assignment, c.count, parents, "client", names[-1],
+                     _join(prefix, "clients.assignment"), p)
+    mix = getattr(c, "mix", None)
+    profiles = getattr(spec, "profiles", None)
+    if mix:
+        total = sum(s.fraction for s in mix)
+        if abs(total - 1.0) > 1e-6:
+            p.add(_join(prefix, "clients.mix"), [s.fraction for s in mix],
+                  f"fractions must sum to 1 (they sum to {total:g})")
+        for i, s in enumerate(mix):
+            for what, table in (("device", getattr(profiles, "devices", {})),
+                                ("link", getattr(profiles, "links", {}))):
+                v = getattr(s, what, None)
+                if v is not None and v not in table:
+                    p.add(_join(prefix, f"clients.mix[{i}].{what}"), v,
+                          f"not in profiles.{what}s ({', '.join(table) or 'none defined'})")
+    nodes = {"cloud"} | {f"{n}{i}" for n, t in zip(names, tiers) for i in range(t.count)}
+    failures = getattr(spec, "failures", None)
+    for i, w in enumerate(getattr(failures, "outages", None) or []):
+        for j, n in enumerate([w.node] if w.node is not None else (w.link or [])):
+            k = f"failures.outages[{i}]." + ("node" if w.node is not None else f"link[{j}]")
+            if n in nodes:
+                continue
+            m = re.fullmatch(r"client(\d+)", n)
+            if m and int(m.group(1)) < c.count:
+                continue
+            p.add(_join(prefix, k), n, f"no such node (nodes: cloud, "
+                  f"{', '.join(f'{a}0..{a}{t.count - 1}' for a, t in zip(names, tiers))}, "
+                  f"client0..client{c.count - 1})")

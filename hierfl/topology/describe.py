@@ -1,0 +1,88 @@
+"""`hierfl topology FILE`: the tiers, counts and attribute distributions of a topology, and a
+drawing of the tree (matplotlib + networkx)."""
+from __future__ import annotations
+
+import numpy as np
+
+from .graph import Topology
+
+
+def _stats(values: list[float], unit: str) -> str:
+    v = np.asarray(values, float)
+    if len(v) == 0:
+        return "—"
+    if np.allclose(v, v[0]):
+        return f"{v[0]:.4g} {unit}"
+    q = np.percentile(v, [0, 50, 100])
+    return f"min {q[0]:.4g}, median {q[1]:.4g}, max {q[2]:.4g} {unit}"
+
+
+def summary(topo: Topology) -> str:
+    g = topo.graph
+    lines = []
+    depth_max = max(topo.depth.values())
+    for d in range(depth_max + 1):
+        nodes = [n for n, dd in topo.depth.items() if dd == d]
+        if d == 0:
+            lines.append("tier 0: cloud")
+            continue
+        role = "clients" if topo.is_client(nodes[0]) else "aggregators"
+        names = sorted({n.rstrip("0123456789") for n in nodes})
+        lines.append(f"tier {d}: {len(nodes)} {role} ({', '.join(names)})")
+        lines.append(f"  compute: {_stats([g.nodes[n]['flops'] for n in nodes], 'FLOP/s')}")
+        up = [g.edges[n, topo.parent[n]] for n in nodes]
+        down = [g.edges[topo.parent[n], n] for n in nodes]
+        lines.append(f"  latency to parent: {_stats([a['latency_s'] for a in up], 's')}")
+        lines.append(f"  uplink: {_stats([a['bandwidth_Bps'] for a in up], 'B/s')}")
+        lines.append(f"  downlink: {_stats([a['bandwidth_Bps'] for a in down], 'B/s')}")
+    fan = [len(topo.children[e]) for e in topo.edges]
+    lines.append(f"clients per bottom aggregator: {_stats(fan, '')}")
+    return "\n".join(lines)
+
+
+def tree_positions(topo: Topology) -> dict[str, tuple[float, float]]:
+    """Leaves spread evenly on x, parents centred over their children, depth on y."""
+    pos: dict[str, tuple[float, float]] = {}
+    counter = [0]
+
+    def place(n: str) -> float:
+        kids = topo.children[n]
+        if not kids:
+            x = float(counter[0])
+            counter[0] += 1
+        else:
+            x = float(np.mean([place(k) for k in kids]))
+        pos[n] = (x, -float(topo.depth[n]))
+        return x
+    place("cloud")
+    return pos
+
+
+def draw(topo: Topology, path: str) -> str:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import networkx as nx
+
+    pos = tree_positions(topo)
+    und = nx.Graph((n, p) for n, p in topo.parent.items())
+    flops = np.array([topo.graph.nodes[n]["flops"] for n in und.nodes])
+    fig, ax = plt.subplots(figsize=(max(6.0, min(0.25 * topo.n_clients, 24.0)), 4.5), dpi=120)
+    clients = [n for n in und.nodes if topo.is_client(n)]
+    aggs = [n for n in und.nodes if not topo.is_client(n)]
+    nx.draw_networkx_edges(und, pos, ax=ax, alpha=0.4)
+    nx.draw_networkx_nodes(und, pos, nodelist=aggs, node_color="tab:blue", node_size=180, ax=ax)
+    cf = np.array([topo.graph.nodes[n]["flops"] for n in clients])
+    sc = nx.draw_networkx_nodes(und, pos, nodelist=clients, node_color=np.log10(cf),
+                                cmap="viridis", node_size=40, ax=ax)
+    if len(aggs) <= 40:
+        nx.draw_networkx_labels(und, pos, labels={n: n for n in aggs}, font_size=7, ax=ax)
+    fig.colorbar(sc, ax=ax, label="client compute, log10 FLOP/s")
+    ax.set_title(f"{topo.n_clients} clients, {len(aggs) - 1} aggregators, "
+                 f"{max(topo.depth.values())} levels below the cloud")
+    ax.axis("off")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    del flops
+    return path

@@ -1,0 +1,96 @@
+"""Malformed scenarios through the real command line (a subprocess): exit status 2, a message that
+names the file, the key and the bad value, and no Python traceback. A good scenario validates."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+GOOD = """\
+name: bad
+topology: topo.yaml
+data: {name: synthetic, dim: 5, classes: 3, samples: 30}
+model: {name: logreg}
+train: {rounds: 1, clients_per_round: 2, local: {steps: 1, batch_size: 5}}
+algorithms: [{name: fedavg}]
+"""
+TOPO = """\
+edges: {count: 2}
+clients: {count: 4}
+"""
+
+# case: (scenario text, topology text, file named in the message ("scenario" | "topology"),
+#        key, value as shown)
+CASES = {
+    "unknown_key": (GOOD.replace("train:", "trian:"), TOPO, "scenario", "trian",
+                    "did you mean 'train'"),
+    "wrong_type": (GOOD.replace("rounds: 1", "rounds: ten"), TOPO, "scenario", "train.rounds",
+                   "'ten'"),
+    "wrong_type_in_topology": (GOOD, TOPO.replace("count: 2", "count: two"), "topology",
+                               "edges.count", "'two'"),
+    "missing_topology_file": (GOOD.replace("topo.yaml", "nowhere.yaml"), TOPO, "scenario",
+                              "topology", "'nowhere.yaml'"),
+    "missing_npz_file": (GOOD.replace("{name: synthetic, dim: 5, classes: 3, samples: 30}",
+                                      "{name: npz, path: nope.npz}"), TOPO, "scenario",
+                         "data.path", "'nope.npz'"),
+    "npz_client_count": (GOOD.replace("{name: synthetic, dim: 5, classes: 3, samples: 30}",
+                                      "{name: npz, path: three.npz}"), TOPO, "scenario",
+                         "data.path", "three.npz"),
+    "unknown_algorithm": (GOOD.replace("{name: fedavg}", "{name: fedavgg}"), TOPO, "scenario",
+                          "algorithms[0].name", "'fedavgg'"),
+    "too_many_clients_per_round": (GOOD.replace("clients_per_round: 2", "clients_per_round: 50"),
+                                   TOPO, "scenario", "train.clients_per_round", "50"),
+}
+
+
+def _hierfl(*args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    return subprocess.run([sys.executable, "-m", "hierfl", *args], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=120)
+
+
+@pytest.fixture(scope="module")
+def outcomes(tmp_path_factory):
+    """Every (case, command) through the CLI, a few processes at a time (each imports torch)."""
+    jobs = {}
+    for name, (scenario, topo, *_rest) in CASES.items():
+        d = tmp_path_factory.mktemp(name)
+        (d / "scenario.yaml").write_text(scenario)
+        (d / "topo.yaml").write_text(topo)
+        g = np.random.default_rng(0)
+        np.savez(d / "three.npz", **{f"{a}_{k}": g.normal(size=(4, 2)) if a == "x" else
+                                     g.integers(0, 2, 4) for k in range(3) for a in "xy"})
+        jobs[name, "validate"] = ("validate", str(d / "scenario.yaml"))
+        jobs[name, "run"] = ("run", str(d / "scenario.yaml"), "--out", str(d / "out"), "--quiet")
+    jobs["quickstart", "validate"] = ("validate", "scenarios/quickstart.yaml")
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        futures = {key: pool.submit(_hierfl, *args) for key, args in jobs.items()}
+        return {key: (f.result(), jobs[key]) for key, f in futures.items()}
+
+
+@pytest.mark.parametrize("command", ["validate", "run"])
+@pytest.mark.parametrize("case", list(CASES))
+def test_bad_scenario_exits_2_and_names_file_key_value(outcomes, case, command):
+    proc, args = outcomes[case, command]
+    _, _, which, key, value = CASES[case]
+    scenario = args[1]
+    file = scenario if which == "scenario" else os.path.join(os.path.dirname(scenario),
+                                                             "topo.yaml")
+    err = proc.stderr
+    assert proc.returncode == 2, (proc.returncode, err)
+    assert "Traceback" not in err and "Traceback" not in proc.stdout
+    lines = [ln for ln in err.splitlines() if file in ln and key in ln and value in ln]
+    assert lines, f"no line names {file}, {key} and {value}:\n{err}"
+
+
+def test_quickstart_validates(outcomes):
+    proc, _ = outcomes["quickstart", "validate"]
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert "quickstart" in proc.stdout and "30 clients" in proc.stdout

@@ -1,0 +1,47 @@
+"""HierFAVG with kappa2 = 1 is FedAvg: the n-weighted mean of edge means (weighted by the edges'
+sample totals) is the n-weighted mean over all clients, and both see the same client sample and
+the same minibatches. With kappa2 = 2 the clients restart from the edge model mid-round: it
+differs."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import yaml
+
+from hierfl.run import build_world, run_algorithm
+from hierfl.scenario.load import load
+
+
+def _run(tmp_path, participation) -> dict[str, np.ndarray]:
+    doc = {
+        "name": "hier", "seed": 11,
+        "topology": {"edges": {"count": 3},
+                     "clients": {"count": 9, "assignment": "random", "compute_flops": 1.0e9}},
+        "data": {"name": "synthetic", "alpha": 0.5, "beta": 0.5, "dim": 6, "classes": 3,
+                 "samples": {"dist": "uniform", "low": 20, "high": 60}},
+        "model": {"name": "logreg"},
+        "train": {"rounds": 4, "clients_per_round": participation,
+                  "local": {"steps": 7, "batch_size": 5, "lr": 0.1}},
+        "algorithms": [{"name": "fedavg"},
+                       {"name": "hierfavg", "edge_rounds": 1, "label": "hier1"},
+                       {"name": "hierfavg", "edge_rounds": 2, "label": "hier2"}],
+    }
+    path = tmp_path / "hier.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    sc, topo = load(str(path), out=str(tmp_path / "out"))
+    world = build_world(sc, topo)
+    # clients have different sizes and the minibatches (5 rows) are smaller than every client
+    assert len(set(world.data.counts.tolist())) > 1 and world.data.counts.min() > 5
+    out = {}
+    for e in sc.algorithms:
+        run_algorithm(sc, e, world, str(tmp_path / "out" / e.label), progress=False)
+        out[e.label] = np.load(tmp_path / "out" / e.label / "final_params.npz")["global"]
+    return out
+
+
+@pytest.mark.parametrize("participation", ["all", 5])
+def test_hierfavg_one_edge_round_is_fedavg(tmp_path, participation):
+    p = _run(tmp_path, participation)
+    assert np.abs(p["fedavg"]).max() > 0.1                       # it trained
+    np.testing.assert_allclose(p["hier1"], p["fedavg"], rtol=0, atol=1e-7)
+    assert np.abs(p["hier2"] - p["fedavg"]).max() > 1e-3

@@ -1,0 +1,164 @@
+"""Sweeps without Ray: key paths, point names, up-front validation (errors name the sweep file
+and the grid key), the summary's mean and std over seeds, and resume on the local backend."""
+from __future__ import annotations
+
+import csv
+import os
+
+import numpy as np
+import pytest
+
+from hierfl import cli
+from hierfl import sweep as sw
+from hierfl.run import run_scenario
+from hierfl.scenario.errors import ScenarioError
+from hierfl.scenario.load import load
+
+TOPOLOGY = """\
+edges: {count: 2, link: {latency_s: 0.05, bandwidth_Bps: 1.0e8}}
+clients:
+  count: 4
+  compute_flops: 1.0e9
+  link: {latency_s: 0.02, bandwidth_Bps: 2.0e6}
+"""
+
+BASE = """\
+name: tiny
+seed: 3
+topology: topo.yaml
+data: {name: synthetic, dim: 8, classes: 3}
+model: {name: logreg}
+train:
+  rounds: 2
+  clients_per_round: 3
+  local: {steps: 4, batch_size: 5, lr: 0.05}
+algorithms:
+  - {name: fedavg}
+  - {name: hierfavg, edge_rounds: 2}
+output: ignored
+"""
+
+
+def _files(tmp_path, grid: str, reports: bool = False) -> str:
+    (tmp_path / "topo.yaml").write_text(TOPOLOGY)
+    (tmp_path / "base.yaml").write_text(BASE)
+    f = tmp_path / "sw.yaml"
+    f.write_text("base: base.yaml\ngrid:\n" + "".join(f"  {line}\n" for line in
+                                                  grid.splitlines()) + "output: out\n"
+                 f"point_reports: {str(reports).lower()}\n")
+    return str(f)
+
+
+def _csv(path) -> list[dict[str, str]]:
+    with open(path, newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+# ------------------------------------------------------------------------------ key paths
+def test_parse_and_set_path():
+    assert sw.parse_path("algorithms[1].mu") == ["algorithms", 1, "mu"]
+    assert sw.parse_path("seed") == ["seed"]
+    assert sw.parse_path("a[0][2].b") == ["a", 0, 2, "b"]
+    for bad in ("a..b", "1a", "a[x]", "a.", "a[1"):
+        assert sw.parse_path(bad) is None
+    raw = {"algorithms": [{"name": "fedavg"}, {"name": "fedprox", "mu": 0.1}], "seed": 0}
+    assert sw.set_path(raw, ["algorithms", 1, "mu"], 1.0) is None
+    assert sw.set_path(raw, ["stragglers", "fraction"], 0.5) is None   # created
+    assert raw["algorithms"][1]["mu"] == 1.0 and raw["stragglers"] == {"fraction": 0.5}
+    assert "2 item(s)" in sw.set_path(raw, ["algorithms", 2, "mu"], 1.0)
+    assert "not a list" in sw.set_path(raw, ["seed", 0], 1)
+    assert "not a mapping" in sw.set_path(raw, ["seed", "x"], 1)
+
+
+def test_point_names_use_last_key_name_and_values():
+    keys = ["algorithms[1].mu", "stragglers.fraction", "seed"]
+    paths = [sw.parse_path(k) for k in keys]
+    names = sw.point_names(keys, paths, [[0, 0.01], [0.5], [1]], [(0, 0, 0), (1, 0, 0)])
+    assert names == ["mu=0,fraction=0.5,seed=1", "mu=0.01,fraction=0.5,seed=1"]
+    keys = ["algorithms[0].mu", "algorithms[1].mu"]          # same last name: whole path
+    names = sw.point_names(keys, [sw.parse_path(k) for k in keys], [[1], [{"a": 1}, [2]]],
+                           [(0, 0), (0, 1)])
+    assert names == ["algorithms0-mu=1,algorithms1-mu=v0", "algorithms0-mu=1,algorithms1-mu=v1"]
+
+
+# ------------------------------------------------------------------------------ validation
+@pytest.mark.parametrize("grid,key,words", [
+    ("algorithms[5].mu: [0.1]", "grid.algorithms[5].mu", "2 item(s)"),
+    ("stragglers.fraction: [0, 1.5]", "grid.stragglers.fraction", "must be in [0, 1]"),
+    ("train.local.lrr: [0.1]", "grid.train.local.lrr", "did you mean 'lr'"),
+    ("seed: []", "grid.seed", "at least one value"),
+    ("seed: [1, 1]", "grid.seed", "listed twice"),
+    ("a..b: [1]", "grid.a..b", "not a key path"),
+    ("output: [x]", "grid.output", "output folder"),
+    ("topology.clients.count: [4, 0]", "grid.topology.clients.count", "must be > 0"),
+])
+def test_bad_grid_names_sweep_file_and_key_and_runs_nothing(tmp_path, grid, key, words):
+    f = _files(tmp_path, grid)
+    with pytest.raises(ScenarioError) as exc:
+        sw.load_sweep(f)
+    probs = exc.value.problems
+    assert any(p.file == f and p.key == key and words in p.message for p in probs), probs
+    assert not (tmp_path / "out").exists()
+
+
+def test_cli_sweep_bad_input_exits_2(tmp_path, capsys):
+    f = _files(tmp_path, "stragglers.fraction: [2]")
+    assert cli.main(["sweep", f, "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert f in err and "grid.stragglers.fraction = 2" in err
+
+
+def test_points_are_self_contained_scenarios(tmp_path):
+    s = sw.load_sweep(_files(tmp_path, "algorithms[1].edge_rounds: [1, 3]\nseed: [5]"))
+    assert [p.name for p in s.points] == ["edge_rounds=1,seed=5", "edge_rounds=3,seed=5"]
+    assert s.output == str(tmp_path / "out") and s.labels == ("fedavg", "hierfavg")
+    # each point's text loads on its own, from another folder: topology inlined
+    other = tmp_path / "elsewhere"
+    other.mkdir()
+    (other / "p.yaml").write_text(s.points[1].text)
+    sc, _ = load(str(other / "p.yaml"))
+    assert sc.seed == 5 and sc.algorithms[1].edge_rounds == 3 and sc.algorithms[0].name == "fedavg"
+
+
+# ------------------------------------------------------------------------------ running
+def test_local_sweep_summary_and_resume(tmp_path):
+    f = _files(tmp_path, "seed: [0, 1]")
+    s = sw.load_sweep(f)
+    out = tmp_path / "out"
+    assert sw.run_sweep(s, "local", workers=1, progress=False) == {}
+    a, b = (out / p.name for p in s.points)
+    # a point is the full scenario run: the same metrics as running its scenario directly
+    sc, topo = load(str(b / sw.POINT_FILE), out=str(tmp_path / "direct"))
+    assert sc.seed == 1
+    run_scenario(sc, topo, progress=False)
+    for label in ("fedavg", "hierfavg"):
+        assert (b / label / "metrics.csv").read_text() == \
+            (tmp_path / "direct" / label / "metrics.csv").read_text()
+    # summary: mean and sample std over the two seeds, from the points' own metrics.csv
+    rows = {r["algorithm"]: r for r in _csv(out / "sweep.csv")}
+    for label in ("fedavg", "hierfavg"):
+        finals = [float(_csv(p / label / "metrics.csv")[-1]["test_acc"]) for p in (a, b)]
+        assert float(rows[label]["seeds"]) == 2
+        assert float(rows[label]["final_acc_mean"]) == pytest.approx(np.mean(finals), abs=1e-12)
+        assert float(rows[label]["final_acc_std"]) == pytest.approx(
+            abs(finals[0] - finals[1]) / np.sqrt(2), abs=1e-12)
+    md = (out / "sweep.md").read_text()
+    assert "±" in md and "sweep_accuracy.png" in md and (out / "sweep_accuracy.png").is_file()
+    # resume: b is lost (only a partial folder without DONE is left); a must not be touched
+    keep = (b / "fedavg" / "metrics.csv").read_text()
+    mt = {p: os.stat(p).st_mtime_ns for p in a.rglob("*")}
+    for p in sorted(b.rglob("*"), reverse=True):
+        p.unlink() if p.is_file() else p.rmdir()
+    (b / "fedavg").mkdir()
+    (b / "fedavg" / "metrics.csv").write_text("round\n0\n")
+    f = _files(tmp_path, "seed: [0, 1]", reports=True)      # the rerun point writes its report
+    s2 = sw.load_sweep(f)
+    assert [p for p in s2.points if not sw.is_done(str(out), p)] == [s2.points[1]]
+    assert sw.run_sweep(s2, "local", workers=1, progress=False) == {}
+    assert {p: os.stat(p).st_mtime_ns for p in a.rglob("*")} == mt
+    assert (b / "DONE").is_file() and (b / "fedavg" / "metrics.csv").read_text() == keep
+    assert (b / "report.md").is_file() and not (a / "report.md").exists()
+    # a changed base with finished points in the output is refused, not mixed in
+    (tmp_path / "base.yaml").write_text(BASE.replace("rounds: 2", "rounds: 3"))
+    with pytest.raises(ScenarioError, match="different scenario"):
+        sw.run_sweep(sw.load_sweep(f), "local", progress=False)

@@ -1,0 +1,205 @@
+"""The system model of issue 6: any-depth trees, fair link sharing, outages, availability and
+edge pre-aggregation, checked against hand-computed traces and closed forms."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import simpy
+
+from hierfl.sim.failures import Failures
+from hierfl.sim.links import FairLink, Ledger, Link
+from hierfl.sim.trace import Trace
+from hierfl.topology.schema import AvailabilitySpec, FailureSpec
+
+from helpers_sim import run_one, write_npz, write_scenario
+
+
+def _two_transfers(cls, delay: float):
+    env, trace, ledger = simpy.Environment(), Trace(), Ledger()
+    link = cls(env, "a", "b", 0.5, 100.0, "edge_cloud", "up", trace, ledger)
+    done = {}
+
+    def go(name, wait):
+        yield env.timeout(wait)
+        done[name] = yield env.process(link.send(1000.0))
+
+    env.process(go("A", 0.0))
+    env.process(go("B", delay))
+    env.run()
+    return done, ledger
+
+
+def test_fair_sharing_of_one_link_by_two_transfers():
+    # S = 1000 B, bw = 100 B/s, latency 0.5 s; B starts 2 s after A.
+    # A alone for 2 s: 200 B sent. Shared at 50 B/s each: A's last 800 B take 16 s -> done 18,
+    # B has sent 800 B by then; its last 200 B alone take 2 s -> done 20. Arrivals +0.5.
+    done, ledger = _two_transfers(FairLink, 2.0)
+    assert done["A"] == pytest.approx(18.5, abs=1e-9)
+    assert done["B"] == pytest.approx(20.5, abs=1e-9)
+    assert ledger.up["edge_cloud"] == 2000.0
+
+
+def test_fifo_queues_the_second_transfer():
+    # A: 0..10 s on the wire, arrives 10.5; B waits until 10, 10..20, arrives 20.5.
+    done, _ = _two_transfers(Link, 2.0)
+    assert done["A"] == pytest.approx(10.5)
+    assert done["B"] == pytest.approx(20.5)
+
+
+def test_fair_sharing_equal_starts_finish_together():
+    done, _ = _two_transfers(FairLink, 0.0)
+    assert done["A"] == pytest.approx(20.5) and done["B"] == pytest.approx(20.5)
+
+
+def _deep_doc(tmp_path, **train):
+    npz = write_npz(str(tmp_path / "d.npz"), [[[1.0], [2.0]], [[1.0], [3.0]]],
+                    [[1.0, 2.0], [0.0, 1.0]])
+    return {
+        "name": "deep", "seed": 0,
+        "topology": {
+            "tiers": [
+                {"name": "regional", "count": 1, "link": {"latency_s": 0.1, "bandwidth_Bps": 4}},
+                {"name": "edge", "count": 1, "link": {"latency_s": 0.2, "bandwidth_Bps": 8}},
+            ],
+            "clients": {"count": 2, "compute_flops": 12,
+                        "link": {"latency_s": 0.05, "bandwidth_Bps": 2}},
+        },
+        "data": {"name": "npz", "path": npz, "test_fraction": 0.0},
+        "model": {"name": "linear", "bias": False, "init": "zeros"},
+        "train": {"rounds": 1, "clients_per_round": "all",
+                  "local": {"steps": 2, "batch_size": "full", "lr": 0.1}, **train},
+        "algorithms": [{"name": "fedavg"}],
+    }
+
+
+def test_three_tier_plus_trace_by_hand(tmp_path):
+    """client -> edge -> regional -> cloud; one model = 1 float = 4 bytes.
+    Links (tx = 4 B / bandwidth): cloud-regional 1 s + 0.1 s, regional-edge 0.5 s + 0.2 s,
+    edge-client 2 s + 0.05 s. Compute: 2 full-batch steps x 2 samples x 3 x (2 FLOPs forward)
+    = 24 FLOPs at 12 FLOP/s = 2 s. Both uploads reach edge0 at 7.9 and queue on edge0->regional0
+    (0.5 s each), then on regional0->cloud (1 s each)."""
+    path = write_scenario(str(tmp_path), _deep_doc(tmp_path))
+    res, _ = run_one(path, out=str(tmp_path / "out"))
+    ev = sorted((round(t, 9), n, k, p, v) for t, n, k, p, v in res.trace.events)
+    expected = sorted([
+        (0.0, "cloud", "round_start", "", 1),
+        (0.0, "cloud", "send", "regional0", 4), (1.1, "regional0", "recv", "cloud", 4),
+        (1.1, "regional0", "send", "edge0", 4), (1.8, "edge0", "recv", "regional0", 4),
+        (1.8, "edge0", "send", "client0", 4), (1.8, "edge0", "send", "client1", 4),
+        (3.85, "client0", "recv", "edge0", 4), (3.85, "client1", "recv", "edge0", 4),
+        (3.85, "client0", "compute_start", "", 2), (3.85, "client1", "compute_start", "", 2),
+        (5.85, "client0", "compute_end", "", 2), (5.85, "client1", "compute_end", "", 2),
+        (5.85, "client0", "send", "edge0", 4), (5.85, "client1", "send", "edge0", 4),
+        (7.9, "edge0", "recv", "client0", 4), (7.9, "edge0", "recv", "client1", 4),
+        (7.9, "edge0", "send", "regional0", 4), (8.4, "edge0", "send", "regional0", 4),
+        (8.6, "regional0", "recv", "edge0", 4), (9.1, "regional0", "recv", "edge0", 4),
+        (8.6, "regional0", "send", "cloud", 4), (9.6, "regional0", "send", "cloud", 4),
+        (9.7, "cloud", "recv", "regional0", 4), (10.7, "cloud", "recv", "regional0", 4),
+        (10.7, "cloud", "aggregate", "", 2), (10.7, "cloud", "round_end", "", 1),
+    ])
+    assert ev == expected
+
+
+def test_hierfavg_on_three_tiers_aggregates_per_tier(tmp_path):
+    """tier_rounds [1, 2]: the edge runs two rounds per regional round; one model crosses the
+    regional->cloud link each way, and each client link carries 2 models each way."""
+    doc = _deep_doc(tmp_path)
+    doc["algorithms"] = [{"name": "hierfavg", "tier_rounds": [1, 2]}]
+    path = write_scenario(str(tmp_path), doc)
+    res, w = run_one(path, out=str(tmp_path / "out"))
+    row = res.rows[-1]
+    assert row["bytes_client_edge"] == 2 * 2 * 2 * 4      # 2 clients x 2 rounds x 2 directions
+    assert row["bytes_edge_cloud"] == 2 * 4 * 2           # edge-regional and regional-cloud
+    # numpy: two edge rounds of two full-batch GD steps each, n-weighted edge average
+    xs, ys = [np.array([1.0, 2.0]), np.array([1.0, 3.0])], [np.array([1.0, 2.0]), np.array([0.0, 1.0])]
+    w_ref = 0.0
+    for _ in range(2):
+        locals_ = []
+        for x, y in zip(xs, ys):
+            v = w_ref
+            for _ in range(2):
+                v -= 0.1 * np.mean(2 * (v * x - y) * x)
+            locals_.append(v)
+        w_ref = 0.5 * locals_[0] + 0.5 * locals_[1]
+    assert w[0] == pytest.approx(w_ref, abs=1e-6)
+
+
+def test_edge_preaggregation_same_model_fewer_bytes(tmp_path):
+    base = _deep_doc(tmp_path)
+    base["topology"]["tiers"] = [{"name": "edge", "count": 1,
+                                  "link": {"latency_s": 0.2, "bandwidth_Bps": 8}}]
+    base["train"]["rounds"] = 3
+    p1 = write_scenario(str(tmp_path), base, "relay.yaml")
+    base["train"]["edge_preaggregate"] = True
+    p2 = write_scenario(str(tmp_path), base, "pre.yaml")
+    r1, w1 = run_one(p1, out=str(tmp_path / "o1"))
+    r2, w2 = run_one(p2, out=str(tmp_path / "o2"))
+    np.testing.assert_allclose(w1, w2, atol=1e-7)
+    # relay: 1 down + 2 up per round on edge-cloud; pre-aggregated: 1 down + 1 partial
+    # (4 B sum + 4 B weight) per round
+    assert r1.rows[-1]["bytes_edge_cloud"] == 3 * (4 + 2 * 4)
+    assert r2.rows[-1]["bytes_edge_cloud"] == 3 * (4 + 8)
+    assert r1.rows[-1]["bytes_client_edge"] == r2.rows[-1]["bytes_client_edge"]
+
+
+def test_edge_outage_loses_uploads_and_round_closes(tmp_path):
+    """Two edges with one client each; edge1 is down while its client uploads. FedAvg then
+    aggregates client0 alone: w = client0's two GD steps from 0."""
+    npz = write_npz(str(tmp_path / "d.npz"), [[[1.0], [2.0]], [[1.0], [3.0]]],
+                    [[1.0, 2.0], [0.0, 1.0]])
+    doc = {
+        "name": "outage", "seed": 0,
+        "topology": {
+            "edges": {"count": 2, "link": {"latency_s": 0.1, "bandwidth_Bps": 4}},
+            "clients": {"count": 2, "compute_flops": 12,
+                        "link": {"latency_s": 0.05, "bandwidth_Bps": 2}},
+            "failures": {"outages": [{"node": "edge1", "start_s": 4.0, "end_s": 6.0}]},
+        },
+        "data": {"name": "npz", "path": npz, "test_fraction": 0.0},
+        "model": {"name": "linear", "bias": False, "init": "zeros"},
+        "train": {"rounds": 1, "clients_per_round": "all",
+                  "local": {"steps": 2, "batch_size": "full", "lr": 0.1}},
+        "algorithms": [{"name": "fedavg"}],
+    }
+    # timeline: cloud->edge 1.1, edge->client 3.15, compute 2 s -> 5.15, upload 5.15..7.2
+    # client1's upload overlaps edge1's outage [4, 6]: lost.
+    path = write_scenario(str(tmp_path), doc)
+    res, w = run_one(path, out=str(tmp_path / "out"))
+    row = res.rows[-1]
+    assert (row["selected"], row["reported"], row["failed"]) == (2, 1, 1)
+    kinds = [(n, k) for _, n, k, _, _ in res.trace.events]
+    assert ("edge1", "lost") in kinds
+    v, x, y = 0.0, np.array([1.0, 2.0]), np.array([1.0, 2.0])
+    for _ in range(2):
+        v -= 0.1 * np.mean(2 * (v * x - y) * x)
+    assert w[0] == pytest.approx(v, abs=1e-6)
+    assert row["bytes_wasted"] == 4.0
+
+
+def test_markov_availability_matches_stationary_probability():
+    from types import SimpleNamespace
+    spec = SimpleNamespace(availability=AvailabilitySpec(kind="markov", mean_on_s=3.0,
+                                                         mean_off_s=1.0),
+                           failures=FailureSpec())
+    f = Failures.from_spec(spec, seed=7)
+    times = np.arange(0.0, 400.0, 0.5)
+    frac = np.mean([[f.client_up(k, t) for t in times] for k in range(60)])
+    assert frac == pytest.approx(0.75, abs=0.03)
+    # the same seed gives the same on/off history
+    g = Failures.from_spec(spec, seed=7)
+    assert [g.client_up(3, t) for t in times[:50]] == [f.client_up(3, t) for t in times[:50]]
+
+
+def test_bernoulli_availability_limits_selection(tmp_path):
+    doc = _deep_doc(tmp_path)
+    doc["topology"] = {"edges": {"count": 2},
+                       "clients": {"count": 40, "compute_flops": 1e6},
+                       "availability": {"kind": "bernoulli", "p": 0.5}}
+    doc["data"] = {"name": "synthetic", "samples": 20}
+    doc["model"] = {"name": "logreg"}
+    doc["train"].update(rounds=30, clients_per_round="all")
+    path = write_scenario(str(tmp_path), doc)
+    res, _ = run_one(path, out=str(tmp_path / "out"))
+    sel = [r["selected"] for r in res.rows[1:]]
+    assert 0.4 * 40 < np.mean(sel) < 0.6 * 40
+    assert len(set(sel)) > 1
