@@ -57,7 +57,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     write_run_summary(sc, topo_spec)      # OUT/scenario.yaml, OUT/summary.json for the report
     print(f"running {sc.name}: {len(sc.algorithms)} algorithm(s), {sc.train.rounds} rounds "
           f"-> {sc.output}", file=sys.stderr)
-    run_scenario(sc, topo_spec, progress=not args.quiet)
+    res = run_scenario(sc, topo_spec, progress=not args.quiet, resume=args.resume,
+                       stop_after=args.stop_after)
+    if any(r.paused_at is not None for r in res.values()):
+        print(f"paused after round {args.stop_after}; continue with: hierfl run "
+              f"{args.scenario} --resume" + (f" --out {args.out}" if args.out else ""))
+        return 0
     path = write_report(sc.output, sc.name, sc.report.target_accuracy)
     print(f"report: {path}")
     return 0
@@ -134,6 +139,11 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--rounds", type=int, help="override train.rounds")
     r.add_argument("--threads", type=int, help="torch intra-op threads")
     r.add_argument("--quiet", action="store_true", help="no progress lines")
+    r.add_argument("--resume", action="store_true",
+                   help="continue an interrupted run from its checkpoints (finished algorithms "
+                   "are kept, unfinished ones continue bit-for-bit)")
+    r.add_argument("--stop-after", type=int, metavar="N",
+                   help="pause every algorithm after round N, leaving a checkpoint")
     r.set_defaults(fn=cmd_run)
     v = sub.add_parser("validate", help="check a scenario and its topology, print a summary")
     v.add_argument("scenario")

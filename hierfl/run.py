@@ -2,6 +2,7 @@
 same system, writing metrics as the run goes."""
 from __future__ import annotations
 
+import json
 import math
 import os
 import sys
@@ -24,6 +25,7 @@ from .scenario.errors import ScenarioError
 from .scenario.load import guard_resources, topology_file
 from .sim.engine import RoundInfo, Simulation
 from .sim.failures import Failures
+from .sim.links import Ledger
 from .sim.trace import Trace
 from .topology.graph import Topology, build_graph
 
@@ -34,7 +36,7 @@ METRIC_COLUMNS = ["round", "sim_time_s", "bytes_up", "bytes_down", "bytes_client
                   "bytes_up_client_edge", "bytes_down_client_edge", "bytes_up_edge_cloud",
                   "bytes_down_edge_cloud", "diverged"]
 CLIENT_COLUMNS = ["round", "edge_round", "client", "steps", "budget", "compute_s", "upload_s",
-                  "dropped", "straggler", "gamma"]
+                  "dropped", "straggler", "gamma", "up_bytes", "encoding"]
 
 
 @dataclass
@@ -54,6 +56,7 @@ class AlgoResult:
     rows: list[dict] = field(default_factory=list)
     diverged_at: int | None = None
     trace: Trace | None = None
+    paused_at: int | None = None
 
 
 def build_world(sc: Scenario, topo_spec, graph=None) -> World:
@@ -112,11 +115,58 @@ def sparsity(personal: torch.Tensor | None) -> float:
     return float((personal == 0).double().mean())
 
 
+CHECKPOINT = "checkpoint.npz"
+
+
+def save_checkpoint(path: str, t: int, algo: Algorithm, sim: Simulation,
+                    offsets: dict[str, int]) -> None:
+    """Everything needed to continue bit-for-bit, as plain arrays in one atomic npz: the
+    algorithm's state tensors, the clock, the byte ledger and the output files' lengths. Random
+    draws are keyed by (seed, purpose, ids), so no generator state is needed."""
+    meta = {"round": t, "now": sim.env.now, "ledger": sim.ledger.as_list(), "offsets": offsets,
+            "trace_count": sim.trace.count}
+    arrays = {f"state/{k}": v.detach().cpu().numpy() for k, v in algo.state_tensors().items()}
+    arrays["meta"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
+    atomic_npz(path, arrays)
+
+
+def load_checkpoint(path: str) -> tuple[dict, dict[str, torch.Tensor]]:
+    with np.load(path, allow_pickle=False) as z:
+        meta = json.loads(bytes(z["meta"]).decode())
+        state = {k[len("state/"):]: torch.from_numpy(z[k].copy()) for k in z.files
+                 if k.startswith("state/")}
+    return meta, state
+
+
+def _truncate(path: str, size: int) -> None:
+    with open(path, "r+b") as fh:
+        fh.truncate(size)
+
+
 def run_algorithm(sc: Scenario, entry: AlgorithmEntry, world: World, out_dir: str,
-                  progress: bool = True, keep_trace: bool = True) -> AlgoResult:
+                  progress: bool = True, keep_trace: bool = True,
+                  resume: bool = False, stop_after: int | None = None) -> AlgoResult:
+    """Simulate one algorithm entry, writing OUT/<label>/. With `resume`, continue from the
+    checkpoint left by an interrupted run; `stop_after` pauses after that round (leaving a
+    checkpoint, as an interruption would)."""
     torch.set_num_threads(sc.train.executor.threads)
     os.makedirs(out_dir, exist_ok=True)
+    ckpt_path = os.path.join(out_dir, CHECKPOINT)
+    final_path = os.path.join(out_dir, "final_params.npz")
+    paths = {k: os.path.join(out_dir, f"{k}.csv") for k in ("metrics", "clients", "trace")}
+    if resume and os.path.exists(final_path) and not os.path.exists(ckpt_path):
+        from .report.records import read_metrics   # finished before: nothing to redo
+        done = AlgoResult(entry.label, read_metrics(paths["metrics"], entry.label).rows)
+        if progress:
+            print(f"[{entry.label}] already finished; kept", file=sys.stderr)
+        return done
     algo = make_algorithm(sc, entry, world)
+    meta = None
+    if resume and os.path.exists(ckpt_path):
+        meta, state = load_checkpoint(ckpt_path)
+        algo.load_state_tensors(state)
+        for k, size in meta["offsets"].items():
+            _truncate(paths[k], size)
     ex = sc.train.executor
     executor = make_executor(ex.kind, address=ex.address, clients_per_task=ex.clients_per_task) \
         if ex.kind == "ray" else make_executor(ex.kind)
@@ -124,14 +174,26 @@ def run_algorithm(sc: Scenario, entry: AlgorithmEntry, world: World, out_dir: st
     spec = world.topo_spec
     failures = Failures.from_spec(spec, sc.seed) if spec is not None else None
     sim = Simulation(sc, entry, world.topo, world.data, algo, executor, trace, failures,
-                     getattr(spec, "link_sharing", "fifo"))
-    metrics = CsvLog(os.path.join(out_dir, "metrics.csv"), METRIC_COLUMNS)
-    clients_log = CsvLog(os.path.join(out_dir, "clients.csv"), CLIENT_COLUMNS)
-    trace_fh = open(os.path.join(out_dir, "trace.csv"), "w", newline="")
-    trace_fh.write(",".join(Trace.HEADER) + "\n")
+                     getattr(spec, "link_sharing", "fifo"),
+                     start_time=meta["now"] if meta else 0.0)
+    if meta:
+        restored = Ledger.from_list(meta["ledger"])
+        sim.ledger.up.update(restored.up)
+        sim.ledger.down.update(restored.down)
+        sim.ledger.wasted = restored.wasted
+        trace.count = meta["trace_count"]
+    metrics = CsvLog(paths["metrics"], METRIC_COLUMNS, append=meta is not None)
+    clients_log = CsvLog(paths["clients"], CLIENT_COLUMNS, append=meta is not None)
+    trace_fh = open(paths["trace"], "a" if meta else "w", newline="")
+    if not meta:
+        trace_fh.write(",".join(Trace.HEADER) + "\n")
     result = AlgoResult(entry.label, trace=trace)
+    if meta:
+        from .report.records import read_metrics
+        result.rows = read_metrics(paths["metrics"], entry.label).rows
     bar = Progress(entry.label, sc.train.rounds, progress)
     rounds = sc.train.rounds
+    every = sc.train.checkpoint_every
 
     def record(t: int, info: RoundInfo | None) -> bool:
         w = algo.global_model()
@@ -179,28 +241,43 @@ def run_algorithm(sc: Scenario, entry: AlgorithmEntry, world: World, out_dir: st
                   f"{sc.train.divergence_bound:g}); stopped, other algorithms continue",
                   file=sys.stderr)
             return False
+        pause = stop_after is not None and t >= stop_after and t < rounds
+        if ((every and t % every == 0) or pause) and 0 < t < rounds and sim.quiescent:
+            save_checkpoint(ckpt_path, t, algo, sim,
+                            {"metrics": metrics.fh.tell(), "clients": clients_log.fh.tell(),
+                             "trace": trace_fh.tell()})
+            if pause:
+                result.paused_at = t
+                return False
         return True
 
     try:
-        if record(0, None):
+        if meta is not None:
+            sim.run(rounds, meta["round"] + 1, record)
+        elif record(0, None):
             sim.run(rounds, 1, record)
     finally:
         metrics.close()
         clients_log.close()
         trace_fh.close()
+    if result.paused_at is not None:
+        return result
     arrays = {"global": algo.global_model().detach().double().numpy()}
     personal = algo.personal_models()
     if personal is not None:
         for k in range(personal.shape[0]):
             arrays[f"client_{k}"] = personal[k].detach().double().numpy()
-    atomic_npz(os.path.join(out_dir, "final_params.npz"), arrays)
+    atomic_npz(final_path, arrays)
+    if os.path.exists(ckpt_path):
+        os.unlink(ckpt_path)
     return result
 
 
-def run_scenario(sc: Scenario, topo_spec, progress: bool = True, graph=None) -> dict[str, AlgoResult]:
+def run_scenario(sc: Scenario, topo_spec, progress: bool = True, graph=None,
+                 resume: bool = False, stop_after: int | None = None) -> dict[str, AlgoResult]:
     world = build_world(sc, topo_spec, graph)
     results = {}
     for entry in sc.algorithms:
         results[entry.label] = run_algorithm(sc, entry, world, os.path.join(sc.output, entry.label),
-                                             progress)
+                                             progress, resume=resume, stop_after=stop_after)
     return results

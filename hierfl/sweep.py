@@ -191,6 +191,22 @@ def _self_contained(raw: dict, base_file: str) -> dict:
     return raw
 
 
+def point_raw(base_raw: dict, base_file: str, values: tuple[tuple[str, Any], ...],
+              paths: list[list[str | int]]) -> dict:
+    """The base scenario with a point's values: a value for `topology` itself (another file,
+    relative to the base scenario, or a mapping) is set before the topology is inlined, every
+    other value after, so that `topology.clients.count` works on a topology file too."""
+    raw = copy.deepcopy(base_raw)
+    for (_, v), pth in zip(values, paths):
+        if pth == ["topology"]:
+            set_path(raw, pth, v)
+    raw = _self_contained(raw, base_file)
+    for (_, v), pth in zip(values, paths):
+        if pth != ["topology"]:
+            set_path(raw, pth, v)
+    return _self_contained(raw, base_file)       # a data.path value, relative to the base too
+
+
 def _grid_key_of(problem_key: str, keys: list[str]) -> str | None:
     for k in keys:
         if problem_key == k or problem_key.startswith(k + ".") or problem_key.startswith(k + "[") \
@@ -266,22 +282,22 @@ def load_sweep(path: str, out: str | None = None) -> Sweep:
     target = sf.target
     with tempfile.TemporaryDirectory(prefix="hierfl-sweep-") as tmp:
         for name, combo in zip(names, combos):
-            raw_pt = copy.deepcopy(base)
             values = tuple((k, lists[j][i]) for j, (k, i) in enumerate(zip(keys, combo)))
-            for (k, v), pth in zip(values, paths):
-                set_path(raw_pt, pth, v)
-            text = yaml.safe_dump(raw_pt, sort_keys=False, default_flow_style=None)
             f = os.path.join(tmp, POINT_FILE)
-            with open(f, "w", encoding="utf-8") as fh:
-                fh.write(text)
             try:
+                raw_pt = point_raw(base_raw, base_file, values, paths)
+                text = yaml.safe_dump(raw_pt, sort_keys=False, default_flow_style=None)
+                with open(f, "w", encoding="utf-8") as fh:
+                    fh.write(text)
                 sc, topo_spec = load(f, out=tmp)
                 build_graph(topo_spec, sc.seed, f)
             except ScenarioError as exc:
                 vals = dict(values)
                 for pr in exc.problems:
                     gk = _grid_key_of(pr.key, keys)
-                    if gk is not None:
+                    if pr.file not in (f, ""):
+                        item = pr                      # names its own file (a topology file)
+                    elif gk is not None:
                         item = Problem(path, f"grid.{gk}", vals[gk],
                                        f"{pr.message} (point {name}, scenario key "
                                        f"{pr.key or '<top level>'})")
@@ -417,7 +433,8 @@ def _run_local(sw: Sweep, todo: list[Point], workers: int, staging: str,
         if not queue:
             return
         again: list[Point] = []
-        with cf.ProcessPoolExecutor(max_workers=min(workers, len(queue)), mp_context=ctx) as pool:
+        pool = cf.ProcessPoolExecutor(max_workers=min(workers, len(queue)), mp_context=ctx)
+        try:
             futs = {}
             for pt in queue:
                 folder = os.path.join(staging, f"{pt.name}.{uuid.uuid4().hex[:8]}")
@@ -438,6 +455,10 @@ def _run_local(sw: Sweep, todo: list[Point], workers: int, staging: str,
                     continue
                 _commit(folder, os.path.join(sw.output, pt.name))
                 done(pt, info)
+        except BaseException:                  # Ctrl-C: do not start the queued points
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
+        pool.shutdown(wait=True)
         queue = again
 
 
@@ -448,7 +469,7 @@ def _run_ray(sw: Sweep, todo: list[Point], workers: int | None, address: str, st
     require_ray("--backend")
     import ray
 
-    connect(address, workers)
+    connect(address, workers, key="--address")
     task = ray.remote(max_retries=2)(ray_point)   # a task whose worker dies is rerun
     limit = workers or len(todo)
     queue = list(todo)

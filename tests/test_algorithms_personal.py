@@ -163,7 +163,8 @@ def test_one_parameter_rounds_by_hand(tmp_path):
         w = P[0] * out[0][0] + P[1] * out[1][0]
     arrays, _ = res["apfl"]
     assert arrays["global"][0] == pytest.approx(w, abs=1e-6)
-    assert personal(arrays, 2)[:, 0] == pytest.approx([a * v + (1 - a) * w for v, a in state],
+    # personal: v_bar = alpha v + (1 - alpha) w_k with the client's local w_k of its last step
+    assert personal(arrays, 2)[:, 0] == pytest.approx([a * v + (1 - a) * wk for wk, v, a in out],
                                                       abs=1e-6)
 
     # Ditto: v <- v - 0.1 (f'(v) + 2 (v - w^t)); w <- w - eta f'(w) from w^t.
@@ -270,17 +271,24 @@ def test_ditto_large_lambda_personal_equals_global_and_global_is_fedavg(tmp_path
 
 
 def test_apfl_alpha_zero_is_fedavg(tmp_path):
-    """APFL's w steps are FedAvg's SGD steps; with alpha = 0 the mixture v_bar is w itself, so
-    personal models equal the global model and the global model equals FedAvg's."""
+    """APFL's w steps are FedAvg's SGD steps, so its global model is FedAvg's. With alpha = 0 the
+    mixture v_bar_k is the client's local FedAvg model w_k: when every client takes part in the last
+    round, their n_k-weighted mean is exactly the global model."""
     clients = quadratic_clients()
+    n = np.array([len(c[1]) for c in clients], float)
     algos = [{"name": "fedavg"}, {"name": "apfl", "alpha": 0.0},
              {"name": "apfl", "label": "apfl_half", "alpha": 0.5}]
-    res = run(tmp_path, clients, algos, rounds=3, per_round=2,
-              local={"steps": 4, "batch_size": 4, "lr": 0.05})
+    local = {"steps": 4, "batch_size": 4, "lr": 0.05}
+    res = run(tmp_path, clients, algos, rounds=3, per_round=2, local=local)
     g = res["fedavg"][0]["global"]
     np.testing.assert_allclose(res["apfl"][0]["global"], g, rtol=0, atol=1e-7)
-    np.testing.assert_allclose(personal(res["apfl"][0], 3), np.broadcast_to(g, (3, 3)), atol=1e-7)
-    assert np.abs(personal(res["apfl_half"][0], 3) - g).max() > 1e-2
+    np.testing.assert_allclose(res["apfl_half"][0]["global"], g, rtol=0, atol=1e-7)
+    res = run(tmp_path, clients, algos, rounds=3, per_round="all", local=local, name="all")
+    g = res["fedavg"][0]["global"]
+    np.testing.assert_allclose(np.average(personal(res["apfl"][0], 3), axis=0, weights=n), g,
+                               atol=1e-6)
+    half = personal(res["apfl_half"][0], 3)
+    assert np.abs(np.average(half, axis=0, weights=n) - g).max() > 1e-2
 
 
 # ----------------------------------------------------------------------------- sparsity

@@ -52,45 +52,73 @@ CASES = {
 def _hierfl(*args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     return subprocess.run([sys.executable, "-m", "hierfl", *args], cwd=REPO, env=env,
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=300)
+
+
+def _case_dir(base, name: str):
+    scenario, topo, *_ = CASES[name]
+    d = base / name
+    d.mkdir()
+    (d / "scenario.yaml").write_text(scenario)
+    (d / "topo.yaml").write_text(topo)
+    g = np.random.default_rng(0)
+    np.savez(d / "three.npz", **{f"{a}_{k}": g.normal(size=(4, 2)) if a == "x" else
+                                 g.integers(0, 2, 4) for k in range(3) for a in "xy"})
+    return d
+
+
+def _args(command: str, d) -> list[str]:
+    path = str(d / "scenario.yaml")
+    return ["validate", path] if command == "validate" else \
+        ["run", path, "--out", str(d / "out"), "--quiet"]
+
+
+def _check(case: str, scenario: str, code: int, out: str, err: str) -> None:
+    _, _, which, key, value = CASES[case]
+    file = scenario if which == "scenario" else os.path.join(os.path.dirname(scenario),
+                                                             "topo.yaml")
+    assert code == 2, (code, err)
+    assert "Traceback" not in err and "Traceback" not in out
+    lines = [ln for ln in err.splitlines() if file in ln and key in ln and value in ln]
+    assert lines, f"no line names {file}, {key} and {value}:\n{err}"
+
+
+@pytest.mark.parametrize("command", ["validate", "run"])
+@pytest.mark.parametrize("case", list(CASES))
+def test_bad_scenario_exits_2_and_names_file_key_value(tmp_path, capsys, case, command):
+    """hierfl.cli.main, the function behind `python -m hierfl` (in this process: each
+    subprocess costs seconds of torch import; the subprocess tests below cover the wiring)."""
+    from hierfl.cli import main
+
+    d = _case_dir(tmp_path, case)
+    code = main(_args(command, d))
+    cap = capsys.readouterr()
+    _check(case, str(d / "scenario.yaml"), code, cap.out, cap.err)
+
+
+SUBPROCESS = [("unknown_key", "validate"), ("missing_topology_file", "run"),
+              ("npz_client_count", "run")]
 
 
 @pytest.fixture(scope="module")
-def outcomes(tmp_path_factory):
-    """Every (case, command) through the CLI, a few processes at a time (each imports torch)."""
-    jobs = {}
-    for name, (scenario, topo, *_rest) in CASES.items():
-        d = tmp_path_factory.mktemp(name)
-        (d / "scenario.yaml").write_text(scenario)
-        (d / "topo.yaml").write_text(topo)
-        g = np.random.default_rng(0)
-        np.savez(d / "three.npz", **{f"{a}_{k}": g.normal(size=(4, 2)) if a == "x" else
-                                     g.integers(0, 2, 4) for k in range(3) for a in "xy"})
-        jobs[name, "validate"] = ("validate", str(d / "scenario.yaml"))
-        jobs[name, "run"] = ("run", str(d / "scenario.yaml"), "--out", str(d / "out"), "--quiet")
-    jobs["quickstart", "validate"] = ("validate", "scenarios/quickstart.yaml")
+def processes(tmp_path_factory):
+    """A few cases and the shipped quickstart through `python -m hierfl`, 3 at a time."""
+    base = tmp_path_factory.mktemp("cli")
+    jobs = {key: _args(key[1], _case_dir(base, key[0])) for key in SUBPROCESS}
+    jobs["quickstart", "validate"] = ["validate", "scenarios/quickstart.yaml"]
     with ThreadPoolExecutor(max_workers=3) as pool:
         futures = {key: pool.submit(_hierfl, *args) for key, args in jobs.items()}
         return {key: (f.result(), jobs[key]) for key, f in futures.items()}
 
 
-@pytest.mark.parametrize("command", ["validate", "run"])
-@pytest.mark.parametrize("case", list(CASES))
-def test_bad_scenario_exits_2_and_names_file_key_value(outcomes, case, command):
-    proc, args = outcomes[case, command]
-    _, _, which, key, value = CASES[case]
-    scenario = args[1]
-    file = scenario if which == "scenario" else os.path.join(os.path.dirname(scenario),
-                                                             "topo.yaml")
-    err = proc.stderr
-    assert proc.returncode == 2, (proc.returncode, err)
-    assert "Traceback" not in err and "Traceback" not in proc.stdout
-    lines = [ln for ln in err.splitlines() if file in ln and key in ln and value in ln]
-    assert lines, f"no line names {file}, {key} and {value}:\n{err}"
+@pytest.mark.parametrize("key", SUBPROCESS, ids=["-".join(k) for k in SUBPROCESS])
+def test_cli_subprocess_exits_2_without_traceback(processes, key):
+    proc, args = processes[key]
+    _check(key[0], args[1], proc.returncode, proc.stdout, proc.stderr)
 
 
-def test_quickstart_validates(outcomes):
-    proc, _ = outcomes["quickstart", "validate"]
+def test_quickstart_validates(processes):
+    proc, _ = processes["quickstart", "validate"]
     assert proc.returncode == 0, proc.stderr
     assert "Traceback" not in proc.stderr
     assert "quickstart" in proc.stdout and "30 clients" in proc.stdout

@@ -294,7 +294,7 @@ def test_report_html_renders_in_headless_chromium(runs, tmp_path):
     assert p.returncode == 0, p.stderr[-2000:]
     check = render_check(p.stdout)
     assert check == {"data-status": "ok", "data-images": str(n_img), "data-loaded": str(n_img),
-                     "data-errors": "0"}, check
+                     "data-errors": "0", "data-small": "0"}, check
     console = [ln for ln in p.stderr.splitlines() if ":CONSOLE" in ln]
     assert console == []
     shot = tmp_path / "report.png"

@@ -162,3 +162,37 @@ def test_local_sweep_summary_and_resume(tmp_path):
     (tmp_path / "base.yaml").write_text(BASE.replace("rounds: 2", "rounds: 3"))
     with pytest.raises(ScenarioError, match="different scenario"):
         sw.run_sweep(sw.load_sweep(f), "local", progress=False)
+
+
+def test_killed_local_worker_loses_no_finished_point(tmp_path):
+    """SIGKILL the pool's worker process while it runs the second point: the first point stays,
+    the second is rerun in a fresh worker (another pid) and the sweep completes."""
+    import json
+    import multiprocessing
+    import signal
+    import threading
+    import time
+
+    s = sw.load_sweep(_files(tmp_path, "seed: [0, 1]"))
+    out = tmp_path / "out"
+    first = out / s.points[0].name
+    killed: list[int] = []
+
+    def killer() -> None:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not (first / "DONE").is_file():
+            time.sleep(0.02)
+        for proc in multiprocessing.active_children():   # the pool's one worker, ours
+            os.kill(proc.pid, signal.SIGKILL)
+            killed.append(proc.pid)
+
+    t = threading.Thread(target=killer)
+    t.start()
+    try:
+        failed = sw.run_sweep(s, "local", workers=1, progress=False)
+    finally:
+        t.join()
+    assert failed == {} and len(killed) == 1
+    pid = [json.loads((out / p.name / "DONE").read_text())["pid"] for p in s.points]
+    assert pid[0] == killed[0] and pid[1] != killed[0]    # point 2 ran again, elsewhere
+    assert all(sw.is_done(str(out), p) for p in s.points)

@@ -14,13 +14,14 @@ w_k starts each round from the server's w^t; tau = train.local.steps steps per r
 Server: w^{t+1} = sum_{k in S} n_k w_k / sum_S n_k (FedAvg). With alpha = 0 (not adaptive) the
 global model is exactly FedAvg's.
 
-State: the global w; per client v_k (N, P), created at init as copies of w^0, and alpha_k (N,)
-(the `alpha` hyperparameter at init; it changes only when `adaptive`). v_k and alpha_k change
-only in rounds where client k trains.
-Personal model (`personal_models`): v_bar_k = alpha_k v_k + (1 - alpha_k) w with w the current
-global model, i.e. the mixture client k holds once it has received the latest w (Algorithm 1's
-v_bar after a synchronisation). Never-trained clients: v_k = w^0, so theirs is
-alpha w^0 + (1 - alpha) w.
+State: the global w; per client v_k and the local model w_k (N, P), created at init as copies of
+w^0, and alpha_k (N,) (the `alpha` hyperparameter at init; it changes only when `adaptive`). They
+change only in rounds where client k trains.
+Personal model (`personal_models`): v_bar_k = alpha_k v_k + (1 - alpha_k) w_k with the client's
+local w_k at the end of its last local step -- Algorithm 1's output v_bar_i^(T), which is updated
+only at local steps (a synchronisation replaces w_k by the global model but does not recompute
+v_bar). Never-trained clients keep v_bar = w^0. With alpha = 0, v_bar_k is the client's last
+local FedAvg model.
 Messages: w down (one model), w_k up (one model); v_k and alpha_k stay on the client.
 """
 from __future__ import annotations
@@ -87,6 +88,7 @@ class APFLProgram:
 @dataclass
 class APFLClients:
     v: torch.Tensor              # (N, P) personal models
+    w_local: torch.Tensor        # (N, P) local models at the end of the last local step
     alpha: torch.Tensor          # (N,) mixing weights
 
 
@@ -100,12 +102,12 @@ class APFL(Algorithm):
     def init(self, w0: torch.Tensor) -> None:
         super().init(w0)
         n = self.setup.n_clients
-        self.clients = APFLClients(w0.expand(n, -1).clone(),
+        self.clients = APFLClients(w0.expand(n, -1).clone(), w0.expand(n, -1).clone(),
                                    torch.full((n,), self.p.alpha, dtype=w0.dtype))
 
     def personal_models(self) -> torch.Tensor:
         a = self.clients.alpha.unsqueeze(1)
-        return a * self.clients.v + (1.0 - a) * self.w.unsqueeze(0)
+        return a * self.clients.v + (1.0 - a) * self.clients.w_local
 
     def program(self, clients: torch.Tensor, start: torch.Tensor, ctx: RoundCtx) -> APFLProgram:
         return APFLProgram(self.setup.model, stack_start(start, len(clients)),
@@ -117,5 +119,6 @@ class APFL(Algorithm):
                ctx: RoundCtx) -> Upload:
         w, v, a = res.state
         self.clients.v[clients] = v
+        self.clients.w_local[clients] = w
         self.clients.alpha[clients] = a.squeeze(1)
         return Upload((w,))

@@ -38,17 +38,21 @@ def require_ray(key: str = "train.executor.kind") -> None:
         raise ScenarioError.one("", key, "ray", INSTALL_HINT)
 
 
-def connect(address: str = "local", num_cpus: int | None = None) -> None:
+def connect(address: str = "local", num_cpus: int | None = None,
+            key: str = "train.executor.address") -> None:
     """Join Ray once per process: reuse a running session; `local` starts a private one-node
     cluster (no dashboard); `auto` or `host:port` connect to an existing cluster."""
     require_ray()
     if ray.is_initialized():
         return
-    if address == "local":
-        ray.init(num_cpus=num_cpus or os.cpu_count() or 1, include_dashboard=False,
-                 log_to_driver=False)
-    else:
-        ray.init(address=address, log_to_driver=False)
+    try:
+        if address == "local":
+            ray.init(num_cpus=num_cpus or os.cpu_count() or 1, include_dashboard=False,
+                     log_to_driver=False)
+        else:
+            ray.init(address=address, log_to_driver=False)
+    except (ConnectionError, ValueError, RuntimeError) as exc:
+        raise ScenarioError.one("", key, address, f"cannot start or join Ray: {exc}") from None
 
 
 def session() -> str:

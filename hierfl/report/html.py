@@ -1,7 +1,8 @@
 """report.html: one self-contained file (figures embedded as base64 PNG, no external resources)
 readable offline. A small inline script checks, once the page has loaded, that every figure
-decoded to a non-zero size and that no script error occurred, and writes the result into the
-page (#render-check, data-status="ok"), which the headless-browser test reads back."""
+decoded to a non-zero size and is shown at (nearly) its intended width, and that no script error
+occurred; it writes the result into the page (#render-check, data-status="ok"), which the
+headless-browser test reads back."""
 from __future__ import annotations
 
 import base64
@@ -20,8 +21,8 @@ th,td{border:1px solid #d6d6d6;padding:4px 8px;text-align:right;vertical-align:t
 th{background:#f3f3f3}td:first-child,th:first-child{text-align:left}
 table.kv td{text-align:left}table.kv td:first-child{font-weight:600;white-space:nowrap}
 .figs{display:flex;flex-wrap:wrap;gap:18px}
-figure{margin:0;width:min-content;max-width:100%}
-figure img{display:block;max-width:100%;height:auto;border:1px solid #eee}
+figure{margin:0;max-width:100%}
+figure img{display:block;width:100%;height:auto;border:1px solid #eee}
 figcaption{font-size:.88em;color:#444;margin-top:.2em}
 figcaption a{color:#666}
 nav{font-size:.9em;color:#555}nav a{margin-right:1em}
@@ -39,14 +40,18 @@ SCRIPT = """
     errors.push(String((e && e.message) || (e && e.target && e.target.alt) || 'error'));
   }, true);
   window.addEventListener('load', function () {
-    var imgs = document.images, ok = 0, bad = [];
+    var imgs = document.images, ok = 0, bad = [], small = [];
+    var avail = document.body.clientWidth;
     for (var i = 0; i < imgs.length; i++) {
       var im = imgs[i];
       if (im.complete && im.naturalWidth > 0 && im.naturalHeight > 0) { ok++; }
       else { bad.push(im.alt || ('#' + i)); }
+      var want = Math.min(parseInt(im.getAttribute('width') || '0', 10), avail) * 0.9;
+      if (im.getBoundingClientRect().width < want) { small.push(im.alt || ('#' + i)); }
     }
     var el = document.getElementById('render-check');
-    var good = ok === imgs.length && errors.length === 0;
+    var good = ok === imgs.length && errors.length === 0 && small.length === 0;
+    el.setAttribute('data-small', String(small.length));
     el.setAttribute('data-images', String(imgs.length));
     el.setAttribute('data-loaded', String(ok));
     el.setAttribute('data-errors', String(errors.length));
@@ -54,6 +59,7 @@ SCRIPT = """
     el.className = good ? 'ok' : 'bad';
     el.textContent = 'Render check: ' + ok + ' of ' + imgs.length + ' figures decoded' +
       (bad.length ? '; not decoded: ' + bad.join(', ') : '') +
+      (small.length ? '; shown too small: ' + small.join(', ') : '') +
       (errors.length ? '; errors: ' + errors.join('; ') : '') + '.';
   });
 })();
@@ -62,14 +68,22 @@ SCRIPT = """
 CSS_PX_PER_PNG_PX = 96 / 150   # figures are saved at 150 dpi; shown at their print size
 
 
-def _img(path: str, alt: str) -> str:
-    """The PNG inline, sized to its print size so every figure's text shows at the same size."""
+def _figure(path: str, caption: str) -> str:
+    """The PNG inline, shown at its print size (so every figure's text has the same size), with
+    its caption wrapped to the figure's width."""
     with open(path, "rb") as fh:
         raw = fh.read()
-    width = int.from_bytes(raw[16:20], "big") if raw[:8] == b"\x89PNG\r\n\x1a\n" else 0
-    size = f' width="{round(width * CSS_PX_PER_PNG_PX)}"' if width else ""
+    px = int.from_bytes(raw[16:20], "big") if raw[:8] == b"\x89PNG\r\n\x1a\n" else 0
+    width = round(px * CSS_PX_PER_PNG_PX)
     data = base64.b64encode(raw).decode("ascii")
-    return f'<img src="data:image/png;base64,{data}"{size} alt="{html.escape(alt)}">'
+    base = os.path.basename(path)
+    svg = os.path.splitext(base)[0] + ".svg"
+    e = html.escape
+    style = f' style="width:{width}px"' if width else ""
+    size = f' width="{width}"' if width else ""
+    return (f'<figure{style}><img src="data:image/png;base64,{data}"{size} alt="{e(caption)}">'
+            f'<figcaption>{e(caption)} — <a href="{e(base)}">PNG</a> · <a href="{e(svg)}">SVG</a>'
+            "</figcaption></figure>")
 
 
 def _table(head: list[str], rows: list[list[str]], cls: str = "") -> str:
@@ -109,11 +123,7 @@ def render_html(rep: Report) -> str:
         if by[key]:
             body.append('<div class="figs">')
             for f in by[key]:
-                base = os.path.basename(f.path)
-                svg = os.path.splitext(base)[0] + ".svg"
-                body.append(f"<figure>{_img(f.path, f.caption)}<figcaption>{e(f.caption)}"
-                            f' — <a href="{e(base)}">PNG</a> · <a href="{e(svg)}">SVG</a>'
-                            "</figcaption></figure>")
+                body.append(_figure(f.path, f.caption))
             body.append("</div>")
     body.append('<p id="render-check" data-status="pending">Render check: pending (needs '
                 'JavaScript).</p>')

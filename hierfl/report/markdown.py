@@ -39,7 +39,7 @@ def _pm(values: list[float], show, n_total: int | None = None) -> str:
     mu, sd, k = mean_std(values)
     if k == 0:
         return "—"
-    s = show(mu) if len(values) == 1 else f"{show(mu)} ± {show(sd)}"
+    s = show(mu) if k == 1 else f"{show(mu)} ± {show(sd)}"
     n = n_total if n_total is not None else len(values)
     return s + (f" ({k}/{n})" if k < n else "")
 
@@ -276,13 +276,15 @@ def build(out: str, runs: list[Run], title: str, target: float | None, prefix: b
             if path:
                 fig(Figure("scenario", path, cap))
     # ---- curves
+    personal = " (dashed: personalised models)" if any(
+        math.isfinite(s.final_personal) for s in all_series) else ""
     fig(Figure("curves", plots.accuracy_figure(groups, colours, "sim_time_s",
                                                "simulated time (s)", p("accuracy_vs_time.png")),
-               "Test accuracy vs simulated wall-clock time (dashed: personalised models)"))
+               "Test accuracy vs simulated wall-clock time" + personal))
     fig(Figure("curves", plots.accuracy_figure(groups, colours, "bytes_total",
                                                "bytes sent, all links, both directions (B, log)",
                                                p("accuracy_vs_bytes.png"), logx=True),
-               "Test accuracy vs total bytes sent"))
+               "Test accuracy vs total bytes sent" + personal))
     fig(Figure("curves", plots.tier_figure(groups, colours, p("accuracy_vs_bytes_tier.png")),
                "Test accuracy vs bytes per tier"))
     fig(Figure("curves", plots.loss_figure(groups, colours, p("loss_vs_round.png")),

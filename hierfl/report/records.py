@@ -118,13 +118,21 @@ def load_run(out: str, name: str | None = None) -> Run:
 
 
 def read_clients(folder: str) -> list[dict[str, float]]:
-    """OUT/<label>/clients.csv as floats ([] when absent)."""
+    """OUT/<label>/clients.csv as floats ([] when absent); text columns (encoding) stay text."""
     p = os.path.join(folder, "clients.csv")
     if not os.path.isfile(p):
         return []
     with open(p, newline="") as fh:
-        return [{k: (float(v) if v not in ("", None) else math.nan) for k, v in r.items()}
-                for r in csv.DictReader(fh)]
+        return [{k: _cell(v) for k, v in r.items()} for r in csv.DictReader(fh)]
+
+
+def _cell(v: str | None) -> float | str:
+    if v in ("", None):
+        return math.nan
+    try:
+        return float(v)
+    except ValueError:
+        return v
 
 
 # ------------------------------------------------------------------------------ seed groups

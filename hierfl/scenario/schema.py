@@ -153,6 +153,9 @@ class TrainSpec:
     edge_preaggregate: bool = spec(
         False, "flat linear aggregators (FedAvg, FedProx): each bottom-tier edge sends one "
         "weighted partial sum upward instead of every client's model")
+    checkpoint_every: int = spec(
+        10, "save a checkpoint every this many rounds (0 = never); `hierfl run --resume` "
+        "continues from it", check=non_negative)
     divergence_bound: float = spec(1e6, "a parameter norm above this marks divergence",
                                    check=positive)
 

@@ -28,7 +28,7 @@ from ..scenario.schema import AlgorithmEntry, Scenario
 from ..topology.graph import Topology
 from .failures import Failures
 from .links import FairLink, Ledger, Link
-from .messages import message_bytes, row_bytes
+from .messages import message_bytes, row_bytes, row_encodings
 from .rounds import Collector
 from .stragglers import plan_budgets
 from .trace import Trace
@@ -49,6 +49,8 @@ class ClientRecord:
     straggler: bool
     gamma: float
     failed: bool = False
+    up_bytes: float = float("nan")   # the encoded size of this client's upload
+    encoding: str = "dense"          # the encoding it used (sim/messages: dense|sparse|bitmap)
 
 
 @dataclass
@@ -77,11 +79,12 @@ class Simulation:
     def __init__(self, scenario: Scenario, entry: AlgorithmEntry, topo: Topology,
                  data: FederatedData, algo: Algorithm, executor: Executor,
                  trace: Trace | None = None, failures: Failures | None = None,
-                 link_sharing: str = "fifo"):
+                 link_sharing: str = "fifo", start_time: float = 0.0):
         self.sc, self.entry, self.topo, self.data = scenario, entry, topo, data
         self.algo, self.executor = algo, executor
         self.model = algo.setup.model
-        self.env = simpy.Environment()
+        self.env = simpy.Environment(initial_time=start_time)
+        self.inflight = 0         # client / relay processes alive (checkpoints need none)
         self.trace = trace or Trace()
         self.ledger = Ledger()
         self.failures = failures or Failures.none()
@@ -98,7 +101,7 @@ class Simulation:
         self.stragglers = entry.stragglers or scenario.stragglers
         self.counts = data.counts
         self.round = 0
-        self._calls: dict[str, int] = {}
+        self._calls: dict[tuple[int, str], int] = {}   # (cloud round, aggregator) -> calls
         self._sel_set: set[int] = set()
         self.under = {n: np.array(sorted(topo.graph.nodes[c]["index"] for c in self._leaves(n)),
                                   dtype=np.int64) for n in topo.graph.nodes
@@ -123,6 +126,23 @@ class Simulation:
 
     def lr(self, t: int) -> float:
         return self.local.lr * self.local.lr_decay ** (t - 1)
+
+    def spawn(self, gen):
+        """Start a process that moves messages or computes; counted while it lives."""
+        self.inflight += 1
+        return self.env.process(self._tracked(gen))
+
+    def _tracked(self, gen):
+        try:
+            return (yield from gen)
+        finally:
+            self.inflight -= 1
+
+    @property
+    def quiescent(self) -> bool:
+        """No message in flight and no client computing: a round boundary a checkpoint can
+        capture exactly (idle links, the clock, the ledger)."""
+        return self.inflight == 0
 
     def send(self, src: str, dst: str, nbytes: float):
         """A process whose value is the arrival time, or None if the message was lost."""
@@ -170,7 +190,10 @@ class Simulation:
         recs = [ClientRecord(t, r, int(k), int(res.steps[i]), int(budgets[i]), float(ctime[i]),
                              float("nan"), bool(drop[i]), bool(strag[i]), float(res.gamma[i]))
                 for i, k in enumerate(sel)]
-        return Work(sel, up, res, ctime, row_bytes(up.tensors, up.encoding), recs, drop)
+        up_bytes = row_bytes(up.tensors, up.encoding)
+        for rec, nb, enc in zip(recs, up_bytes, row_encodings(up.tensors, up.encoding)):
+            rec.up_bytes, rec.encoding = float(nb), enc
+        return Work(sel, up, res, ctime, up_bytes, recs, drop)
 
     def _dropped(self, stragglers: np.ndarray) -> np.ndarray:
         """Stragglers whose work the algorithm discards (FedAvg's rule in FedProx's experiment)."""
@@ -191,7 +214,6 @@ class Simulation:
     def _cloud(self, rounds: int, start_round: int, on_round):
         for t in range(start_round, rounds + 1):
             self.round = t
-            self._calls = {}
             self.trace.add(self.env.now, "cloud", "round_start", "", t)
             info = RoundInfo(t)
             if self.algo.hierarchical:
@@ -265,7 +287,7 @@ class Simulation:
             edges = [e for e in self.topo.edges if np.isin(self.under[e], sel[~work.drop]).any()]
             col = Collector(self.env, len(edges), self.sc.train.round)
         pos = {int(k): i for i, k in enumerate(sel)}
-        self.env.process(self._flat_down("cloud", sel, pos, down_bytes, work, col, partials,
+        self.spawn(self._flat_down("cloud", sel, pos, down_bytes, work, col, partials,
                                          preagg))
         yield col.closed
         if preagg:
@@ -297,13 +319,13 @@ class Simulation:
             live = [k for k in members if not work.drop[pos[k]]]
             if live:
                 pa = PreAgg(Collector(self.env, len(live), self.sc.train.round, opened=col.opened))
-                self.env.process(self._preagg_up(node, pa, pos, work, col, partials))
+                self.spawn(self._preagg_up(node, pa, pos, work, col, partials))
         for kid in kids:
             if self.topo.is_client(kid):
                 k = int(self.topo.graph.nodes[kid]["index"])
-                self.env.process(self._client(k, pos[k], node, down_bytes, work, True, col, pa))
+                self.spawn(self._client(k, pos[k], node, down_bytes, work, True, col, pa))
             else:
-                self.env.process(self._flat_child(node, kid, sel, pos, down_bytes, work, col,
+                self.spawn(self._flat_child(node, kid, sel, pos, down_bytes, work, col,
                                                   partials, preagg))
         if False:  # pragma: no cover - makes this function a generator
             yield
@@ -349,7 +371,7 @@ class Simulation:
         down = message_bytes(self.algo.downlink())
         model = self.algo.global_model()
         for kid in kids:
-            self.env.process(self._hier_child("cloud", kid, t, sel, model, down, col, uploads,
+            self.spawn(self._hier_child("cloud", kid, t, sel, model, down, col, uploads,
                                               info, kid in reporting))
         yield col.closed
         arrived = sorted(col.arrived, key=lambda n: kids.index(n))
@@ -389,14 +411,14 @@ class Simulation:
         for _ in range(self.tier_rounds(node)):
             start = self.algo.edge_model(es)
             if kids and self.topo.is_client(kids[0]):
-                r = self._calls.get(node, 0)
-                self._calls[node] = r + 1
+                r = self._calls.get((t, node), 0)     # keyed by round: an edge that does not
+                self._calls[t, node] = r + 1          # report may still run into round t + 1
                 members = np.array([self.topo.graph.nodes[c]["index"] for c in kids], np.int64)
                 work = self.train(t, r, members, start)
                 col = Collector(self.env, int((~work.drop).sum()), policy)
                 db = message_bytes((start,))
                 for i, k in enumerate(members):
-                    self.env.process(self._client(int(k), i, node, db, work, False, col))
+                    self.spawn(self._client(int(k), i, node, db, work, False, col))
                 yield col.closed
                 pos = {int(k): i for i, k in enumerate(members)}
                 arrived = np.array(sorted(col.arrived), dtype=np.int64)
@@ -411,7 +433,7 @@ class Simulation:
                 ups: dict[str, tuple] = {}
                 db = message_bytes((start,))
                 for kid in kids:
-                    self.env.process(self._hier_child(node, kid, t, sel, start, db, col, ups, info))
+                    self.spawn(self._hier_child(node, kid, t, sel, start, db, col, ups, info))
                 yield col.closed
                 arrived_n = sorted(col.arrived, key=lambda n: kids.index(n))
                 weights = torch.tensor([float(self.counts[np.intersect1d(self.under[n], sel)].sum())

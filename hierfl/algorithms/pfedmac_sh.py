@@ -1,0 +1,226 @@
+"""pFedMac-SH: sparse, hierarchical pFedMac on client -> edge -> cloud with a two-level lambda (seminar slides on pFedMac, R. Li et al. 2021, shared/seeds/001_*.txt).
+
+Objective (slides, N edges, J clients under edge i):
+    min_x sum_i F_i(x),
+    F_i(x)      = min_{x_i} { (1/J) sum_j F_ij(x_i) - lambda2 <x_i, x> } + (lambda2/2) ||x||^2,
+    F_ij(x_i)   = min_{theta} { f_ij(theta) - lambda1 <theta, x_i> + gamma1 phi(theta) }
+                  + (lambda1/2) ||x_i||^2,
+phi = ||.||_1 (`sparsity: {kind: l1}`, proximal gradient) or its smoothing
+phi_rho(z) = rho sum_n log cosh(z_n / rho) (`kind: logcosh`). As in flat pFedMac,
+grad F_ij(y) = lambda1 (y - theta_ij(y)) with theta_ij(y) the inner argmin.
+
+The three loops, as implemented (the engine runs them on the simulated hierarchy):
+- Cloud, t = 0..T-1: every edge i runs EdgeUpdate(i, x^t) (all of them receive x^t and work);
+  S = `edges_per_round` of them, drawn with seeding.rng(seed, "edge-sample", t) (the same
+  draw in every run of a scenario), upload x_i (`reporting`); the cloud waits for those only:
+      x^{t+1} = (1 - beta) x^t + beta * mean_{i in S} x_i          (`cloud_aggregate`).
+- EdgeUpdate(i, x^t): x_i = y_i = x^t (`edge_start`); R = `edge_rounds` times: send y_i to the
+  clients (`edge_model`), each runs ClientUpdate(j, y_i) -> y_ij; then (`edge_aggregate`)
+      y_i = mean_j y_ij,   x_i <- x_i - eta2 lambda2 (x_i - y_i).        Upload x_i.
+- ClientUpdate(j, y): K local steps (train.local.steps or epochs), each on one minibatch D:
+      theta~ <- `inner_steps` (proximal) gradient steps of size `inner_lr`, warm-started (from y at
+                the first step), on f_ij(theta; D) - lambda1 <theta, y> + gamma1 phi(theta);
+      y      <- y - eta1 lambda (y - theta~),
+  i.e. learn.envelope.EnvelopeProgram with coupling Linear(-lambda1 y) and the sparsity term.
+  eta1 is the round's local learning rate (train.local.lr, or the entry's `local: {lr: }`,
+  with lr_decay). lambda = lambda1 (`client_lambda: lambda1`, the default: grad F_ij(y) =
+  lambda1 (y - theta)); the slides write lambda2 in that step (`client_lambda: lambda2`).
+  The personal model of client j is its last theta~.
+
+Means: `weighting: uniform` (the slides' 1/J and 1/S) or `samples` (n-weighted at both levels).
+An aggregator above other aggregators (deeper topologies) applies the edge rule to its
+children's uploads x_c: y = mean_c x_c, x <- x - eta2 lambda2 (x - y).
+
+What a client uploads (`upload`), with a = eta1 lambda and K the steps it did:
+    y_K = (1 - a)^K y_0 + z,   z = sum_{k<K} a (1 - a)^{K-1-k} theta~_k,
+because each step is y_{k+1} = (1 - a) y_k + a theta~_k. The edge sent y_0 itself, so
+- `y`: y_K (dense in general);
+- `theta`: the last theta~ (the sparse personal model) and K (a 4-byte header); the edge uses
+  y^_ij = (1 - a)^K y_0 + (1 - (1 - a)^K) theta~_{K-1}, exact when K = 1 (y_1 = y_0 - a (y_0 -
+  theta~_0)) and an approximation for K > 1 (it takes every theta~_k equal to the last one);
+- `increment`: z and K; exact for every K, and z is zero wherever all theta~_k were zero (its
+  support is the union of theirs), so it is about as sparse as theta~.
+`encoding` says how the ledger counts client uploads (sim/messages.py): dense 4 B/entry, sparse
+8 B/nonzero, bitmap ceil(P/8) B + 4 B/nonzero, auto = min(dense, sparse), best = the smallest of
+the three; clients.csv records the bytes and the encoding of every client upload.
+
+Reduction: R = 1, one edge, S = 1, eta2 lambda2 = c: x_i = x^t + c (mean_j y_ij - x^t), so
+x^{t+1} = x^t + beta c (mean_j y_ij - x^t): flat pFedMac with lam = lambda1, beta_flat = beta c
+and the same weighting (tests/test_pfedmac_sh.py).
+
+Boundedness: with l1, the inner problem is bounded below when gamma1 >= lambda1 ||y||_inf (the
+l1 term then dominates the linear one, for any f bounded below); without it, cross-entropy's inner
+problem is unbounded and theta~ grows with `inner_steps` (run.py reports divergence).
+
+State: global x; per client the personal model theta (N, P) (x^0 until the client first trains);
+per edge during a cloud round (x_i, y_i). Messages: x cloud->edge, y_i edge->client every edge
+round, the client upload above every edge round, x_i edge->cloud once per cloud round, sampled
+edges only.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+import torch
+
+from .. import seeding
+from ..learn.envelope import EnvelopeProgram
+from ..learn.solver import SolveResult, State
+from ..scenario.fields import all_of, at_most, positive, spec
+from ._personal import PersonalState, mix, uniform_weights
+from .base import Algorithm, RoundCtx, Upload, stack_start, weighted_mean
+from .pfedmac import SparsityParams, sparsity_terms
+
+
+def _edges_per_round(v: object) -> str | None:
+    return None if v == "all" or (isinstance(v, int) and v > 0) else "must be > 0 or all"
+
+
+@dataclass(frozen=True)
+class PFedMacSHParams:
+    lambda1: float = spec(1.0, "client level: weight of -lambda1 <theta, y> in the inner problem",
+                          check=positive)
+    lambda2: float = spec(1.0, "edge level: x_i <- x_i - eta2 lambda2 (x_i - mean_j y_ij)",
+                          check=positive)
+    eta2: float = spec(1.0, "edge step size eta2 (eta1 is the local lr, train.local.lr)",
+                       check=positive)
+    beta: float = spec(1.0, "cloud mixing: x <- (1 - beta) x + beta mean_S(x_i)",
+                       check=all_of(positive, at_most(10.0)))
+    inner_steps: int = spec(5, "(proximal) gradient steps on the inner problem per local step",
+                            check=all_of(positive, at_most(1e5)))
+    inner_lr: float = spec(0.01, "step size of the inner steps", check=positive)
+    sparsity: SparsityParams = spec(default_factory=SparsityParams,
+                                    doc="gamma1 phi_rho(theta): sparsity of the personal models")
+    edges_per_round: int | Literal["all"] = spec(
+        "all", "S: edges whose x_i the cloud averages (all edges still work)",
+        check=_edges_per_round)
+    edge_rounds: int = spec(1, "R: edge rounds per cloud round", check=all_of(positive,
+                                                                            at_most(1e5)))
+    client_lambda: Literal["lambda1", "lambda2"] = spec(
+        "lambda1", "lambda of the client step y <- y - eta1 lambda (y - theta): lambda1 (the "
+        "derivation) or lambda2 (as the slides write it)")
+    upload: Literal["y", "theta", "increment"] = spec(
+        "y", "client upload: y_ij; theta: the sparse personal model + K (exact for K = 1); "
+        "increment: z = y_ij - (1 - a)^K y + K (exact, as sparse as theta)")
+    encoding: Literal["dense", "sparse", "bitmap", "auto", "best"] = spec(
+        "auto", "client uploads: dense 4 B/entry, sparse 8 B/nonzero, bitmap P/8 + 4 B/nonzero, "
+        "auto = min(dense, sparse), best = min of the three")
+    weighting: Literal["uniform", "samples"] = spec(
+        "uniform", "edge and cloud means: uniform (the slides' 1/J, 1/S) or n-weighted")
+
+
+@dataclass(frozen=True)
+class IncrementProgram(EnvelopeProgram):
+    """The envelope program that also accumulates z_{k+1} = (1 - a) z_k + a theta~_k (a = eta1
+    lambda), so y_K = (1 - a)^K y_0 + z_K exactly and z has the zeros the theta~_k share."""
+
+    def init(self) -> State:
+        x, theta = super().init()
+        return (x, theta, torch.zeros_like(x))
+
+    def step(self, s: State, batch, lr: float) -> State:
+        x, theta, z = s
+        x, theta = super().step((x, theta), batch, lr)
+        a = lr * (self.lam if self.outer_lam is None else self.outer_lam)
+        return (x, theta, (1.0 - a) * z + a * theta)
+
+
+@dataclass
+class EdgeState:
+    """An edge during one cloud round: its x_i and the y_i it sends to its clients."""
+
+    x: torch.Tensor
+    y: torch.Tensor
+
+
+class PFedMacSH(Algorithm):
+    name = "pfedmac_sh"
+    Params = PFedMacSHParams
+    personalised = True
+    hierarchical = True
+    supports_gamma = False
+    p: PFedMacSHParams
+
+    # ------------------------------------------------------------------ state
+    def init(self, w0: torch.Tensor) -> None:
+        super().init(w0)
+        self.clients = PersonalState(w0.expand(self.setup.n_clients, -1).clone())
+
+    def personal_models(self) -> torch.Tensor:
+        return self.clients.personal
+
+    @property
+    def client_lam(self) -> float:
+        return self.p.lambda1 if self.p.client_lambda == "lambda1" else self.p.lambda2
+
+    def _mean(self, rows: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+        w = uniform_weights(len(rows)) if self.p.weighting == "uniform" else weights / weights.sum()
+        return weighted_mean(rows, w)
+
+    # ------------------------------------------------------------------ client
+    def program(self, clients: torch.Tensor, start: torch.Tensor, ctx: RoundCtx) -> EnvelopeProgram:
+        y0 = stack_start(start, len(clients))
+        cls = IncrementProgram if self.p.upload == "increment" else EnvelopeProgram
+        return cls(self.setup.model, y0, y0.clone(), self.p.lambda1, "linear", self.p.inner_steps,
+                   self.p.inner_lr, sparsity_terms(self.p.sparsity), outer_lam=self.client_lam)
+
+    def finish(self, clients: torch.Tensor, start: torch.Tensor, res: SolveResult,
+               ctx: RoundCtx) -> Upload:
+        y, theta = res.state[0], res.state[1]
+        trained = res.steps > 0
+        self.clients.personal[clients[trained]] = theta[trained]
+        if self.p.upload == "y":
+            return Upload((y,), encoding=self.p.encoding)
+        k = res.steps.to(y.dtype).unsqueeze(1)              # the 4-byte header: steps done
+        payload = theta if self.p.upload == "theta" else res.state[2]
+        return Upload((payload, k), encoding=self.p.encoding)
+
+    def client_models(self, y0: torch.Tensor, up: Upload, lr: float) -> torch.Tensor:
+        """The edge's y_ij from what the clients sent and the y_0 it sent them."""
+        if self.p.upload == "y":
+            return up.tensors[0]
+        payload, k = up.tensors[0].double(), up.tensors[1].double()
+        keep = (1.0 - lr * self.client_lam) ** k                        # (C, 1): (1 - a)^K
+        if self.p.upload == "theta":
+            rows = keep * y0.double() + (1.0 - keep) * payload
+        else:
+            rows = keep * y0.double() + payload
+        return rows.to(y0.dtype)
+
+    # ------------------------------------------------------------------ edge
+    def edge_start(self, w: torch.Tensor) -> EdgeState:
+        return EdgeState(w.clone(), w.clone())
+
+    def edge_model(self, es: EdgeState) -> torch.Tensor:
+        return es.y
+
+    def edge_aggregate(self, es: EdgeState, clients: torch.Tensor | None, up: Upload,
+                       weights: torch.Tensor, ctx: RoundCtx) -> EdgeState:
+        if weights.numel() == 0:
+            return es
+        rows = up.tensors[0] if clients is None else self.client_models(es.y, up, ctx.lr)
+        y = self._mean(rows, weights)
+        step = self.p.eta2 * self.p.lambda2
+        x = (es.x.double() - step * (es.x.double() - y.double())).to(es.x.dtype)
+        return EdgeState(x, y)
+
+    def edge_upload(self, es: EdgeState) -> tuple[torch.Tensor, ...]:
+        return (es.x,)
+
+    # ------------------------------------------------------------------ cloud
+    def reporting(self, t: int, children: list[str]) -> list[str]:
+        s = self.p.edges_per_round
+        if s == "all" or int(s) >= len(children):
+            return children
+        pick = seeding.rng(self.setup.seed, "edge-sample", t).choice(len(children), int(s),
+                                                                     replace=False)
+        return [children[i] for i in np.sort(pick)]
+
+    def cloud_aggregate(self, nodes: list[str], uploads: list[tuple[torch.Tensor, ...]],
+                        weights: torch.Tensor, ctx: RoundCtx) -> None:
+        if not uploads:
+            return
+        mean = self._mean(torch.stack([u[0] for u in uploads]), weights)
+        self.w = mix(self.w, mean, self.p.beta)
