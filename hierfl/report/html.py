@@ -13,7 +13,7 @@ from .markdown import SECTIONS, Report
 
 CSS = """
 body{font-family:-apple-system,"Segoe UI",Roboto,"DejaVu Sans",Arial,sans-serif;color:#222;
- max-width:1180px;margin:24px auto;padding:0 20px;line-height:1.45;font-size:15px}
+ max-width:1320px;margin:24px auto;padding:0 20px;line-height:1.45;font-size:15px}
 h1{font-size:1.6em;margin-bottom:.2em}h2{margin-top:1.8em;border-bottom:1px solid #ddd;
  padding-bottom:.2em;font-size:1.3em}
 table{border-collapse:collapse;margin:.6em 0;font-size:.9em}

@@ -267,6 +267,14 @@ class Simulation:
             self.ledger.wasted += nbytes * (len(hops) - 1)
         return None
 
+    @staticmethod
+    def _mark_unused(work: Work, arrived: np.ndarray) -> None:
+        """At a round's close: participants whose update was not aggregated are dropped."""
+        used = set(arrived.tolist())
+        for rec in work.recs:
+            if rec.client not in used:
+                rec.dropped = True
+
     def _fail(self, collector: Collector, k: int, rec: ClientRecord, preagg) -> None:
         rec.failed = True
         (preagg.collector if preagg is not None else collector).fail(k)
@@ -304,6 +312,7 @@ class Simulation:
                                 Upload(tuple(x[rows] for x in work.up.tensors), work.up.encoding),
                                 ctx)
         self.trace.add(self.env.now, "cloud", "aggregate", "", len(arrived))
+        self._mark_unused(work, arrived)
         info.selected, info.reported = len(chosen), len(arrived)
         info.failed = len(chosen) - len(arrived)
         info.clients.extend(work.recs)
@@ -427,6 +436,7 @@ class Simulation:
                 weights = torch.from_numpy(self.counts[arrived].astype(np.float64))
                 es = self.algo.edge_aggregate(es, torch.from_numpy(arrived), Upload(
                     tuple(x[rows] for x in work.up.tensors), work.up.encoding), weights, ctx)
+                self._mark_unused(work, arrived)
                 info.clients.extend(work.recs)
             else:
                 col = Collector(self.env, len(kids), policy)

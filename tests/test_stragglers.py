@@ -1,0 +1,196 @@
+"""Stragglers, deadlines and gamma-inexact local solvers (issue 5), against hand computation."""
+from __future__ import annotations
+
+import csv
+import os
+
+import numpy as np
+import pytest
+
+from helpers_sim import run_one, write_npz, write_scenario
+
+
+def _doc(tmp_path, xs, ys, flops, train, algorithms=None, clients=2):
+    npz = write_npz(str(tmp_path / "d.npz"), xs, ys)
+    return {
+        "name": "strag", "seed": 0,
+        "topology": {"edges": {"count": 1, "link": {"latency_s": 0.1, "bandwidth_Bps": 4}},
+                     "clients": {"count": clients, "compute_flops": {"dist": "choice",
+                                                                      "choices": [flops[0]]},
+                                 "link": {"latency_s": 0.05, "bandwidth_Bps": 2}}},
+        "data": {"name": "npz", "path": npz, "test_fraction": 0.0},
+        "model": {"name": "linear", "bias": False, "init": "zeros"},
+        "train": {"rounds": 1, "clients_per_round": "all", "checkpoint_every": 0, **train},
+        "algorithms": algorithms or [{"name": "fedavg"}],
+    }
+
+
+def _graph_with_speeds(tmp_path, doc, speeds):
+    """Give each client its own constant speed through an explicit assignment of profiles."""
+    doc["topology"]["profiles"] = {"devices": {f"d{i}": {"compute_flops": s}
+                                               for i, s in enumerate(speeds)}}
+    doc["topology"]["clients"]["mix"] = [{"fraction": 1 / len(speeds), "device": f"d{i}"}
+                                         for i in range(len(speeds))]
+    return doc
+
+
+def _clients_csv(out, label):
+    with open(os.path.join(out, label, "clients.csv")) as fh:
+        return list(csv.DictReader(fh))
+
+
+XS = [[[1.0], [1.0]], [[1.0], [1.0]]]
+YS = [[1.0, 1.0], [1.0, 1.0]]
+
+
+def _find_speeds(tmp_path, doc):
+    """Which client got which profile (the mix is laid out over a seeded permutation)."""
+    from hierfl.scenario.load import load
+    from hierfl.run import build_world
+    sc, topo = load(write_scenario(str(tmp_path), doc, "probe.yaml"))
+    return build_world(sc, topo).topo.client_flops
+
+
+def test_deadline_partial_budgets_and_trace_by_hand(tmp_path):
+    """Model: 1 float (4 B). Path: cloud-edge 1.1 s each way (0.1 + 4/4), edge-client 2.05 s
+    (0.05 + 4/2). Nominal round trip 6.3 s; deadline 10 s leaves 3.7 s of compute.
+    A full-batch step on 2 rows costs 2 x 3 x 2 FLOPs = 12 FLOPs: 1 s at 12 FLOP/s (3 steps
+    fit), 2 s at 6 FLOP/s (1 step fits). Planned K = 5."""
+    doc = _doc(tmp_path, XS, YS, [12.0], {"local": {"steps": 5, "batch_size": "full", "lr": 0.1},
+                                          "round": {"policy": "deadline_partial",
+                                                    "deadline_s": 10.0}})
+    doc = _graph_with_speeds(tmp_path, doc, [12.0, 6.0])
+    speeds = _find_speeds(tmp_path, doc)
+    fast = int(np.argmax(speeds))
+    slow = 1 - fast
+    path = write_scenario(str(tmp_path), doc)
+    res, _ = run_one(path, out=str(tmp_path / "out"))
+    rows = {int(r["client"]): r for r in _clients_csv(str(tmp_path / "out"), "fedavg")}
+    assert (int(rows[fast]["budget"]), int(rows[fast]["steps"])) == (3, 3)
+    assert (int(rows[slow]["budget"]), int(rows[slow]["steps"])) == (1, 1)
+    assert float(rows[fast]["compute_s"]) == pytest.approx(3.0)
+    assert float(rows[slow]["compute_s"]) == pytest.approx(2.0)
+    # slow: computes 3.15..5.15, up 5.15..7.2 (edge), relay 7.2..8.3 (cloud);
+    # fast: computes 3.15..6.15, up ..8.2, relay waits for nothing (wire free at 8.2) -> 9.3
+    c_fast, c_slow = f"client{fast}", f"client{slow}"
+    got = sorted((round(t, 9), n, k, p) for t, n, k, p, _ in res.trace.events)
+    expected = sorted([
+        (0.0, "cloud", "round_start", ""), (0.0, "cloud", "send", "edge0"),
+        (1.1, "edge0", "recv", "cloud"), (1.1, "edge0", "send", c_fast),
+        (1.1, "edge0", "send", c_slow), (3.15, c_fast, "recv", "edge0"),
+        (3.15, c_slow, "recv", "edge0"), (3.15, c_fast, "compute_start", ""),
+        (3.15, c_slow, "compute_start", ""), (5.15, c_slow, "compute_end", ""),
+        (5.15, c_slow, "send", "edge0"), (6.15, c_fast, "compute_end", ""),
+        (6.15, c_fast, "send", "edge0"), (7.2, "edge0", "recv", c_slow),
+        (7.2, "edge0", "send", "cloud"), (8.2, "edge0", "recv", c_fast),
+        (8.2, "edge0", "send", "cloud"), (8.3, "cloud", "recv", "edge0"),
+        (9.3, "cloud", "recv", "edge0"), (9.3, "cloud", "aggregate", ""),
+        (9.3, "cloud", "round_end", ""),
+    ])
+    assert got == expected
+
+
+def test_deadline_drop_discards_exactly_the_late_clients(tmp_path):
+    """K = 2 full-batch steps: fast (12 FLOP/s) 2 s of compute -> at the cloud at 8.3;
+    slow (6 FLOP/s) 4 s -> 10.3, after the 9 s deadline: dropped, its 2 x 4 B wasted."""
+    xs = [[[1.0], [2.0]], [[1.0], [3.0]]]
+    ys = [[1.0, 2.0], [0.0, 1.0]]
+    doc = _doc(tmp_path, xs, ys, [12.0], {"rounds": 2,
+                                          "local": {"steps": 2, "batch_size": "full", "lr": 0.1},
+                                          "round": {"policy": "deadline_drop", "deadline_s": 9.0}})
+    doc = _graph_with_speeds(tmp_path, doc, [12.0, 6.0])
+    speeds = _find_speeds(tmp_path, doc)
+    fast = int(np.argmax(speeds))
+    path = write_scenario(str(tmp_path), doc)
+    res, w = run_one(path, out=str(tmp_path / "out"))
+    r1, r2 = res.rows[1], res.rows[2]
+    assert r1["sim_time_s"] == pytest.approx(9.0)          # closed at the deadline
+    assert (r1["reported"], r1["failed"]) == (1, 1)
+    assert r2["bytes_wasted"] == 8.0                         # the late upload, both hops
+    rows = [r for r in _clients_csv(str(tmp_path / "out"), "fedavg") if r["round"] == "1"]
+    dropped = {int(r["client"]) for r in rows if r["dropped"] == "1"}
+    assert dropped == {1 - fast}
+    # round 1 aggregated the fast client alone: two GD steps from 0, then round 2 likewise
+    x, y = np.array(xs[fast]).ravel(), np.array(ys[fast])
+    v = 0.0
+    for _ in range(4):
+        v -= 0.1 * np.mean(2 * (v * x - y) * x)
+    assert w[0] == pytest.approx(v, abs=1e-6)
+
+
+def test_gamma_stop_and_its_cost_by_hand(tmp_path):
+    """F(w) = mean (w - 1)^2 on x = [1, 1]: grad 2 (w - 1). From 0 with lr 0.25:
+    w1 = 0.5 (ratio 0.5), w2 = 0.75 (ratio 0.25 <= gamma 0.3): stops after 2 of 10 steps.
+    Cost: 2 steps x 2 rows + 3 full gradients (start + checks at steps 1 and 2) x 2 rows = 10
+    sample-gradients x 3 x 2 FLOPs = 60 FLOPs = 5 s at 12 FLOP/s."""
+    doc = _doc(tmp_path, [[[1.0], [1.0]]], [[1.0, 1.0]], [12.0],
+               {"local": {"steps": 10, "batch_size": "full", "lr": 0.25, "gamma": 0.3,
+                          "check_every": 1}}, clients=1)
+    path = write_scenario(str(tmp_path), doc)
+    _, w = run_one(path, out=str(tmp_path / "out"))
+    (row,) = _clients_csv(str(tmp_path / "out"), "fedavg")
+    assert (int(row["steps"]), int(row["budget"])) == (2, 10)
+    assert float(row["gamma"]) == pytest.approx(0.25, abs=1e-6)
+    assert float(row["compute_s"]) == pytest.approx(5.0)
+    assert w[0] == pytest.approx(0.75, abs=1e-6)
+
+
+def test_gamma_target_is_honoured_on_synthetic(tmp_path):
+    doc = {
+        "name": "g", "seed": 1,
+        "topology": {"edges": {"count": 2}, "clients": {"count": 12, "compute_flops": 1e8}},
+        "data": {"name": "synthetic", "samples": {"dist": "uniform", "low": 30, "high": 80}},
+        "model": {"name": "logreg"},
+        "train": {"rounds": 3, "clients_per_round": 8, "checkpoint_every": 0,
+                  "local": {"steps": 60, "batch_size": 10, "lr": 0.05, "gamma": 0.6,
+                            "check_every": 3}},
+        "algorithms": [{"name": "fedprox", "mu": 0.5}],
+    }
+    path = write_scenario(str(tmp_path), doc)
+    run_one(path, out=str(tmp_path / "out"))
+    rows = _clients_csv(str(tmp_path / "out"), "fedprox")
+    early = [r for r in rows if int(r["steps"]) < int(r["budget"])]
+    full = [r for r in rows if int(r["steps"]) == int(r["budget"])]
+    assert early, "no client stopped early: the test does not exercise the gamma stop"
+    for r in early:
+        assert float(r["gamma"]) <= 0.6 + 1e-6
+        assert int(r["steps"]) % 3 == 0
+    for r in full:
+        assert np.isfinite(float(r["gamma"]))
+
+
+def test_random_epochs_stragglers_identical_across_algorithms_and_seeded(tmp_path):
+    doc = {
+        "name": "re", "seed": 5,
+        "topology": {"edges": {"count": 1}, "clients": {"count": 10, "compute_flops": 1e8}},
+        "data": {"name": "synthetic", "samples": {"dist": "uniform", "low": 20, "high": 60}},
+        "model": {"name": "logreg"},
+        "stragglers": {"fraction": 0.5, "mode": "random_epochs"},
+        "train": {"rounds": 4, "clients_per_round": 6, "checkpoint_every": 0,
+                  "local": {"epochs": 5, "batch_size": 10, "lr": 0.05}},
+        "algorithms": [{"name": "fedavg"}, {"name": "fedprox", "mu": 1.0}],
+    }
+    path = write_scenario(str(tmp_path), doc)
+    from hierfl.run import run_scenario
+    from hierfl.scenario.load import load
+
+    def table(out, label):
+        return [(r["round"], r["client"], r["straggler"], r["budget"])
+                for r in _clients_csv(out, label)]
+
+    sc, topo = load(path, out=str(tmp_path / "a"))
+    run_scenario(sc, topo, progress=False)
+    a_avg, a_prox = table(str(tmp_path / "a"), "fedavg"), table(str(tmp_path / "a"), "fedprox")
+    assert a_avg == a_prox
+    strag = [r for r in _clients_csv(str(tmp_path / "a"), "fedavg") if r["straggler"] == "1"]
+    assert len(strag) == 4 * 3
+    # FedAvg drops them, FedProx keeps their partial work; epochs in [1, 5] -> budget multiple
+    # of the client's steps per epoch and at most the full 5 epochs
+    assert all(r["dropped"] == "1" for r in strag)
+    assert all(r["dropped"] == "0" for r in _clients_csv(str(tmp_path / "a"), "fedprox"))
+    sc2, topo2 = load(path, out=str(tmp_path / "b"))
+    run_scenario(sc2, topo2, progress=False)
+    assert table(str(tmp_path / "b"), "fedavg") == a_avg
+    sc3, topo3 = load(path, seed=6, out=str(tmp_path / "c"))
+    run_scenario(sc3, topo3, progress=False)
+    assert table(str(tmp_path / "c"), "fedavg") != a_avg
