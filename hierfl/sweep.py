@@ -464,10 +464,9 @@ def _run_local(sw: Sweep, todo: list[Point], workers: int, staging: str,
 
 def _run_ray(sw: Sweep, todo: list[Point], workers: int | None, address: str, staging: str,
              done: Callable[[Point, dict], None], failed: dict[str, str]) -> None:
-    from .exec.ray_exec import connect, require_ray
-
-    require_ray("--backend")
     import ray
+
+    from .exec.ray_exec import connect
 
     connect(address, workers, key="--address")
     task = ray.remote(max_retries=2)(ray_point)   # a task whose worker dies is rerun
@@ -499,6 +498,9 @@ def run_sweep(sw: Sweep, backend: str = "local", address: str = "local",
         raise ScenarioError.one(sw.file, "--backend", backend, "expected local or ray")
     if workers is not None and workers < 1:
         raise ScenarioError.one(sw.file, "--workers", workers, "must be >= 1")
+    if backend == "ray":
+        from .exec.ray_exec import require_ray
+        require_ray("--backend")
     os.makedirs(sw.output, exist_ok=True)
     lock = _Lock(sw.output, sw.file)
     try:

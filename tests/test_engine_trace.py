@@ -28,7 +28,7 @@ N = (3, 4, 6, 9)
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def _scenario(tmp_path) -> str:
+def _scenario(tmp_path, local: dict | None = None) -> str:
     g = np.random.default_rng(7)
     arrays = {}
     for k, n in enumerate(N):
@@ -49,7 +49,7 @@ def _scenario(tmp_path) -> str:
         "data": {"name": "npz", "path": "clients.npz"},
         "model": {"name": "linear"},
         "train": {"rounds": 1, "clients_per_round": "all",
-                  "local": {"steps": 1, "batch_size": "full", "lr": 0.1}},
+                  "local": local or {"steps": 1, "batch_size": "full", "lr": 0.1}},
         "algorithms": [{"name": "fedavg"}, {"name": "hierfavg", "edge_rounds": 2}],
         "output": "out",
     }
@@ -181,6 +181,20 @@ def test_ledger_and_clock_of_the_round(results):
     row = results["hierfavg"].rows[-1]
     assert row["sim_time_s"] == pytest.approx(28.5)
     assert (row["bytes_client_edge"], row["bytes_edge_cloud"]) == (128.0, 32.0)
+
+
+def test_minibatch_compute_time_counts_the_rows_processed(tmp_path):
+    """batch_size 2, 3 steps, epoch-wise batches (the last batch of an epoch may be short):
+    n=3: batches 2,1 | 2 -> 5 rows; n=4: 2,2 | 2 -> 6; n=6: 2,2,2 -> 6; n=9: 2,2,2 -> 6.
+    At 9 FLOPs per row (3 x 3) and 9 FLOP/s, compute takes `rows` seconds."""
+    sc, topo = load(_scenario(tmp_path, {"steps": 3, "batch_size": 2, "lr": 0.1}))
+    world = build_world(sc, topo)
+    res = run_algorithm(sc, sc.algorithms[0], world, str(tmp_path / "fedavg"), progress=False)
+    start = {n: t for t, n, k, _, _ in res.trace.events if k == "compute_start"}
+    end = {n: t for t, n, k, _, v in res.trace.events if k == "compute_end"}
+    got = [end[f"client{k}"] - start[f"client{k}"] for k in range(4)]
+    assert got == pytest.approx([5.0, 6.0, 6.0, 6.0], abs=1e-9)
+    assert all(v == 3 for _, _, k, _, v in res.trace.events if k == "compute_start")
 
 
 # Fingerprints of scenarios/quickstart.yaml with --rounds 3. A change here means the simulated

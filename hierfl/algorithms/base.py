@@ -66,6 +66,7 @@ class Algorithm:
     supports_gamma: ClassVar[bool] = True
     upload_tensors: ClassVar[int] = 1       # model-sized tensors per client upload (planning)
     linear_aggregate: ClassVar[bool] = False  # aggregate() is the n_k-weighted mean of uploads
+    drops_stragglers: ClassVar[bool] = False  # stragglers.drop: auto discards their work
 
     def __init__(self, params: Any, setup: Setup):
         self.p = params

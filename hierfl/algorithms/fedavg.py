@@ -21,6 +21,7 @@ class FedAvg(Algorithm):
     name = "fedavg"
     Params = FedAvgParams
     linear_aggregate = True
+    drops_stragglers = True     # FedProx's experiment: FedAvg drops stragglers (HierFAVG too)
 
     def program(self, clients: torch.Tensor, start: torch.Tensor, ctx: RoundCtx) -> TermsProgram:
         return TermsProgram(self.setup.model, stack_start(start, len(clients)))

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from ..io_util import atomic_text, fmt
 from . import plots
 from . import timeline as tline
-from .records import Group, Run, Series, groups_of, load_run, mean_std, read_clients, \
-    write_metrics_all
+from .records import Group, Run, Series, add_totals, concat_clients, groups_of, load_run, \
+    mean_std, read_clients, write_metrics_all
 
 
 # ------------------------------------------------------------------------------ formatting
@@ -215,6 +215,7 @@ def summary_rows(summary: dict | None) -> list[tuple[str, str]]:
         if isinstance(a, dict):
             params = a.get("params") if isinstance(a.get("params"), dict) else {
                 k: v for k, v in a.items() if k not in ("name", "label")}
+            params = {k: v for k, v in params.items() if v is not None}
             rows.append((f"algorithm {a.get('label') or a.get('name')}",
                          f"{a.get('name')}" + (f" ({_compact(params)})" if params else "")))
     return rows
@@ -246,6 +247,7 @@ def build(out: str, runs: list[Run], title: str, target: float | None, prefix: b
         raise FileNotFoundError("no <algorithm>/metrics.csv under " +
                                 ", ".join(r.path for r in runs))
     all_series = [s for g in groups for s in g.members]
+    add_totals(all_series)
     tgt = target_of(all_series, target)
     head, rows = table_rows(groups, tgt)
     colours = plots.palette(g.label for g in groups)
@@ -290,7 +292,8 @@ def build(out: str, runs: list[Run], title: str, target: float | None, prefix: b
     fig(Figure("curves", plots.loss_figure(groups, colours, p("loss_vs_round.png")),
                "Training loss vs round"))
     # ---- stragglers and gamma
-    clients = {g.label: [r for s in g.members for r in read_clients(s.folder)] for g in groups}
+    clients = {g.label: concat_clients([read_clients(s.folder) for s in g.members])
+               for g in groups}
     for key, fn, args, cap in (
             ("gamma", plots.gamma_figure, (groups, colours, clients, _gamma_targets(runs)),
              "Achieved γ per client and round (box: quartiles, whiskers: 5–95 %, ◇: mean; "
@@ -402,6 +405,9 @@ def write_report(out: str, title: str = "", target: float | None = None,
     """OUT/report.md, OUT/report.html, figures, table.csv and metrics_all.csv from OUT's files.
     Returns the path of report.md."""
     run = load_run(out)
+    name = ((run.summary or {}).get("scenario") or {}).get("name")
+    if name and title != name:
+        title = f"{name} ({title})" if title else name
     if series is not None:
         run.series = series
     if not run.series:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import math
 import os
-from collections import Counter
 from typing import Iterable
 
 import matplotlib
@@ -15,10 +14,10 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
-from matplotlib.collections import LineCollection  # noqa: E402
+from matplotlib.collections import LineCollection, PolyCollection  # noqa: E402
 from matplotlib.ticker import EngFormatter, FuncFormatter, MaxNLocator, NullFormatter  # noqa: E402
 
-from .records import Group, Series  # noqa: E402
+from .records import Group, Series, add_totals  # noqa: E402
 from .timeline import Timeline  # noqa: E402
 
 STYLE = {
@@ -32,6 +31,7 @@ COLOURS = list(plt.get_cmap("tab10").colors) + list(plt.get_cmap("Dark2").colors
 KIND_COLOURS = {"download": "#4C72B0", "compute": "#55A868", "upload": "#DD8452",
                 "idle": "#E8E8E8"}
 W1, H1 = 6.4, 4.0            # one-panel figure, inches
+MAX_BARS = 400               # per-client bar charts above this many clients become areas
 
 
 def colour(i: int) -> str:
@@ -176,13 +176,16 @@ def loss_figure(groups: list[Group], colours: dict[str, str], path: str) -> str:
 
 # ------------------------------------------------------------------------------ stragglers
 def gamma_figure(groups: list[Group], colours: dict[str, str],
-                 clients: dict[str, list[dict[str, float]]], targets: dict[str, float],
+                 clients: dict[str, dict[str, np.ndarray]], targets: dict[str, float],
                  path: str) -> str | None:
     """Distribution of the achieved gamma = ||grad h(w_end)|| / ||grad h(w_start)|| per client
     per round (box: quartiles, whiskers: 5-95 %, diamond: mean)."""
-    data = [(g, [r["gamma"] for r in clients.get(g.label, []) if math.isfinite(r.get(
-        "gamma", math.nan))]) for g in groups]
-    data = [(g, v) for g, v in data if v]
+    data = []
+    for g in groups:
+        gam = clients.get(g.label, {}).get("gamma", np.zeros(0))
+        gam = gam[np.isfinite(gam)]
+        if len(gam):
+            data.append((g, gam))
     if not data:
         return None
     with plt.rc_context(STYLE):
@@ -206,15 +209,16 @@ def gamma_figure(groups: list[Group], colours: dict[str, str],
                           ax.get_legend_handles_labels()[1] else None)
         ax.set_ylabel("achieved γ  (‖∇h(w_end)‖ / ‖∇h(w_start)‖)")
         ax.set_xlabel("algorithm (one value per client per round)")
-        _legend(ax, loc="upper right")
+        _legend(ax, loc="lower center", bbox_to_anchor=(0.5, 1.0), fontsize=8)
         return save(fig, path)
 
 
 def steps_figure(groups: list[Group], colours: dict[str, str],
-                 clients: dict[str, list[dict[str, float]]], path: str) -> str | None:
+                 clients: dict[str, dict[str, np.ndarray]], path: str) -> str | None:
     """Local steps done against the step budget, one panel per algorithm; marker area grows with
     the number of client-rounds at that point; stragglers drawn as crosses."""
-    data = [(g, clients.get(g.label, [])) for g in groups if clients.get(g.label)]
+    data = [(g, clients[g.label]) for g in groups if len(clients.get(g.label, {}).get(
+        "budget", ())) and "steps" in clients[g.label]]
     if not data:
         return None
     n = len(data)
@@ -223,15 +227,17 @@ def steps_figure(groups: list[Group], colours: dict[str, str],
     with plt.rc_context(STYLE):
         fig, axes = plt.subplots(rows_, cols, figsize=(2.9 * cols + 0.4, 2.7 * rows_ + 0.3),
                                  squeeze=False)
-        top = max(max(r["budget"] for r in rs) for _, rs in data)
-        for ax, (g, rs) in zip(axes.flat, data):
+        top = max(float(np.nanmax(c["budget"])) for _, c in data)
+        for ax, (g, c) in zip(axes.flat, data):
+            strag_col = c.get("straggler", np.zeros(len(c["budget"])))
             for strag, marker in ((False, "o"), (True, "x")):
-                cnt = Counter((r["budget"], r["steps"]) for r in rs
-                              if bool(r.get("straggler", 0)) == strag)
-                if not cnt:
+                keep = (strag_col > 0.5) == strag
+                keep &= np.isfinite(c["budget"]) & np.isfinite(c["steps"])
+                if not keep.any():
                     continue
-                pts = np.array(list(cnt.keys()), float)
-                sizes = 12 + 60 * np.sqrt(np.array(list(cnt.values()), float) / max(cnt.values()))
+                pts, counts = np.unique(np.stack([c["budget"][keep], c["steps"][keep]], 1),
+                                        axis=0, return_counts=True)
+                sizes = 12 + 60 * np.sqrt(counts / counts.max())
                 ax.scatter(pts[:, 0], pts[:, 1], s=sizes, marker=marker, color=colours[g.label],
                            alpha=0.7, linewidths=1.2,
                            label="straggler" if strag else "on time")
@@ -288,24 +294,28 @@ def timeline_figure(tl: Timeline, label: str, path: str, max_clients: int = 40) 
         fig, ax = plt.subplots(figsize=(W1 * 1.25, 0.9 + 0.24 * len(nodes)))
         ax.grid(True, axis="x", alpha=0.3)
         ax.grid(False, axis="y")
-        for n, i in row.items():
-            ax.broken_barh([(tl.start, span)], (i - 0.4, 0.8), facecolors=KIND_COLOURS["idle"],
-                           edgecolor="none")
+        def rects(items: list[tuple[float, float, float, float]]) -> list[np.ndarray]:
+            return [np.array([(x, y), (x + w, y), (x + w, y + h), (x, y + h)])
+                    for x, w, y, h in items]
+        # one collection per kind (a few artists, however many nodes): idle background first
+        ax.add_collection(PolyCollection(rects([(tl.start, span, i - 0.4, 0.8)
+                                                for i in row.values()]),
+                                         facecolors=KIND_COLOURS["idle"], edgecolors="none"))
         # aggregators: receive in the upper half of a row, send in the lower half (they overlap)
         geometry = {"download": (-0.4, 0.4), "upload": (0.0, 0.4), "compute": (-0.4, 0.8)}
         for kind in ("compute", "download", "upload"):
-            by_node: dict[str, list[tuple[float, float]]] = {}
+            items = []
             for b in tl.bars:
                 if b.kind == kind and b.node in row:
-                    by_node.setdefault(b.node, []).append((b.start, max(b.end - b.start,
-                                                                         span * 1e-3)))
-            for n, spans in by_node.items():
-                off, h = geometry[kind] if n not in tl.clients else (-0.4, 0.8)
-                ax.broken_barh(spans, (row[n] + off, h), facecolors=KIND_COLOURS[kind],
-                               edgecolor="none", alpha=0.9)
-        for t, n in tl.marks:
-            if n in row:
-                ax.plot([t, t], [row[n] - 0.45, row[n] + 0.45], color="black", linewidth=1.6)
+                    off, h = geometry[kind] if b.node not in tl.clients else (-0.4, 0.8)
+                    items.append((b.start, max(b.end - b.start, span * 1e-3), row[b.node] + off,
+                                  h))
+            if items:
+                ax.add_collection(PolyCollection(rects(items), facecolors=KIND_COLOURS[kind],
+                                                 edgecolors="none", alpha=0.9))
+        ticks = [[(t, row[n] - 0.45), (t, row[n] + 0.45)] for t, n in tl.marks if n in row]
+        if ticks:
+            ax.add_collection(LineCollection(ticks, colors="black", linewidths=1.6))
         ax.set_yticks(range(len(nodes)), nodes, fontsize=8 if len(nodes) > 20 else 9)
         ax.set_ylim(len(nodes) - 0.5, -0.5)
         ax.set_xlim(tl.start, tl.start + span * 1.01)
@@ -351,16 +361,22 @@ def topology_figure(summary: dict, path: str) -> str | None:
                                                          chain(clients[k])], k))
     x = {clients[k]: float(i) for i, k in enumerate(order)}
     max_d = max(depth) if depth else 1
+    kids_of: dict[str, list[str]] = {}
+    for n in names:
+        kids_of.setdefault(par[n], []).append(n)
     for d in range(max_d - 1, -1, -1):
         for a in [n for n in aggs if dep[n] == d] + (["cloud"] if d == 0 else []):
-            kids = [n for n in x if par.get(n) == a]
+            kids = [k for k in kids_of.get(a, []) if k in x]
             x[a] = float(np.mean([x[k] for k in kids])) if kids else 0.0
     with plt.rc_context(STYLE):
         fig, ax = plt.subplots(figsize=(W1 * 1.2, 1.2 + 1.1 * max_d))
         ax.grid(False)
         segs = [((x[n], -dep[n]), (x[par[n]], -dep[par[n]])) for n in names if par.get(n) in x]
-        ax.add_collection(LineCollection(segs, colors="#999999", linewidths=0.6, zorder=1))
-        cf = np.array([flops[names.index(c)] for c in clients]) / 1e9
+        thin = len(clients) > 200
+        ax.add_collection(LineCollection(segs, colors="#999999", linewidths=0.3 if thin else 0.6,
+                                         alpha=0.5 if thin else 1.0, zorder=1))
+        fl = dict(zip(names, flops))
+        cf = np.array([fl[c] for c in clients]) / 1e9
         size = np.full(len(clients), 30.0)
         if counts and len(counts) == len(clients):
             cnt = np.asarray(counts, float)
@@ -374,7 +390,7 @@ def topology_figure(summary: dict, path: str) -> str | None:
                    color="#4C72B0", zorder=3, edgecolors="black", linewidths=0.5)
         ax.scatter([x["cloud"]], [0], marker="h", s=220, color="#C44E52", zorder=3,
                    edgecolors="black", linewidths=0.5)
-        if len(aggs) <= 24:
+        if len(aggs) <= 12:
             for a in aggs:
                 ax.annotate(a, (x[a], -dep[a]), textcoords="offset points", xytext=(0, 8),
                             ha="center", fontsize=7.5)
@@ -460,8 +476,15 @@ def data_figure(summary: dict, path: str) -> str | None:
                                  squeeze=False, sharex=True)
         ax = axes[0, 0]
         width = 0.85 if n <= 200 else 1.0
-        ax.bar(k, train, width=width, color="#4C72B0", label="train", linewidth=0)
-        ax.bar(k, test, width=width, bottom=train, color="#A1C9F4", label="test", linewidth=0)
+        if n <= MAX_BARS:
+            ax.bar(k, train, width=width, color="#4C72B0", label="train", linewidth=0)
+            ax.bar(k, test, width=width, bottom=train, color="#A1C9F4", label="test",
+                   linewidth=0)
+        else:          # one bar per client would be too many rectangles: filled steps
+            tr, te = np.asarray(train, float), np.asarray(test, float)
+            ax.fill_between(k, 0, tr, step="mid", color="#4C72B0", label="train", linewidth=0)
+            ax.fill_between(k, tr, tr + te, step="mid", color="#A1C9F4", label="test",
+                            linewidth=0)
         ax.set_ylabel("samples")
         ax.grid(True, axis="y", alpha=0.3)
         ax.grid(False, axis="x")
@@ -475,8 +498,13 @@ def data_figure(summary: dict, path: str) -> str | None:
             cmap = plt.get_cmap("tab20" if lab.shape[1] > 10 else "tab10")
             bottom = np.zeros(n)
             for j in range(lab.shape[1]):
-                ax2.bar(k, frac[:, j], width=width, bottom=bottom, color=cmap(j % cmap.N),
-                        linewidth=0, label=str(j) if lab.shape[1] <= 20 else None)
+                if n <= MAX_BARS:
+                    ax2.bar(k, frac[:, j], width=width, bottom=bottom, color=cmap(j % cmap.N),
+                            linewidth=0, label=str(j) if lab.shape[1] <= 20 else None)
+                else:
+                    ax2.fill_between(k, bottom, bottom + frac[:, j], step="mid",
+                                     color=cmap(j % cmap.N), linewidth=0,
+                                     label=str(j) if lab.shape[1] <= 20 else None)
                 bottom += frac[:, j]
             ax2.set_ylabel("label share (train)")
             ax2.set_ylim(0, 1)
@@ -493,6 +521,7 @@ def data_figure(summary: dict, path: str) -> str | None:
 def standard_figures(series: list[Series], out: str) -> dict[str, str]:
     """The three figures of the first report: accuracy vs simulated time, accuracy vs bytes
     (log), loss vs round."""
+    add_totals(series)
     groups = [Group(s.label, [s], s.label) for s in series]
     colours = palette(g.label for g in groups)
     return {

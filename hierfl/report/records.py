@@ -58,15 +58,31 @@ class Series:
         return self.rows[-1].get(key, math.nan) if self.rows else math.nan
 
 
+def _num(v: str | None) -> float | None:
+    """A CSV cell as a float (nan when empty), None when it is not a number."""
+    if v in ("", None):
+        return math.nan
+    try:
+        return float(v)
+    except ValueError:
+        return None
+
+
 def read_metrics(path: str, label: str, seed: int | None = None, run: str = "") -> Series:
     rows = []
     with open(path, newline="") as fh:
         for r in csv.DictReader(fh):
-            rows.append({k: (float(v) if v not in ("", None) else math.nan) for k, v in r.items()})
-    for r in rows:
-        if "bytes_up" in r and "bytes_down" in r:
-            r.setdefault("bytes_total", r["bytes_up"] + r["bytes_down"])
+            row = {k: _num(v) for k, v in r.items() if k is not None}
+            rows.append({k: v for k, v in row.items() if v is not None})
     return Series(label, rows, seed, run, os.path.dirname(path))
+
+
+def add_totals(series: list[Series]) -> None:
+    """bytes_total = bytes_up + bytes_down on every row (a derived column for the figures)."""
+    for s in series:
+        for r in s.rows:
+            if "bytes_up" in r and "bytes_down" in r:
+                r.setdefault("bytes_total", r["bytes_up"] + r["bytes_down"])
 
 
 def _algorithm_order(out: str, summary: dict | None) -> list[str]:
@@ -117,22 +133,33 @@ def load_run(out: str, name: str | None = None) -> Run:
     return run
 
 
-def read_clients(folder: str) -> list[dict[str, float]]:
-    """OUT/<label>/clients.csv as floats ([] when absent); text columns (encoding) stay text."""
+CLIENT_FIELDS = ("round", "edge_round", "client", "steps", "budget", "straggler", "dropped",
+                 "gamma")
+
+
+def read_clients(folder: str) -> dict[str, np.ndarray]:
+    """The numeric columns of OUT/<label>/clients.csv the figures need, as float arrays (one
+    entry per client per aggregation round), streamed; {} when the file is absent."""
     p = os.path.join(folder, "clients.csv")
     if not os.path.isfile(p):
-        return []
+        return {}
+    cols: dict[str, list[float]] = {}
     with open(p, newline="") as fh:
-        return [{k: _cell(v) for k, v in r.items()} for r in csv.DictReader(fh)]
+        reader = csv.reader(fh)
+        head = next(reader, [])
+        idx = {k: head.index(k) for k in CLIENT_FIELDS if k in head}
+        cols = {k: [] for k in idx}
+        for row in reader:
+            for k, i in idx.items():
+                v = _num(row[i]) if i < len(row) else math.nan
+                cols[k].append(math.nan if v is None else v)
+    return {k: np.asarray(v, float) for k, v in cols.items()}
 
 
-def _cell(v: str | None) -> float | str:
-    if v in ("", None):
-        return math.nan
-    try:
-        return float(v)
-    except ValueError:
-        return v
+def concat_clients(parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    parts = [p for p in parts if p]
+    keys = set.intersection(*(set(p) for p in parts)) if parts else set()
+    return {k: np.concatenate([p[k] for p in parts]) for k in keys}
 
 
 # ------------------------------------------------------------------------------ seed groups

@@ -24,6 +24,16 @@ def show(value: object) -> str:
     return shown if len(shown) <= 80 else shown[:77] + "..."
 
 
+class _NoValue:
+    """The value of a problem about a key that has none (missing, given twice, bad syntax)."""
+
+    def __repr__(self) -> str:
+        return "(no value)"
+
+
+NO_VALUE = _NoValue()
+
+
 @dataclass(frozen=True)
 class Problem:
     """One thing wrong with an input file."""
@@ -38,6 +48,8 @@ class Problem:
         where = ""
         if self.file:
             where = f"{self.file}:{self.line}: " if self.line else f"{self.file}: "
+        if self.value is NO_VALUE or (not self.key and self.value is None):
+            return f"{where}{self.key + ': ' if self.key else ''}{self.message}"
         key = self.key or "<top level>"
         return f"{where}{key} = {show(self.value)}: {self.message}"
 

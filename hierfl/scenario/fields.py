@@ -13,7 +13,7 @@ import typing
 from dataclasses import MISSING, field
 from typing import Any, Callable, Literal, Union, get_args, get_origin
 
-from .errors import Problems
+from .errors import NO_VALUE, Problems
 
 Check = Callable[[Any], "str | None"]
 
@@ -172,7 +172,8 @@ def convert(tp: Any, value: Any, key: str, problems: Problems) -> Any:
     if origin is list:
         (inner,) = get_args(tp)
         if not isinstance(value, list):
-            problems.add(key, value, f"expected a list of {_type_name(inner)}")
+            problems.add(key, value, "expected a list" if inner is Raw
+                         else f"expected a list of {_type_name(inner)}")
             return _FAIL
         out = [convert(inner, v, f"{key}[{i}]", problems) for i, v in enumerate(value)]
         return _FAIL if any(o is _FAIL for o in out) else out
@@ -253,7 +254,7 @@ def build(cls: type, raw: dict, problems: Problems, prefix: str = "") -> Any:
         if name not in kwargs and f.default is MISSING and f.default_factory is MISSING:
             if name not in raw:
                 path = f"{prefix}.{name}" if prefix else name
-                problems.add(path, None, "required key is missing")
+                problems.add(path, NO_VALUE, "required key is missing")
             ok = False
     if not ok:
         return _FAIL

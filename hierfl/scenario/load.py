@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 
 import yaml
 
-from .errors import Problem, Problems, ScenarioError, line_of
+from .errors import NO_VALUE, Problem, Problems, ScenarioError, line_of
 from .fields import build, is_fail
 from .schema import AlgorithmEntry, DataSpec, DistSpec, LocalSpec, ModelSpec, Scenario, \
     ScenarioFile, StragglerSpec, TrainSpec
@@ -212,8 +212,7 @@ def locate(problems: list[Problem]) -> list[Problem]:
 def topology_file(sc: Scenario) -> str:
     """The file that holds a scenario's topology (the scenario itself when inline)."""
     if isinstance(sc.topology, str):
-        return os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(sc.file)),
-                                             sc.topology))
+        return os.path.normpath(os.path.join(os.path.dirname(sc.file), sc.topology))
     return sc.file
 
 
@@ -224,12 +223,12 @@ def load_topology(raw: Any, base_dir: str, file: str, problems: Problems) -> tup
     from ..topology.schema import TopologySpec
 
     topo_file, lines, prefix = file, problems.lines, "topology"
-    if isinstance(raw, str):
-        topo_file = os.path.normpath(os.path.join(base_dir, raw))
+    if isinstance(raw, str):    # named relative to the scenario, as the user wrote it
+        topo_file = os.path.normpath(os.path.join(os.path.dirname(file), raw))
         try:
             _check_file(topo_file, "topology file")
-        except ScenarioError:
-            problems.add("topology", raw, f"topology file not found: {topo_file}")
+        except ScenarioError as exc:
+            problems.add("topology", raw, f"{exc.problems[0].message}: {topo_file}")
             return None, topo_file
         try:
             doc = read_doc(topo_file, "topology file")
@@ -239,7 +238,7 @@ def load_topology(raw: Any, base_dir: str, file: str, problems: Problems) -> tup
         raw, lines, prefix = doc.data, doc.lines, ""
         tp = Problems(topo_file, lines)
         for key, line, first in doc.duplicates:
-            tp.add(key, None, f"key given twice (first on line {first}); say it once", line)
+            tp.add(key, NO_VALUE, f"key given twice (first on line {first}); say it once", line)
         problems.items.extend(tp.items)
     if not isinstance(raw, dict):
         if prefix:
@@ -315,7 +314,7 @@ def resource_problems(model: ModelSpec, n_clients: int, n_nodes: int, clients_pe
         "data": 4.0 * n_clients * rows_per_client * (dim + 1),
         "topology graph": float(GRAPH_BYTES) * (n_clients + n_nodes + 1),
     }
-    plan = 0.0
+    plan, plan_key, plan_value = 0.0, "train.local", None
     width = max(model.hidden) if model.name == "mlp" and model.hidden else 0
     for loc in locals_:
         b = max_rows if loc.batch_size == "full" else float(loc.batch_size)
@@ -325,7 +324,12 @@ def resource_problems(model: ModelSpec, n_clients: int, n_nodes: int, clients_pe
             s = 1.0
         else:
             s = (loc.epochs or 1) * math.ceil(max(rows_per_client, 1) / b)
-        plan = max(plan, 12.0 * c * s * b + 8.0 * c * b * (width + dim + out_dim))
+        size = 12.0 * c * s * b + 8.0 * c * b * (width + dim + out_dim)
+        if size > plan:
+            plan = size
+            plan_key, plan_value = (("train.local.batch_size", loc.batch_size) if b >= s else
+                                    ("train.local.steps", loc.steps) if loc.steps is not None
+                                    else ("train.local.epochs", loc.epochs))
     parts["minibatch plan"] = plan
     total, limit = sum(parts.values()), memory_limit()
     if total <= limit:
@@ -338,7 +342,7 @@ def resource_problems(model: ModelSpec, n_clients: int, n_nodes: int, clients_pe
                   "one round": ("train.clients_per_round", c),
                   "data": ("data", f"{n_clients * rows_per_client:.3g} rows x {dim}"),
                   "topology graph": ("topology.clients.count", n_clients),
-                  "minibatch plan": ("train.local", f"{plan / 2**30:.3g} GiB of batch indices")
+                  "minibatch plan": (plan_key, plan_value)
                   }[worst]
     return [(key, value, msg)]
 
@@ -516,7 +520,7 @@ def load(path: str, seed: int | None = None, rounds: int | None = None,
         raise ScenarioError.one(file, "", raw, f"a scenario must be a mapping of keys (the file "
                                 f"is {what}); see scenarios/quickstart.yaml")
     for key, line, first in doc.duplicates:
-        p.add(key, None, f"key given twice (first on line {first}); say it once", line)
+        p.add(key, NO_VALUE, f"key given twice (first on line {first}); say it once", line)
     base_dir = os.path.dirname(os.path.abspath(path))
     sf = build(ScenarioFile, raw, p)
     topo_spec, _ = (load_topology(raw["topology"], base_dir, file, p)

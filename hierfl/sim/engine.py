@@ -200,7 +200,7 @@ class Simulation:
         mode = self.stragglers.drop
         if mode == "never" or not stragglers.any():
             return np.zeros_like(stragglers)
-        if mode == "always" or self.entry.name == "fedavg":
+        if mode == "always" or self.algo.drops_stragglers:
             return stragglers.copy()
         return np.zeros_like(stragglers)
 

@@ -44,7 +44,8 @@ def check_assignment(lists: Any, n_children: int, n_parents: int, child: str, pa
     if missing:
         shown = ", ".join(str(c) for c in missing[:10]) + (", ..." if len(missing) > 10 else "")
         ids = f"id {shown} is" if len(missing) == 1 else f"ids {shown} are"
-        p.add(key, f"{len(missing)} missing", f"{child} {ids} under no {parent}: "
+        p.add(key, missing if len(missing) <= 10 else f"{len(missing)} ids",
+              f"{child} {ids} under no {parent}: "
               f"list every id 0..{n_children - 1} exactly once")
 
 
@@ -83,7 +84,9 @@ def _walk(obj: Any, key: str, p: Problems) -> None:
             if strict is not None and v is not None:
                 msg = _dist_problem(v, strict)
                 if msg:
-                    p.add(k, v if not isinstance(v, DistSpec) else dataclasses.asdict(v), msg)
+                    shown = v if not isinstance(v, DistSpec) else {
+                        a: b for a, b in dataclasses.asdict(v).items() if b is not None}
+                    p.add(k, shown, msg)
                 continue
             _walk(v, k, p)
     elif isinstance(obj, list):

@@ -224,7 +224,9 @@ def validate_graph(g: nx.DiGraph, file: str = "") -> None:
     p = Problems(file)
     roles = nx.get_node_attributes(g, "role")
     for n in g.nodes:
-        if roles.get(n) not in ("cloud", "edge", "client"):
+        if not isinstance(n, str):
+            p.add(f"nodes.{n}", n, "node names must be strings (cloud, edge<i>, client<k>, ...)")
+        elif roles.get(n) not in ("cloud", "edge", "client"):
             p.add(f"nodes.{n}.role", roles.get(n), "expected cloud, edge or client")
     p.raise_if_any()
     clouds = [n for n, r in roles.items() if r == "cloud"]
@@ -238,7 +240,7 @@ def validate_graph(g: nx.DiGraph, file: str = "") -> None:
         if role == "cloud":
             continue
         parent = g.nodes[n].get("parent")
-        if parent not in g:
+        if not isinstance(parent, str) or parent not in g:
             p.add(f"nodes.{n}.parent", parent, "no such node: every node needs a path to the cloud")
             continue
         if role == "client" and roles.get(parent) != "edge":
@@ -266,6 +268,10 @@ def validate_graph(g: nx.DiGraph, file: str = "") -> None:
         f = g.nodes[n].get("flops")
         if isinstance(f, bool) or not isinstance(f, (int, float)) or not np.isfinite(f) or f <= 0:
             p.add(f"nodes.{n}.flops", f, "must be a finite number > 0")
+    for a, b in g.edges:        # links only join a node and its parent: the graph is a tree
+        if g.nodes[a].get("parent") != b and g.nodes[b].get("parent") != a:
+            p.add(f"links.{a}->{b}", None, "a link must join a node and its parent "
+                  "(the topology must be a tree)")
     p.raise_if_any()
     # every parent chain must reach the cloud without a cycle
     for n in g.nodes:
