@@ -169,7 +169,8 @@ def parser() -> argparse.ArgumentParser:
     dc = sub.add_parser("docs", help="generate docs/scenario.md from the schema")
     dc.add_argument("--check", action="store_true",
                     help="exit 1 if the file on disk differs from the generated one")
-    dc.add_argument("--path", default=None, help="file to write or check (default docs/scenario.md)")
+    dc.add_argument("--path", default=None,
+                    help="file to write or check (default docs/scenario.md)")
     dc.set_defaults(fn=cmd_docs)
     sw = sub.add_parser("sweep", help="run a base scenario over a grid of values, in parallel; "
                         "resumes an interrupted sweep")

@@ -82,7 +82,8 @@ def _figure(path: str, caption: str) -> str:
     style = f' style="width:{width}px"' if width else ""
     size = f' width="{width}"' if width else ""
     return (f'<figure{style}><img src="data:image/png;base64,{data}"{size} alt="{e(caption)}">'
-            f'<figcaption>{e(caption)} — <a href="{e(base)}">PNG</a> · <a href="{e(svg)}">SVG</a>'
+            f'<figcaption>{e(caption)} — <a href="{e(base)}">PNG</a> · '
+            f'<a href="{e(svg)}">SVG</a>'
             "</figcaption></figure>")
 
 

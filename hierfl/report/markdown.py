@@ -310,6 +310,9 @@ def build(out: str, runs: list[Run], title: str, target: float | None, prefix: b
         s = g.members[0]
         tl = _safe(notes, f"timeline ({g.label})", tline.load, s.folder, timeline_round)
         if tl is None or not tl.bars:
+            if os.path.isfile(os.path.join(s.folder, "trace.csv")):
+                notes.append(f"{g.label}: trace.csv has no events of cloud round "
+                             f"{timeline_round}; no timeline drawn.")
             continue
         name = "timeline_" + "".join(c if c.isalnum() or c in "-_." else "_" for c in g.label)
         path = _safe(notes, f"timeline ({g.label})", plots.timeline_figure, tl, g.label,

@@ -200,7 +200,8 @@ def gamma_figure(groups: list[Group], colours: dict[str, str],
         for med in bp["medians"]:
             med.set_color("black")
         ax.set_xticks(range(1, len(data) + 1), [g.label for g, _ in data],
-                      rotation=20 if len(data) > 4 else 0, ha="right" if len(data) > 4 else "center")
+                      rotation=20 if len(data) > 4 else 0,
+                      ha="right" if len(data) > 4 else "center")
         for i, (g, _) in enumerate(data, 1):
             t = targets.get(g.key)
             if t is not None:
@@ -382,9 +383,12 @@ def topology_figure(summary: dict, path: str) -> str | None:
             cnt = np.asarray(counts, float)
             size = 12 + 120 * np.sqrt(cnt / cnt.max())
         many = len(clients) > 300
-        sc = ax.scatter([x[c] for c in clients], [-max_d] * len(clients),
-                        c=cf, s=size if not many else 6, cmap="viridis", zorder=3,
-                        edgecolors="black" if not many else "none", linewidths=0.4)
+        if many:       # a strip of ticks, one per client, coloured by speed
+            sc = ax.scatter([x[c] for c in clients], [-max_d] * len(clients), c=cf, s=160,
+                            marker="|", cmap="viridis", zorder=3, linewidths=1.2)
+        else:
+            sc = ax.scatter([x[c] for c in clients], [-max_d] * len(clients), c=cf, s=size,
+                            cmap="viridis", zorder=3, edgecolors="black", linewidths=0.4)
         fig.colorbar(sc, ax=ax, label="client speed (GFLOP/s)", pad=0.01, fraction=0.04)
         ax.scatter([x[a] for a in aggs], [-dep[a] for a in aggs], marker="s", s=70,
                    color="#4C72B0", zorder=3, edgecolors="black", linewidths=0.5)
@@ -406,8 +410,8 @@ def topology_figure(summary: dict, path: str) -> str | None:
         ax.spines[["bottom", "left"]].set_visible(False)
         ax.set_ylim(-max_d - 0.45, 0.4)
         ax.set_xlim(-1, max(len(clients), 1))
-        ax.set_title(f"{len(clients)} clients (marker area ∝ training samples), "
-                     f"{len(aggs)} aggregators", fontsize=10)
+        sized = "" if many else " (marker area ∝ training samples)"
+        ax.set_title(f"{len(clients)} clients{sized}, {len(aggs)} aggregators", fontsize=10)
         return save(fig, path)
 
 

@@ -54,18 +54,6 @@ def read_round(path: str, round_: int) -> list[Event]:
     return out
 
 
-def rounds_in(path: str, limit: int = 1_000_000) -> list[int]:
-    """Cloud rounds that have a round_end in the trace (reads at most `limit` rows)."""
-    done = []
-    with open(path, newline="") as fh:
-        for i, row in enumerate(csv.DictReader(fh)):
-            if i >= limit:
-                break
-            if row["kind"] == "round_end":
-                done.append(int(float(row["value"])))
-    return done
-
-
 def _natural(name: str) -> tuple[str, int]:
     head = name.rstrip("0123456789")
     tail = name[len(head):]

@@ -61,15 +61,18 @@ class Link:
         self.tier, self.direction = tier, direction
         self.trace, self.ledger = trace, ledger
         self.failures = failures
-        self.wire = simpy.Resource(env, capacity=1)
+        self.busy_until = 0.0     # FIFO: the wire is reserved in request order
 
     def _transmit(self, nbytes: float):
-        with self.wire.request() as req:
-            yield req
-            self.trace.add(self.env.now, self.src, "send", self.dst, nbytes)
-            self.ledger.add(self.tier, self.direction, nbytes)
-            start = self.env.now
-            yield self.env.timeout(nbytes / self.bandwidth)
+        now = self.env.now
+        start = now if self.busy_until <= now else self.busy_until
+        tx = nbytes / self.bandwidth
+        self.busy_until = start + tx
+        if start > now:
+            yield self.env.timeout(start - now)
+        self.trace.add(self.env.now, self.src, "send", self.dst, nbytes)
+        self.ledger.add(self.tier, self.direction, nbytes)
+        yield self.env.timeout(tx)
         return start
 
     def send(self, nbytes: float):

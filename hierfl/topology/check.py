@@ -110,6 +110,10 @@ def check_spec(spec: Any, p: Problems, prefix: str = "") -> None:
     tiers = getattr(spec, "tier_list", None)
     if tiers is None:           # a single edges: tier
         tiers = [spec.edges]
+    if not tiers:
+        p.add(_join(prefix, "tiers"), [], "list at least one tier of aggregators (clients "
+              "hang under the bottom one), or use edges:")
+        return
     names = [getattr(t, "name", "edge") for t in tiers]
     for i, name in enumerate(names):
         key = _join(prefix, f"tiers[{i}].name")

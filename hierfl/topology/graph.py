@@ -15,7 +15,7 @@ import networkx as nx
 import numpy as np
 
 from .. import seeding
-from ..scenario.errors import Problems, ScenarioError
+from ..scenario.errors import NO_VALUE, Problems, ScenarioError
 from .dist import draw
 from .schema import LinkSpec, TopologySpec
 
@@ -135,15 +135,24 @@ def read_graph_file(path: str) -> nx.DiGraph:
     """networkx node-link JSON or GraphML, with the node and link attributes above."""
     if not os.path.isfile(path):
         raise ScenarioError.one(path, "graph", path, "graph file not found")
+    from ..scenario.load import MAX_BYTES
+
+    if os.path.getsize(path) > MAX_BYTES:
+        raise ScenarioError.one(path, "graph", path, f"graph file larger than {MAX_BYTES} bytes")
     try:
         if path.endswith((".graphml", ".xml")):
             g = nx.read_graphml(path)
         else:
             with open(path, encoding="utf-8") as fh:
                 data = json.load(fh)
+            if not isinstance(data, dict):
+                raise ValueError("node-link JSON is a mapping with nodes: and links:")
             key = "links" if "links" in data else "edges"
             g = nx.node_link_graph(data, directed=True, multigraph=False, edges=key)
-    except (OSError, ValueError, KeyError, TypeError, nx.NetworkXError) as exc:
+    except RecursionError:
+        raise ScenarioError.one(path, "graph", path, "cannot read graph: nested too deeply") \
+            from None
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, nx.NetworkXError) as exc:
         raise ScenarioError.one(path, "graph", path, f"cannot read graph: {exc}") from None
     return nx.DiGraph(g)
 
@@ -235,7 +244,8 @@ def validate_graph(g: nx.DiGraph, file: str = "") -> None:
         p.raise_if_any()
     if not any(r == "client" for r in roles.values()):
         p.add("nodes", None, "a topology needs at least one client")
-    has_agg_child = {g.nodes[n].get("parent") for n, r in roles.items() if r == "edge"}
+    has_agg_child = {g.nodes[n].get("parent") for n, r in roles.items()
+                     if r == "edge" and isinstance(g.nodes[n].get("parent"), str)}
     for n, role in roles.items():
         if role == "cloud":
             continue
@@ -270,7 +280,7 @@ def validate_graph(g: nx.DiGraph, file: str = "") -> None:
             p.add(f"nodes.{n}.flops", f, "must be a finite number > 0")
     for a, b in g.edges:        # links only join a node and its parent: the graph is a tree
         if g.nodes[a].get("parent") != b and g.nodes[b].get("parent") != a:
-            p.add(f"links.{a}->{b}", None, "a link must join a node and its parent "
+            p.add(f"links.{a}->{b}", NO_VALUE, "a link must join a node and its parent "
                   "(the topology must be a tree)")
     p.raise_if_any()
     # every parent chain must reach the cloud without a cycle
@@ -288,6 +298,9 @@ def validate_graph(g: nx.DiGraph, file: str = "") -> None:
         while cur != "cloud":
             cur, k = g.nodes[cur]["parent"], k + 1
         depths[c] = k
+    if depths and max(depths.values()) > 100:
+        raise ScenarioError.one(file, "nodes", max(depths.values()),
+                                "a tree deeper than 100 tiers (resource guard)")
     if len(set(depths.values())) > 1:
         raise ScenarioError.one(file, "nodes", sorted(set(depths.values())),
                                 "every client must be at the same depth below the cloud")
