@@ -17,14 +17,16 @@ from ..models.functional import Model
 
 class Executor(Protocol):
     def run(self, program: LocalProgram, plan: BatchPlan, full: Batch, budgets: torch.Tensor,
-            lr: float, gamma: float | None, check_every: int) -> SolveResult: ...
+            lr: float, gamma: float | None, check_every: int,
+            measure: bool = True) -> SolveResult: ...
 
 
 class BatchedExecutor:
     def run(self, program: LocalProgram, plan: BatchPlan, full: Batch, budgets: torch.Tensor,
-            lr: float, gamma: float | None, check_every: int) -> SolveResult:
+            lr: float, gamma: float | None, check_every: int,
+            measure: bool = True) -> SolveResult:
         with torch.no_grad():
-            return solve(program, plan, full, budgets, lr, gamma, check_every)
+            return solve(program, plan, full, budgets, lr, gamma, check_every, measure)
 
 
 class AutogradModel(Model):
@@ -53,7 +55,8 @@ def concat_results(parts: list[SolveResult]) -> SolveResult:
 
 class SequentialExecutor:
     def run(self, program: LocalProgram, plan: BatchPlan, full: Batch, budgets: torch.Tensor,
-            lr: float, gamma: float | None, check_every: int) -> SolveResult:
+            lr: float, gamma: float | None, check_every: int,
+            measure: bool = True) -> SolveResult:
         parts = []
         c = budgets.shape[0]
         for i in range(c):
@@ -61,7 +64,7 @@ class SequentialExecutor:
             prog = program.select(sel)
             prog = with_model(prog, AutogradModel(prog.model))  # type: ignore[attr-defined]
             parts.append(solve(prog, plan.select(sel), full.rows(sel), budgets[sel], lr,
-                               gamma, check_every))
+                               gamma, check_every, measure))
         return concat_results(parts)
 
 

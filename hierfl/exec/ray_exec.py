@@ -96,12 +96,12 @@ def _as_tensor(a: np.ndarray) -> torch.Tensor:
 
 def solve_chunk(program: LocalProgram, rows: torch.Tensor, weights: torch.Tensor,
                 x: np.ndarray, y: np.ndarray, full: Batch, budgets: torch.Tensor, lr: float,
-                gamma: float | None, check_every: int) -> SolveResult:
+                gamma: float | None, check_every: int, measure: bool = True) -> SolveResult:
     """One chunk of clients, in a Ray worker: the batched solver, one torch thread."""
     torch.set_num_threads(1)
     plan = BatchPlan(rows, weights, _as_tensor(x), _as_tensor(y))
     with torch.no_grad():
-        return solve(program, plan, full, budgets, lr, gamma, check_every)
+        return solve(program, plan, full, budgets, lr, gamma, check_every, measure)
 
 
 _REMOTE: dict[str, object] = {}
@@ -130,11 +130,12 @@ class RayExecutor:
         return [torch.arange(lo, min(lo + k, c)) for lo in range(0, c, k)]
 
     def run(self, program: LocalProgram, plan: BatchPlan, full: Batch, budgets: torch.Tensor,
-            lr: float, gamma: float | None, check_every: int) -> SolveResult:
+            lr: float, gamma: float | None, check_every: int,
+            measure: bool = True) -> SolveResult:
         c = budgets.shape[0]
         if c == 0:
             with torch.no_grad():
-                return solve(program, plan, full, budgets, lr, gamma, check_every)
+                return solve(program, plan, full, budgets, lr, gamma, check_every, measure)
         connect(self.address)
         x_ref, y_ref = DATA.ref(plan.x), DATA.ref(plan.y)
         task = _remote_solve()
@@ -143,6 +144,6 @@ class RayExecutor:
             part = plan.select(idx)
             futures.append(task.remote(program.select(idx), part.rows, part.weights, x_ref,
                                        y_ref, full.rows(idx), budgets[idx], lr, gamma,
-                                       check_every))
+                                       check_every, measure))
         self.tasks += len(futures)
         return concat_results(ray.get(futures))

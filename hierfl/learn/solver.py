@@ -120,8 +120,13 @@ def _segments(plan: BatchPlan, start: int, stop: int):
 
 
 def solve(program: LocalProgram, plan: BatchPlan, full: Batch, budgets: torch.Tensor,
-          lr: float, gamma: float | None = None, check_every: int = 5) -> SolveResult:
+          lr: float, gamma: float | None = None, check_every: int = 5,
+          measure: bool = True) -> SolveResult:
     """Run up to budgets[k] steps for each client k; stop client k early once gamma-inexact.
+
+    `measure`: report the achieved gamma (a full-data gradient at the start and at the end of
+    every client, not charged in simulated time) even without a gamma target; with a target
+    it is always reported. Without either, `full` is not used and may hold no rows.
 
     A program may define `prepare(state, full) -> state`: state that needs the full local data
     at the start point (SCAFFOLD option I's grad F_k(w^t)). It is charged as the one full-data
@@ -136,7 +141,7 @@ def solve(program: LocalProgram, plan: BatchPlan, full: Batch, budgets: torch.Te
     if prepare is not None:
         s = prepare(s, full)
     c = budgets.shape[0]
-    g0 = program.grad_h(s, full)
+    g0 = program.grad_h(s, full) if measure or gamma is not None else None
     g0n = g0.norm(dim=1) if g0 is not None else None
     check = gamma is not None and g0n is not None
     budget = [int(b) for b in budgets.tolist()]
@@ -176,7 +181,8 @@ def solve(program: LocalProgram, plan: BatchPlan, full: Batch, budgets: torch.Te
         rows = torch.tensor([active[j] for j in sorted(leave)])
         for o, t in zip(out, st):
             o[rows] = t[gone]
-        stay = [j for j in range(len(active)) if j not in set(leave)]
+        gone_set = set(leave)
+        stay = [j for j in range(len(active)) if j not in gone_set]
         active = [active[j] for j in stay]
         if active:
             keep = torch.tensor(stay)

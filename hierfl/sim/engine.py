@@ -22,7 +22,7 @@ from .. import seeding
 from ..algorithms.base import Algorithm, RoundCtx, Upload
 from ..data.federated import FederatedData
 from ..exec.local import Executor
-from ..learn.batches import full_plan, minibatch_plan, steps_for
+from ..learn.batches import Batch, full_plan, minibatch_plan, steps_for
 from ..learn.solver import SolveResult
 from ..scenario.schema import AlgorithmEntry, Scenario
 from ..topology.graph import Topology
@@ -145,8 +145,8 @@ class Simulation:
         return self.inflight == 0
 
     def send(self, src: str, dst: str, nbytes: float):
-        """A process whose value is the arrival time, or None if the message was lost."""
-        return self.env.process(self.links[src, dst].send(nbytes))
+        """Generator (use with `yield from`): the arrival time, or None if the message was lost."""
+        return self.links[src, dst].send(nbytes)
 
     def tier_rounds(self, node: str) -> int:
         """Aggregation rounds an aggregator runs per round of its parent."""
@@ -168,9 +168,15 @@ class Simulation:
         budgets, strag = plan_budgets(self, t, r, sel, planned, program.grad_evals_per_step)
         plan = minibatch_plan(self.data.offsets, sel, self.local.batch_size, budgets,
                               self.sc.seed, t, r, self.data.x, self.data.y)
-        full = full_plan(self.data.offsets, sel, self.data.x, self.data.y).at(0)
+        # the achieved gamma is measured in evaluated rounds (train.eval_every) or for a target
+        measure = t % self.sc.train.eval_every == 0 or t >= self.sc.train.rounds
+        if measure or self.local.gamma is not None or hasattr(program, "prepare"):
+            full = full_plan(self.data.offsets, sel, self.data.x, self.data.y).at(0)
+        else:                                       # not needed: no rows
+            full = Batch(self.data.x[:0].expand(len(sel), 0, -1), self.data.y[:0].expand(
+                len(sel), 0, *self.data.y.shape[1:]), self.data.x.new_zeros(len(sel), 0))
         res = self.executor.run(program, plan, full, torch.from_numpy(budgets), ctx.lr,
-                                self.local.gamma, self.local.check_every)
+                                self.local.gamma, self.local.check_every, measure=measure)
         up = self.algo.finish(clients, start, res, ctx)
         # compute cost: FLOPs of every sample-gradient evaluated, forward + backward = 3 x forward
         valid = (plan.weights > 0).sum(-1).cumsum(1)                   # (C, S) rows so far
@@ -239,7 +245,7 @@ class Simulation:
                 collector: Collector, preagg: "PreAgg | None" = None):
         """Download, compute, upload (relayed to the cloud when `relay`)."""
         rec, name = work.recs[i], self.topo.clients[k]
-        if (yield self.send(parent, name, down_bytes)) is None:
+        if (yield from self.send(parent, name, down_bytes)) is None:
             return self._fail(collector, k, rec, preagg)
         self.trace.add(self.env.now, name, "compute_start", "", rec.steps)
         crash = self.failures.crash_after(self.round, rec.edge_round, k, float(work.ctime[i]))
@@ -257,7 +263,7 @@ class Simulation:
         t_up, nbytes = self.env.now, float(work.up_bytes[i])
         hops = [name, parent] if (not relay or preagg is not None) else self.topo.path_up(name)
         for j, (a, b) in enumerate(zip(hops[:-1], hops[1:])):
-            if (yield self.send(a, b, nbytes)) is None:       # lost: the link counted this hop
+            if (yield from self.send(a, b, nbytes)) is None:       # lost: the link counted this hop
                 self.ledger.wasted += nbytes * j               # the hops before it are wasted too
                 return self._fail(collector, k, rec, preagg)
         rec.upload_s = self.env.now - t_up
@@ -341,7 +347,7 @@ class Simulation:
 
     def _flat_child(self, parent: str, node: str, sel, pos, down_bytes, work, col, partials,
                     preagg):
-        if (yield self.send(parent, node, down_bytes)) is None:
+        if (yield from self.send(parent, node, down_bytes)) is None:
             for k in self.under[node]:
                 if int(k) in pos and not work.drop[pos[int(k)]]:
                     self._fail(col, int(k), work.recs[pos[int(k)]], None)
@@ -363,7 +369,7 @@ class Simulation:
         nbytes = message_bytes(tensors) + 4.0      # the partial sums + their total weight
         path = self.topo.path_up(edge)
         for a, b in zip(path[:-1], path[1:]):
-            if (yield self.send(a, b, nbytes)) is None:
+            if (yield from self.send(a, b, nbytes)) is None:
                 col.fail(edge)
                 return
         if col.arrive(edge):
@@ -396,7 +402,7 @@ class Simulation:
     def _hier_child(self, parent: str, node: str, t: int, sel: np.ndarray, model: torch.Tensor,
                     down_bytes: float, col: Collector, uploads: dict, info: RoundInfo,
                     report: bool = True):
-        if (yield self.send(parent, node, down_bytes)) is None:
+        if (yield from self.send(parent, node, down_bytes)) is None:
             col.fail(node)
             return
         msg = yield from self._aggregator(node, t, sel, model, info)
@@ -405,7 +411,7 @@ class Simulation:
         if msg is None:
             col.fail(node)
             return
-        if (yield self.send(node, parent, message_bytes(msg))) is None:
+        if (yield from self.send(node, parent, message_bytes(msg))) is None:
             col.fail(node)
             return
         if col.arrive(node):

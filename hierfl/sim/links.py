@@ -72,14 +72,13 @@ class Link:
             yield self.env.timeout(start - now)
         self.trace.add(self.env.now, self.src, "send", self.dst, nbytes)
         self.ledger.add(self.tier, self.direction, nbytes)
-        yield self.env.timeout(tx)
-        return start
+        return start, tx
 
     def send(self, nbytes: float):
-        """simpy process: queue, transmit, propagate. Returns the arrival time, or None if the
+        """Generator: queue, transmit, propagate. Returns the arrival time, or None if the
         message met an outage (it is counted as sent and as wasted)."""
-        start = yield from self._transmit(nbytes)
-        yield self.env.timeout(self.latency)
+        start, rest = yield from self._transmit(nbytes)
+        yield self.env.timeout(rest + self.latency)   # transmission left + propagation
         if self.failures is not None and self.failures.lost(self.src, self.dst, start,
                                                             self.env.now):
             self.trace.add(self.env.now, self.dst, "lost", self.src, nbytes)
@@ -134,4 +133,4 @@ class FairLink(Link):
                 break
         del self.active[tid]
         self._notify()
-        return start
+        return start, 0.0
