@@ -2,8 +2,8 @@
 value and what is allowed: `file:line: key = value: message`."""
 from __future__ import annotations
 
-import reprlib
 import re
+import reprlib
 from dataclasses import dataclass
 
 _SHOW = reprlib.Repr()

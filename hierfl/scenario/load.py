@@ -195,7 +195,7 @@ def locate(problems: list[Problem]) -> list[Problem]:
     cache: dict[str, dict[str, int]] = {}
     out = []
     for p in problems:
-        if p.line is None and p.file and p.key:
+        if p.line is None and p.file and p.key and p.file.endswith((".yaml", ".yml")):
             if p.file not in cache:
                 try:
                     cache[p.file] = read_doc(p.file).lines

@@ -103,7 +103,8 @@ class Simulation:
         self.round = 0
         self._calls: dict[tuple[int, str], int] = {}   # (cloud round, aggregator) -> calls
         self._sel_set: set[int] = set()
-        self.under = {n: np.array(sorted(topo.graph.nodes[c]["index"] for c in self._leaves(n)),
+        self.index = {name: k for k, name in enumerate(topo.clients)}   # client name -> id
+        self.under = {n: np.array(sorted(self.index[c] for c in self._leaves(n)),
                                   dtype=np.int64) for n in topo.graph.nodes
                       if not topo.is_client(n)}
 
@@ -235,7 +236,7 @@ class Simulation:
         out = []
         for kid in self.topo.children[node]:
             if self.topo.is_client(kid):
-                if self.topo.graph.nodes[kid]["index"] in self._sel_set:
+                if self.index[kid] in self._sel_set:
                     out.append(kid)
             elif np.isin(self.under[kid], sel).any():
                 out.append(kid)
@@ -330,14 +331,14 @@ class Simulation:
         bottom = kids and self.topo.is_client(kids[0])
         pa = None
         if bottom and preagg:
-            members = [int(self.topo.graph.nodes[c]["index"]) for c in kids]
+            members = [self.index[c] for c in kids]
             live = [k for k in members if not work.drop[pos[k]]]
             if live:
                 pa = PreAgg(Collector(self.env, len(live), self.sc.train.round, opened=col.opened))
                 self.spawn(self._preagg_up(node, pa, pos, work, col, partials))
         for kid in kids:
             if self.topo.is_client(kid):
-                k = int(self.topo.graph.nodes[kid]["index"])
+                k = self.index[kid]
                 self.spawn(self._client(k, pos[k], node, down_bytes, work, True, col, pa))
             else:
                 self.spawn(self._flat_child(node, kid, sel, pos, down_bytes, work, col,
@@ -428,7 +429,7 @@ class Simulation:
             if kids and self.topo.is_client(kids[0]):
                 r = self._calls.get((t, node), 0)     # keyed by round: an edge that does not
                 self._calls[t, node] = r + 1          # report may still run into round t + 1
-                members = np.array([self.topo.graph.nodes[c]["index"] for c in kids], np.int64)
+                members = np.array([self.index[c] for c in kids], np.int64)
                 work = self.train(t, r, members, start)
                 col = Collector(self.env, int((~work.drop).sum()), policy)
                 db = message_bytes((start,))

@@ -194,7 +194,15 @@ class Topology:
         return out
 
     def is_client(self, node: str) -> bool:
-        return self.graph.nodes[node]["role"] == "client"
+        return node in self.client_set
+
+    @property
+    def client_set(self) -> frozenset[str]:
+        cached = self.__dict__.get("_client_set")
+        if cached is None:
+            cached = frozenset(self.clients)
+            object.__setattr__(self, "_client_set", cached)
+        return cached
 
     @classmethod
     def from_graph(cls, g: nx.DiGraph, file: str = "") -> "Topology":
