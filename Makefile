@@ -3,6 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 PIP := $(BIN)/pip install -c constraints.txt
 STAMP := $(VENV)/.installed
+DEV_STAMP := $(VENV)/.installed-dev
 
 .PHONY: demo test bench install clean browser
 
@@ -10,15 +11,20 @@ $(BIN)/python:
 	$(PY) -m venv $(VENV)
 
 $(STAMP): $(BIN)/python pyproject.toml constraints.txt
-	$(PIP) -q -e ".[dev,ray]"
+	$(PIP) -q -e .
 	touch $(STAMP)
+
+# the tests also need pytest, hypothesis and Ray (a real local Ray cluster in tests/test_ray.py)
+$(DEV_STAMP): $(STAMP)
+	$(PIP) -q -e ".[dev,ray]"
+	touch $(DEV_STAMP)
 
 install: $(STAMP)
 
 demo: $(STAMP)
 	$(BIN)/hierfl run scenarios/quickstart.yaml
 
-test: $(STAMP) browser
+test: $(DEV_STAMP) browser
 	$(BIN)/python -m pytest
 
 # The report's browser test loads report.html in Chromium (Debian's package). Installed when
@@ -29,7 +35,7 @@ browser:
 	  echo "note: chromium is not installed (apt-get install -y chromium needs root);" \
 	       "tests/test_report.py's browser test will be skipped"
 
-bench: $(STAMP)
+bench: $(DEV_STAMP)
 	$(BIN)/python benchmarks/run.py
 
 clean:

@@ -160,8 +160,11 @@ def check(text: str) -> None:
     if rc == 0:
         assert "is valid" in out, (out, text)
     else:
-        lines = [ln for ln in err.splitlines() if ln.startswith("  ")]
-        assert err.startswith("error: ") and lines, (err, text)
+        all_lines = err.splitlines()    # (a numpy warning may come first)
+        starts = [i for i, ln in enumerate(all_lines) if ln.startswith("error: ")]
+        assert len(starts) == 1, (err, text)
+        lines = [ln for ln in all_lines[starts[0] + 1:] if ln.startswith("  ")]
+        assert lines, (err, text)
         assert all(": " in ln for ln in lines), (err, text)
 
 

@@ -191,10 +191,12 @@ def cli(*argv: str) -> tuple[int, str, str]:
 
 def _check(err: str, fragments: list[str], count: int | None) -> None:
     assert "Traceback" not in err
-    assert err.startswith("error: "), err
+    lines = err.splitlines()        # (a numpy warning may come first)
+    starts = [i for i, ln in enumerate(lines) if ln.startswith("error: ")]
+    assert len(starts) == 1, err
     for f in fragments:
         assert f in err, f"{f!r} not in:\n{err}"
-    problems = [ln for ln in err.splitlines() if ln.startswith("  ")]
+    problems = [ln for ln in lines[starts[0] + 1:] if ln.startswith("  ")]
     if count is not None:
         assert len(problems) == count, err
 

@@ -1,8 +1,9 @@
 """Executors: run one aggregation round's client work, given a LocalProgram and a batch plan.
 
-`BatchedExecutor` advances every client of the call at once (stacked parameters, masked by step
-budgets). `SequentialExecutor` is the reference: one client at a time, with autograd gradients
-instead of the closed forms, so the two check each other."""
+`BatchedExecutor` advances every client of the call at once (stacked parameters; a client
+leaves the batch when its step budget runs out or its gamma target is met).
+`SequentialExecutor` is the reference: one client at a time, in a plain step loop, with
+autograd gradients instead of the closed forms, so the two check each other."""
 from __future__ import annotations
 
 import dataclasses
@@ -53,18 +54,52 @@ def concat_results(parts: list[SolveResult]) -> SolveResult:
                                 for f in ("steps", "grad_evals", "full_evals", "gamma")))
 
 
+def solve_alone(program: LocalProgram, plan: BatchPlan, full: Batch, budget: int, lr: float,
+                gamma: float | None, check_every: int, measure: bool = True) -> SolveResult:
+    """The solver's contract for one client, written as plainly as possible (the reference
+    the batched solver is tested against): `budget` steps on plan.at(0), plan.at(1), ...;
+    with a gamma target, a check every `check_every` steps before the last one, stopping at
+    the first check where ||grad h|| <= gamma ||grad h(start)||."""
+    s = program.init()
+    prepare = getattr(program, "prepare", None)
+    if prepare is not None:
+        s = prepare(s, full)
+    g0 = program.grad_h(s, full) if measure or gamma is not None else None
+    steps, checks = budget, 0
+    for i in range(budget):
+        s = program.step(s, plan.at(i), lr)
+        done = i + 1
+        if gamma is not None and g0 is not None and done % check_every == 0 and done < budget:
+            checks += 1
+            if float(program.grad_h(s, full).norm()) <= gamma * float(g0.norm()):
+                steps = done
+                break
+    if g0 is not None:
+        ach = program.grad_h(s, full).norm(dim=1) / g0.norm(dim=1).clamp_min(1e-30)
+    else:
+        ach = torch.full((1,), float("nan"))
+    steps_t = torch.tensor([steps], dtype=torch.long)
+    full_evals = torch.tensor([checks + (1 if gamma is not None or prepare is not None else 0)])
+    return SolveResult(s, steps_t, steps_t * program.grad_evals_per_step, full_evals, ach)
+
+
 class SequentialExecutor:
+    """One client at a time, autograd gradients, the plain loop of `solve_alone`."""
+
     def run(self, program: LocalProgram, plan: BatchPlan, full: Batch, budgets: torch.Tensor,
             lr: float, gamma: float | None, check_every: int,
             measure: bool = True) -> SolveResult:
-        parts = []
         c = budgets.shape[0]
+        if c == 0:
+            return solve(program, plan, full, budgets, lr, gamma, check_every, measure)
+        parts = []
         for i in range(c):
             sel = torch.tensor([i])
             prog = program.select(sel)
             prog = with_model(prog, AutogradModel(prog.model))  # type: ignore[attr-defined]
-            parts.append(solve(prog, plan.select(sel), full.rows(sel), budgets[sel], lr,
-                               gamma, check_every, measure))
+            with torch.no_grad():
+                parts.append(solve_alone(prog, plan.select(sel), full.rows(sel),
+                                         int(budgets[i]), lr, gamma, check_every, measure))
         return concat_results(parts)
 
 
