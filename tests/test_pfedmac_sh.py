@@ -323,7 +323,8 @@ def test_l1_exact_zeros_and_sparse_uploads_through_the_hierarchy(tmp_path):
 
 
 def smooth_solution(b, gamma, rho):
-    """argmin (1/2) t^2 - b t + gamma rho log cosh(t / rho): bisection on t - b + gamma tanh(t/rho)."""
+    """argmin (1/2) t^2 - b t + gamma rho log cosh(t / rho), by bisection on
+    t - b + gamma tanh(t / rho) = 0."""
     lo, hi = np.full_like(b, -10.0), np.full_like(b, 10.0)
     for _ in range(200):
         mid = (lo + hi) / 2

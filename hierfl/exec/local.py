@@ -42,6 +42,9 @@ class AutogradModel(Model):
     def grad(self, w, x, y, m):  # type: ignore[override]
         return self.loss_grad_autograd(w, x, y, m)[1]
 
+    def sgd_steps(self, *args, **kwargs):  # type: ignore[override]
+        return None                       # no fused closed form: one autograd step at a time
+
 
 def with_model(program: LocalProgram, model: Model) -> LocalProgram:
     """Swap the model of a program (every program is a dataclass with a `model` field)."""

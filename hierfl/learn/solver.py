@@ -13,7 +13,7 @@ import torch
 
 from ..models.functional import Model
 from .batches import Batch, BatchPlan
-from .terms import L1, Smooth, Term, split
+from .terms import L1, Linear, Prox, Smooth, Term, split
 
 State = tuple[torch.Tensor, ...]
 GradFn = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor],
@@ -91,6 +91,26 @@ class TermsProgram:
     def grad_h(self, s: State, full: Batch) -> torch.Tensor:
         return self._grad(s[0], full)
 
+    def run_steps(self, s: State, span: Batch, lr: float) -> State | None:
+        """Several steps at once, span = x (C, T, B, d), y (C, T, B), m (C, T, B): the model's
+        fused SGD (`Model.sgd_steps`) when the step is plain SGD on F_k plus affine terms
+        (prox, linear); None otherwise, and the solver takes the steps one by one."""
+        if (type(self).step is not TermsProgram.step or len(s) != 1 or self.grad_fn is not None
+                or self.clip is not None or self._split[1]):
+            return None
+        decay: float | torch.Tensor | None = None
+        shift: torch.Tensor | None = None
+        for t in self.terms:
+            if isinstance(t, Prox):
+                decay = t.mu if decay is None else decay + t.mu
+                shift = -t.mu * t.anchor if shift is None else shift - t.mu * t.anchor
+            elif isinstance(t, Linear):
+                shift = t.v if shift is None else shift + t.v
+            else:
+                return None
+        w = self.model.sgd_steps(s[0], span.x, span.y, span.m, lr, decay, shift)
+        return None if w is None else (w,)
+
     def select(self, sel: torch.Tensor) -> "TermsProgram":
         from dataclasses import replace
         return replace(self, start=self.start[sel],
@@ -109,14 +129,28 @@ class SolveResult:
 CHUNK_ELEMS = 1 << 20     # minibatch input elements gathered at once (steps per gather vary)
 
 
-def _segments(plan: BatchPlan, start: int, stop: int):
-    """Batches of steps start..stop-1, gathered a chunk of steps at a time."""
+def _spans(plan: BatchPlan, start: int, stop: int):
+    """Steps start..stop-1 as spans of several steps, gathered at once."""
     rows = plan.rows
     per_step = max(rows.shape[0] * rows.shape[2] * int(plan.x[0].numel() if len(plan.x) else 1), 1)
     t = max(1, CHUNK_ELEMS // per_step)
     for a in range(start, stop, t):
-        span = plan.span(a, min(a + t, stop))
-        yield from map(Batch, span.x.unbind(1), span.y.unbind(1), span.m.unbind(1))
+        yield plan.span(a, min(a + t, stop))
+
+
+def _advance(program: LocalProgram, s: State, plan: BatchPlan, start: int, stop: int,
+             lr: float) -> State:
+    """Steps start..stop-1 of every client of `program`: fused when the program can
+    (`run_steps`), else one `step` per minibatch."""
+    run = getattr(program, "run_steps", None)
+    for span in _spans(plan, start, stop):
+        new = run(s, span, lr) if run is not None else None
+        if new is not None:
+            s = new
+            continue
+        for batch in map(Batch, span.x.unbind(1), span.y.unbind(1), span.m.unbind(1)):
+            s = program.step(s, batch, lr)
+    return s
 
 
 def solve(program: LocalProgram, plan: BatchPlan, full: Batch, budgets: torch.Tensor,
@@ -158,8 +192,7 @@ def solve(program: LocalProgram, plan: BatchPlan, full: Batch, budgets: torch.Te
         end = min(budget[k] for k in active)
         if check:
             end = min(end, (i // check_every + 1) * check_every)
-        for batch in _segments(pl, i, end):
-            st = prog.step(st, batch, lr)
+        st = _advance(prog, st, pl, i, end, lr)
         i = end
         leave = [j for j, k in enumerate(active) if budget[k] == i]
         if check and i % check_every == 0:

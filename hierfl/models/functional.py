@@ -138,6 +138,62 @@ class Model:
             return loss, gw
         return loss, torch.cat([gw, dz.sum(1)], 1)
 
+    # --------------------------------------------------------------------------- fused SGD
+    def sgd_steps(self, w: torch.Tensor, x: torch.Tensor, y: torch.Tensor, m: torch.Tensor,
+                  lr: float, decay: float | torch.Tensor | None = None,
+                  shift: torch.Tensor | None = None) -> torch.Tensor | None:
+        """T plain SGD steps at once on a one-layer model (None for deeper models):
+            w <- w - lr (grad F(w; x[:, t], y[:, t], m[:, t]) + decay w + shift),  t = 0..T-1,
+        with x (C, T, B, d), y (C, T, B[, o]), m (C, T, B); decay a float or (C, 1), shift (C, P)
+        or (P,) (the affine terms: prox mu (w - a) and linear v). Within the call the
+        parameters live as (C, o, d + 1) = [W | b] against inputs [x | 1], so that a step is
+        z = x W^T, dz = m (softmax(z) - onehot(y)) (or m 2 (z - y) / o) and one
+        w <- baddbmm(keep w + shift', dz^T, x, alpha = -lr): four tensor operations."""
+        if len(self.layers) != 1:
+            return None
+        layer = self.layers[0]
+        c, t_steps, b = x.shape[0], x.shape[1], x.shape[2]
+        wa = self._to_rows(w)
+        xa = torch.cat([x, x.new_ones(c, t_steps, b, 1)], -1) if layer.bias else x
+        m4 = m.unsqueeze(-1)
+        if self.task == "classification":
+            neg = torch.zeros(c, t_steps, b, layer.n_out, dtype=x.dtype).scatter_(
+                -1, y.unsqueeze(-1), -m4)                          # -m onehot(y)
+            scale = m4
+        else:
+            scale = m4 * (2.0 / layer.n_out)
+            neg = -(y.unsqueeze(-1) if y.dim() == 3 else y) * scale
+        keep = None if decay is None else 1.0 - lr * decay
+        if isinstance(keep, torch.Tensor):
+            keep = keep.reshape(-1, 1, 1)
+        base = None if shift is None else self._to_rows((-lr * shift).expand(c, -1))
+        for xt, nt, st in zip(xa.unbind(1), neg.unbind(1), scale.unbind(1)):
+            z = torch.bmm(xt, wa.transpose(1, 2))
+            if self.task == "classification":
+                z = torch.softmax(z, -1)
+            dz = torch.addcmul(nt, z, st)
+            if keep is None:
+                start = wa if base is None else wa + base
+            elif base is None:
+                start = wa * keep
+            elif isinstance(keep, torch.Tensor):
+                start = torch.addcmul(base, wa, keep)
+            else:
+                start = torch.add(base, wa, alpha=keep)
+            wa = torch.baddbmm(start, dz.transpose(1, 2), xt, alpha=-lr)
+        return self._from_rows(wa)
+
+    def _to_rows(self, w: torch.Tensor) -> torch.Tensor:
+        """(C, P) -> (C, o, d + 1): row j = (W_j, b_j) (or (C, o, d) without bias)."""
+        ((wt, b),) = self.unflatten(w)
+        return wt.contiguous() if b is None else torch.cat([wt, b.unsqueeze(-1)], -1)
+
+    def _from_rows(self, wa: torch.Tensor) -> torch.Tensor:
+        c = wa.shape[0]
+        if not self.layers[0].bias:
+            return wa.reshape(c, -1)
+        return torch.cat([wa[:, :, :-1].reshape(c, -1), wa[:, :, -1]], 1)
+
     def correct(self, w: torch.Tensor, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         """(C, B) 1.0 where the prediction is right (classification only)."""
         return (self.forward(w, x).argmax(-1) == y).to(x.dtype)
