@@ -264,7 +264,9 @@ def test_ditto_large_lambda_personal_equals_global_and_global_is_fedavg(tmp_path
     prev = run(tmp_path, clients, algos[:1], rounds=4, local=local, name="prev",
                rounds_override=3)
     w_prev = prev["fedavg"][0]["global"]
-    np.testing.assert_array_equal(res["big"][0]["global"], res["fedavg"][0]["global"])
+    # the same SGD steps as FedAvg; the fused FedAvg step may round differently in the last bit
+    np.testing.assert_allclose(res["big"][0]["global"], res["fedavg"][0]["global"],
+                               rtol=0, atol=1e-6)
     big = personal(res["big"][0], 3)
     assert np.abs(big - w_prev).max() < 5e-3
     assert np.abs(personal(res["small"][0], 3) - w_prev).max() > 0.1

@@ -5,12 +5,30 @@ from dataclasses import dataclass
 
 import torch
 
+from .base import Algorithm
+
 
 @dataclass
 class PersonalState:
     """Per-client personal models, stacked (N, P): one row per client of the system."""
 
     personal: torch.Tensor
+
+
+class PersonalAlgorithm(Algorithm):
+    """Base of the algorithms that keep one personal model per client (stacked (N, P), every
+    client starting from the initial global model). Personalised algorithms have no single local
+    objective, so gamma stops are not defined for them."""
+
+    personalised = True
+    supports_gamma = False
+
+    def init(self, w0: torch.Tensor) -> None:
+        super().init(w0)
+        self.clients = PersonalState(w0.expand(self.setup.n_clients, -1).clone())
+
+    def personal_models(self) -> torch.Tensor:
+        return self.clients.personal
 
 
 def mix(w: torch.Tensor, mean: torch.Tensor, beta: float) -> torch.Tensor:

@@ -27,8 +27,8 @@ from ..learn.solver import GradFn, SolveResult, State, TermsProgram
 from ..learn.terms import Prox
 from ..models.functional import Model
 from ..scenario.fields import non_negative, positive, spec
-from ._personal import PersonalState
-from .base import Algorithm, RoundCtx, Upload, stack_start
+from ._personal import PersonalAlgorithm
+from .base import RoundCtx, Upload, stack_start
 
 
 @dataclass(frozen=True)
@@ -69,19 +69,10 @@ class DittoProgram:
         return replace(self, start=self.start[sel], v0=self.v0[sel])
 
 
-class Ditto(Algorithm):
+class Ditto(PersonalAlgorithm):
     name = "ditto"
     Params = DittoParams
-    personalised = True
-    supports_gamma = False
     p: DittoParams
-
-    def init(self, w0: torch.Tensor) -> None:
-        super().init(w0)
-        self.clients = PersonalState(w0.expand(self.setup.n_clients, -1).clone())
-
-    def personal_models(self) -> torch.Tensor:
-        return self.clients.personal
 
     def program(self, clients: torch.Tensor, start: torch.Tensor, ctx: RoundCtx) -> DittoProgram:
         return DittoProgram(self.setup.model, stack_start(start, len(clients)),

@@ -43,8 +43,8 @@ from ..learn.envelope import EnvelopeProgram
 from ..learn.solver import SolveResult
 from ..learn.terms import L1, LogCosh, Term
 from ..scenario.fields import all_of, at_most, non_negative, positive, spec
-from ._personal import PersonalState, mix, uniform_weights
-from .base import Algorithm, RoundCtx, Upload, stack_start, weighted_mean
+from ._personal import PersonalAlgorithm, mix, uniform_weights
+from .base import RoundCtx, Upload, stack_start, weighted_mean
 
 
 @dataclass(frozen=True)
@@ -80,19 +80,10 @@ def sparsity_terms(s: SparsityParams) -> tuple[Term, ...]:
     return (LogCosh(s.gamma, s.rho),)
 
 
-class PFedMac(Algorithm):
+class PFedMac(PersonalAlgorithm):
     name = "pfedmac"
     Params = PFedMacParams
-    personalised = True
-    supports_gamma = False
     p: PFedMacParams
-
-    def init(self, w0: torch.Tensor) -> None:
-        super().init(w0)
-        self.clients = PersonalState(w0.expand(self.setup.n_clients, -1).clone())
-
-    def personal_models(self) -> torch.Tensor:
-        return self.clients.personal
 
     def program(self, clients: torch.Tensor, start: torch.Tensor, ctx: RoundCtx) -> EnvelopeProgram:
         x0 = stack_start(start, len(clients))

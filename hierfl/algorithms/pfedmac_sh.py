@@ -70,8 +70,8 @@ from .. import seeding
 from ..learn.envelope import EnvelopeProgram
 from ..learn.solver import SolveResult, State
 from ..scenario.fields import all_of, at_most, positive, spec
-from ._personal import PersonalState, mix, uniform_weights
-from .base import Algorithm, RoundCtx, Upload, stack_start, weighted_mean
+from ._personal import PersonalAlgorithm, mix, uniform_weights
+from .base import RoundCtx, Upload, stack_start, weighted_mean
 from .pfedmac import SparsityParams, sparsity_terms
 
 
@@ -136,22 +136,13 @@ class EdgeState:
     y: torch.Tensor
 
 
-class PFedMacSH(Algorithm):
+class PFedMacSH(PersonalAlgorithm):
     name = "pfedmac_sh"
     Params = PFedMacSHParams
-    personalised = True
     hierarchical = True
-    supports_gamma = False
     p: PFedMacSHParams
 
     # ------------------------------------------------------------------ state
-    def init(self, w0: torch.Tensor) -> None:
-        super().init(w0)
-        self.clients = PersonalState(w0.expand(self.setup.n_clients, -1).clone())
-
-    def personal_models(self) -> torch.Tensor:
-        return self.clients.personal
-
     @property
     def client_lam(self) -> float:
         return self.p.lambda1 if self.p.client_lambda == "lambda1" else self.p.lambda2

@@ -35,8 +35,8 @@ from ..learn.envelope import EnvelopeProgram
 from ..learn.solver import SolveResult
 from ..learn.terms import Prox
 from ..scenario.fields import all_of, at_most, non_negative, positive, spec
-from ._personal import PersonalState, mix, uniform_weights
-from .base import Algorithm, RoundCtx, Upload, stack_start, weighted_mean
+from ._personal import PersonalAlgorithm, mix, uniform_weights
+from .base import RoundCtx, Upload, stack_start, weighted_mean
 
 
 @dataclass(frozen=True)
@@ -55,19 +55,10 @@ class PFedMeParams:
         "samples", "server mean over the selected clients: n_k-weighted or uniform (paper)")
 
 
-class PFedMe(Algorithm):
+class PFedMe(PersonalAlgorithm):
     name = "pfedme"
     Params = PFedMeParams
-    personalised = True
-    supports_gamma = False
     p: PFedMeParams
-
-    def init(self, w0: torch.Tensor) -> None:
-        super().init(w0)
-        self.clients = PersonalState(w0.expand(self.setup.n_clients, -1).clone())
-
-    def personal_models(self) -> torch.Tensor:
-        return self.clients.personal
 
     def trainees(self, selected: np.ndarray) -> np.ndarray:
         if self.p.train_all_clients:

@@ -268,31 +268,3 @@ def build(cls: type, raw: dict, problems: Problems, prefix: str = "") -> Any:
 
 def is_fail(obj: Any) -> bool:
     return obj is _FAIL
-
-
-def describe(cls: type, prefix: str = "") -> list[tuple[str, str, str, str]]:
-    """(key path, type, default, doc) rows for the docs generator."""
-    rows = []
-    hints = typing.get_type_hints(cls)
-    for f in dataclasses.fields(cls):
-        if not f.init:
-            continue
-        path = f"{prefix}.{f.name}" if prefix else f.name
-        tp = hints[f.name]
-        if f.default is not MISSING:
-            default = repr(f.default) if not dataclasses.is_dataclass(f.default) else "(mapping)"
-        elif f.default_factory is not MISSING:
-            default = "(see below)"
-        else:
-            default = "required"
-        rows.append((path, _type_name(tp), default, f.metadata.get("doc", "")))
-        inner = [a for a in get_args(tp) if dataclasses.is_dataclass(a)] or (
-            [tp] if dataclasses.is_dataclass(tp) else [])
-        if get_origin(tp) is list:
-            inner = [a for a in get_args(tp) if dataclasses.is_dataclass(a)]
-            for a in inner:
-                rows.extend(describe(a, path + "[]"))
-            continue
-        for a in inner:
-            rows.extend(describe(a, path))
-    return rows
