@@ -12,6 +12,8 @@ import math
 import os
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from ..io_util import atomic_text, fmt
 from . import plots
 from . import timeline as tline
@@ -291,6 +293,15 @@ def build(out: str, runs: list[Run], title: str, target: float | None, prefix: b
                "Test accuracy vs bytes per tier"))
     fig(Figure("curves", plots.loss_figure(groups, colours, p("loss_vs_round.png")),
                "Training loss vs round"))
+    path = _safe(notes, "bytes per tier", plots.tier_bytes_figure, groups, colours,
+                 p("bytes_per_tier.png"))
+    if path:
+        fig(Figure("curves", path, "Bytes over the run, per tier and direction"))
+    path = _safe(notes, "dissimilarity", plots.dissimilarity_figure, groups, colours,
+                 p("dissimilarity.png"))
+    if path:
+        fig(Figure("curves", path, "Gradient dissimilarity of the global model "
+                   "(FedProx's B(w), left; variance of client gradients, right)"))
     # ---- stragglers and gamma
     clients = {g.label: concat_clients([read_clients(s.folder) for s in g.members])
                for g in groups}
@@ -300,6 +311,9 @@ def build(out: str, runs: list[Run], title: str, target: float | None, prefix: b
              "dashed: target)"),
             ("steps_vs_budget", plots.steps_figure, (groups, colours, clients),
              "Local steps done vs step budget (area: number of client-rounds; ×: stragglers)"),
+            ("steps_vs_speed", plots.steps_speed_figure,
+             (groups, colours, clients, runs[0].summary if single else None),
+             "Local steps done per round vs device speed (one point per client)"),
             ("stragglers", plots.stragglers_figure, (groups, colours),
              "Stragglers and clients not aggregated, per cloud round")):
         path = _safe(notes, key, fn, *args, p(f"{key}.png"))
@@ -343,6 +357,12 @@ def build(out: str, runs: list[Run], title: str, target: float | None, prefix: b
                                                                                   0))]
             if sum(strag) > 0:
                 notes.append(f"{who}: {int(sum(strag))} straggler client-rounds.")
+            c = read_clients(s.folder)
+            if "dropped" in c and "compute_s" in c:
+                lost = float(np.nansum(c["compute_s"][c["dropped"] > 0.5]))
+                if lost > 0:
+                    notes.append(f"{who}: {lost:.3g} s of client compute did not reach an "
+                                 "aggregator (wasted compute, summed over clients).")
             wasted = s.last("bytes_wasted")
             if math.isfinite(wasted) and wasted > 0:
                 notes.append(f"{who}: {_bytes(wasted)} were sent but not used by any "

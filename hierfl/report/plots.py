@@ -536,3 +536,82 @@ def standard_figures(series: list[Series], out: str) -> dict[str, str]:
                                      os.path.join(out, "accuracy_vs_bytes.png"), logx=True),
         "loss_round": loss_figure(groups, colours, os.path.join(out, "loss_vs_round.png")),
     }
+
+
+def dissimilarity_figure(groups: list[Group], colours: dict[str, str], path: str) -> str | None:
+    """FedProx's B(w) and E_k ||grad F_k - grad f||^2 of the global model, per round."""
+    if not (_has_positive(groups, "dissimilarity_B") or _has_positive(groups, "grad_variance")):
+        return None
+    with plt.rc_context(STYLE):
+        fig, axes = plt.subplots(1, 2, figsize=(2 * W1 * 0.75, H1 * 0.9), sharex=True)
+        for ax, key, name in ((axes[0], "dissimilarity_B", "B(w) (dimensionless)"),
+                              (axes[1], "grad_variance", "E_k ||∇F_k − ∇f||²")):
+            for g in groups:
+                m = g.mean()
+                xs, ys = _finite([r["round"] for r in m.rows],
+                                 [r.get(key, math.nan) for r in m.rows])
+                if len(xs):
+                    ax.plot(xs, ys, "o-", markersize=3, color=colours[g.label], label=g.label)
+            ax.set_xlabel("cloud round")
+            ax.set_ylabel(name)
+            ax.set_yscale("log")
+        _legend(axes[0], loc="best")
+        return save(fig, path)
+
+
+def steps_speed_figure(groups: list[Group], colours: dict[str, str],
+                       clients: dict[str, dict[str, np.ndarray]], summary: dict | None,
+                       path: str) -> str | None:
+    """Mean local steps done per client-round against the client's device speed."""
+    nodes = ((summary or {}).get("topology") or {}).get("nodes") or {}
+    names, flops = nodes.get("name"), nodes.get("flops")
+    if not names or not flops:
+        return None
+    speed = {int(n[len("client"):]): f for n, f, r in zip(names, flops, nodes.get("role", []))
+             if r == "client" and n.startswith("client") and n[len("client"):].isdigit()}
+    data = [(g, clients[g.label]) for g in groups
+            if "client" in clients.get(g.label, {}) and "steps" in clients[g.label]]
+    if not data or not speed:
+        return None
+    with plt.rc_context(STYLE):
+        fig, ax = plt.subplots(figsize=(W1, H1))
+        for g, c in data:
+            ks = c["client"].astype(int)
+            uniq = np.unique(ks)
+            mean_steps = np.array([np.nanmean(c["steps"][ks == k]) for k in uniq])
+            sp = np.array([speed.get(int(k), math.nan) for k in uniq])
+            ok = np.isfinite(sp) & np.isfinite(mean_steps)
+            ax.scatter(sp[ok], mean_steps[ok], s=14, color=colours[g.label], alpha=0.75,
+                       label=g.label)
+        ax.set_xscale("log")
+        ax.set_xlabel("client device speed (FLOP/s, log)")
+        ax.set_ylabel("local steps done per round (mean)")
+        _legend(ax, loc="best")
+        return save(fig, path)
+
+
+def tier_bytes_figure(groups: list[Group], colours: dict[str, str], path: str) -> str | None:
+    """Bytes of the whole run by tier and direction, per algorithm."""
+    keys = [("bytes_up_client_edge", "client→edge"), ("bytes_down_client_edge", "edge→client"),
+            ("bytes_up_edge_cloud", "edge→cloud"), ("bytes_down_edge_cloud", "cloud→edge")]
+    vals = []
+    for g in groups:
+        last = g.members[0].rows[-1] if g.members[0].rows else {}
+        vals.append([float(np.nanmean([s.rows[-1].get(k, math.nan) for s in g.members
+                                       if s.rows])) for k, _ in keys])
+        del last
+    v = np.asarray(vals)
+    if not np.isfinite(v).any():
+        return None
+    with plt.rc_context(STYLE):
+        fig, ax = plt.subplots(figsize=(max(W1, 1.2 * len(groups) + 2), H1))
+        width = 0.8 / len(groups)
+        x = np.arange(len(keys))
+        for i, g in enumerate(groups):
+            ax.bar(x + (i - (len(groups) - 1) / 2) * width, np.nan_to_num(v[i]), width,
+                   color=colours[g.label], label=g.label)
+        ax.set_xticks(x, [name for _, name in keys])
+        ax.set_ylabel("bytes over the run (B)")
+        ax.yaxis.set_major_formatter(EngFormatter(unit="B"))
+        _legend(ax, loc="best")
+        return save(fig, path)

@@ -134,7 +134,7 @@ def load_run(out: str, name: str | None = None) -> Run:
 
 
 CLIENT_FIELDS = ("round", "edge_round", "client", "steps", "budget", "straggler", "dropped",
-                 "gamma")
+                 "gamma", "compute_s")
 
 
 def read_clients(folder: str) -> dict[str, np.ndarray]:
