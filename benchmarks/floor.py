@@ -2,11 +2,12 @@
 simulator, no executor, no programs and no bookkeeping.
 
 Per round: the same client sample as hierfl (seeding "sample"), every selected client's
-parameters stacked in one (C, P) tensor, epoch-wise shuffled minibatches (one torch.randperm per
-client and epoch from one generator), minibatches gathered a chunk of steps at a time, clients sorted by
-step budget so that step i updates only the prefix of clients that still have steps (in place), the closed-form gradient of a one-layer
-softmax model or autograd through stacked bmm for an MLP, FedProx's prox gradient or SCAFFOLD's
-correction when asked, and the n_k-weighted mean (FedAvg, FedProx) or SCAFFOLD's server update.
+parameters stacked in one (C, P) tensor, epoch-wise shuffled minibatches (argsort of torch.rand
+keys from one generator, clients of one size at once), gathered a chunk of steps at a time,
+clients sorted by step budget so that the clients still training are a prefix (the working
+tensor shrinks as the others finish), the closed-form gradient of a one-layer softmax model or
+autograd through stacked bmm for an MLP, FedProx's prox gradient or SCAFFOLD's correction when
+asked, and the n_k-weighted mean (FedAvg, FedProx) or SCAFFOLD's server update.
 The global model is evaluated at the same rounds as hierfl evaluates it (training loss over all
 training rows, accuracy on the union of the test rows).
 
@@ -85,21 +86,28 @@ class Net:
 
 def draw_batches(gen: torch.Generator, lo: np.ndarray, n: np.ndarray, steps: np.ndarray,
                  b: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """rows (C, S, B) and weights (C, S, B): epoch-wise permutations cut into batches of b."""
+    """rows (C, S, B) and weights (C, S, B): epoch-wise permutations cut into batches of b
+    (the last batch of an epoch may be short). Clients of one size are shuffled together:
+    argsort of uniform keys, one per (client, epoch, row)."""
     c, s_max = len(n), int(steps.max())
     rows = torch.zeros(c, s_max, b, dtype=torch.long)
     wts = torch.zeros(c, s_max, b)
-    for i in range(c):
-        ni, si = int(n[i]), int(steps[i])
-        pe = -(-ni // b)
-        epochs = -(-si // pe)
-        perm = torch.stack([torch.randperm(ni, generator=gen) for _ in range(epochs)])
-        pad = torch.full((epochs, pe * b), -1, dtype=torch.long)
-        pad[:, :ni] = perm
-        pad = pad.view(epochs * pe, b)[:si]
-        valid = pad >= 0
-        rows[i, :si] = torch.where(valid, pad + int(lo[i]), int(lo[i]))
-        wts[i, :si] = valid / valid.sum(1, keepdim=True)
+    for size in np.unique(n):
+        idx = np.flatnonzero(n == size)
+        size = int(size)
+        pe = -(-size // b)
+        epochs = int(-(-steps[idx].max() // pe))
+        perm = torch.rand(len(idx), epochs, size, generator=gen).argsort(-1)
+        pad = torch.full((len(idx), epochs, pe * b), -1, dtype=torch.long)
+        pad[:, :, :size] = perm
+        width = min(epochs * pe, s_max)
+        pad = pad.view(len(idx), epochs * pe, b)[:, :width]
+        live = torch.arange(width).view(1, -1, 1) < torch.from_numpy(steps[idx]).view(-1, 1, 1)
+        valid = (pad >= 0) & live
+        first = torch.from_numpy(lo[idx]).view(-1, 1, 1)
+        ti = torch.from_numpy(idx)
+        rows[ti, :width] = torch.where(valid, pad + first, torch.where(live, first, 0))
+        wts[ti, :width] = valid / valid.sum(-1, keepdim=True).clamp_min(1)
     return rows, wts
 
 

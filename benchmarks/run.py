@@ -2,7 +2,7 @@
 floor (benchmarks/floor.py, a minimal batched torch loop with no simulator) and against the
 sequential executor, alternating, in fresh processes (so that peak RSS is per run).
 
-    python benchmarks/run.py [--quick] [--only W1,W3] [--repeat N] [--out DIR]
+    python benchmarks/run.py [--quick] [--only W1,W3,STATE] [--repeat N] [--out DIR]
 
 Per workload and algorithm it prints wall seconds, local steps/s, client updates/s, peak RSS,
 the fraction of hierfl's time outside training (simulation, bookkeeping, evaluation, CSV and
@@ -82,12 +82,13 @@ def w4(rounds: int) -> dict:
 
 
 def w5(rounds: int, clients: int = 10_000) -> dict:
-    """The simulator alone: a trivial model (2 features, 2 classes, 2 samples, 1 step)."""
+    """The simulator alone: a trivial model (2 features, 2 classes, 2 train samples, 1 step),
+    1,000 clients per round."""
     return {"name": "w5", "seed": 0, "topology": _flat_topology(clients, 10),
             "data": {"name": "synthetic", "dim": 2, "classes": 2, "samples": 3,
                      "test_fraction": 0.34},
             "model": {"name": "logreg"},
-            "train": {"rounds": rounds, "clients_per_round": clients // 10, "eval_every": 10,
+            "train": {"rounds": rounds, "clients_per_round": 1000, "eval_every": 10,
                       "local": {"steps": 1, "batch_size": 2, "lr": 0.01}},
             "algorithms": [{"name": "fedavg"}]}
 
@@ -122,7 +123,18 @@ def _scenario(doc: dict, algo: int, rounds: int, kind: str, tmp: str):
 
 
 def _peak_rss_mb() -> float:
+    """This process's resident-memory high-water mark (VmHWM; ru_maxrss would carry the
+    driver's peak over fork + exec)."""
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024.0
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def _rss_mb() -> float:
+    with open("/proc/self/statm") as fh:
+        return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2 ** 20
 
 
 def worker(job: dict) -> dict:
@@ -136,17 +148,19 @@ def worker(job: dict) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         sc, topo = _scenario(doc, job["algo"], job["rounds"], job.get("kind", "batched"), tmp)
         from hierfl.run import build_world
+        rss_base = _rss_mb()
         t0 = time.perf_counter()
         world = build_world(sc, topo)
         build_s = time.perf_counter() - t0
         entry = sc.algorithms[0]
-        rss_world = _peak_rss_mb()
+        rss_world = _rss_mb()
         if job["impl"] == "floor":
             out = _run_floor(sc, entry, world)
         else:
             out = _run_hierfl(sc, entry, world, tmp)
     out.update(build_s=build_s, peak_rss_mb=_peak_rss_mb(), rss_after_world_mb=rss_world,
-               label=entry.label, n_params=world.model.n_params)
+               rss_base_mb=rss_base, rss_end_mb=_rss_mb(), label=entry.label,
+               n_params=world.model.n_params)
     return out
 
 
@@ -336,11 +350,19 @@ def measure_w5(out: dict, rounds: int, repeat: int) -> dict:
                   "events": b["events"], "events_per_s": b["events"] / b["wall_s"],
                   "events_per_cpu_s": b["events"] / best(runs, "cpu_s"),
                   "peak_rss_mb": min(r["peak_rss_mb"] for r in runs),
+                  "rss_base_mb": min(r["rss_base_mb"] for r in runs),
                   "rss_after_world_mb": min(r["rss_after_world_mb"] for r in runs),
+                  "rss_end_mb": min(r["rss_end_mb"] for r in runs),
                   "outside_training": 1.0 - b["train_s"] / b["wall_s"]}
     a, b = per[sizes[0]], per[sizes[1]]
     out["sizes"] = {str(k): v for k, v in per.items()}
-    out["rss_kb_per_client"] = (b["peak_rss_mb"] - a["peak_rss_mb"]) * 1024 / (sizes[1] - sizes[0])
+    # memory that grows with the number of clients: the slope between the two sizes (the same
+    # clients per round, so the same number of simulated events and trace rows)
+    out["rss_kb_per_client"] = ((b["rss_end_mb"] - b["rss_base_mb"]) - (a["rss_end_mb"] -
+                                a["rss_base_mb"])) * 1024 / (sizes[1] - sizes[0])
+    out["world_kb_per_client"] = ((b["rss_after_world_mb"] - b["rss_base_mb"]) -
+                                  (a["rss_after_world_mb"] - a["rss_base_mb"])) * 1024 / \
+        (sizes[1] - sizes[0])
     out["algorithms"] = [{"name": "fedavg", "label": "fedavg", "wall_s": a["wall_s"],
                           "cpu_s": a["cpu_s"], "events": a["events"],
                           "events_per_s": a["events_per_s"],
@@ -373,8 +395,9 @@ def table(results: list[dict]) -> str:
             if r["workload"] == "W5":
                 lines.append(
                     f"| W5 | {a['name']} | {r['rounds']} | {fmt(a['wall_s'])} ({fmt(a['cpu_s'])}) "
-                    f"| {fmt(a['events_per_s'], ',.0f')} events/s ({fmt(a['events_per_cpu_s'], ',.0f')} "
-                    f"per cpu s), {a['events']:,} events | – | {fmt(a['peak_rss_mb'], '.0f')} "
+                    f"| {fmt(a['events_per_s'], ',.0f')} events/s "
+                    f"({fmt(a['events_per_cpu_s'], ',.0f')} per cpu s), {a['events']:,} events "
+                    f"| – | {fmt(a['peak_rss_mb'], '.0f')} "
                     f"({fmt(r['rss_kb_per_client'], '.1f')} KB/client) | "
                     f"{fmt(a['outside_training'], '.0%')} | – | – | – |")
                 continue
@@ -392,6 +415,27 @@ def table(results: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def state_table(rows: list[dict]) -> str:
+    lines = ["| algorithm | clients | parameters | state tensors MB | RSS growth MB (init / "
+             "after 3 rounds) |", "|---|---|---|---|---|"]
+    for r in rows:
+        if "error" in r:
+            lines.append(f"| {r['algorithm']} | error: {r['error']} | | | |")
+            continue
+        lines.append(f"| {r['algorithm']} | {r['clients']:,} | {r['params']} | "
+                     f"{r['state_mb']:.0f} | {r['rss_growth_init_mb']:.0f} / "
+                     f"{r['rss_growth_after_rounds_mb']:.0f} |")
+    return "\n".join(lines)
+
+
+def _replace_block(text: str, name: str, body: str) -> str:
+    start, end = f"<!-- {name}:start -->", f"<!-- {name}:end -->"
+    block = f"{start}\n{body}\n{end}"
+    if start in text and end in text:
+        return text[:text.index(start)] + block + text[text.index(end) + len(end):]
+    return text + "\n" + block + "\n"
+
+
 def write_readme(out_dir: str) -> None:
     results = []
     for w in WORKLOADS:
@@ -401,14 +445,23 @@ def write_readme(out_dir: str) -> None:
                 results.append(json.load(fh))
     path = os.path.join(HERE, "README.md")
     text = open(path).read() if os.path.exists(path) else ""
-    start, end = "<!-- results:start -->", "<!-- results:end -->"
-    block = f"{start}\n{table(results)}\n{end}"
-    if start in text and end in text:
-        text = text[:text.index(start)] + block + text[text.index(end) + len(end):]
-    else:
-        text += "\n" + block + "\n"
+    text = _replace_block(text, "results", table(results))
+    sp = os.path.join(out_dir, "state_memory.json")
+    if os.path.exists(sp):
+        with open(sp) as fh:
+            text = _replace_block(text, "state", state_table(json.load(fh)))
     with open(path, "w") as fh:
         fh.write(text)
+
+
+def run_state_memory(out_dir: str) -> None:
+    """SCAFFOLD / FedDyn / FedDC state on 100,000 clients (benchmarks/state_memory.py)."""
+    p = subprocess.run([sys.executable, os.path.join(HERE, "state_memory.py")],
+                       capture_output=True, text=True, cwd=ROOT)
+    rows = [json.loads(line) for line in p.stdout.splitlines() if line.startswith("{")]
+    with open(os.path.join(out_dir, "state_memory.json"), "w") as fh:
+        json.dump(rows, fh, indent=1)
+    print(state_table(rows), flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -423,14 +476,20 @@ def main(argv: list[str] | None = None) -> int:
     if args.worker:
         print(json.dumps(worker(json.loads(args.worker))))
         return 0
-    only = [w.strip().upper() for w in args.only.split(",")] if args.only else list(WORKLOADS)
-    bad = [w for w in only if w not in WORKLOADS]
+    only = [w.strip().upper() for w in args.only.split(",")] if args.only else \
+        [*WORKLOADS, "STATE"]
+    bad = [w for w in only if w not in WORKLOADS and w != "STATE"]
     if bad:
         ap.error(f"unknown workload(s) {bad}; known: {', '.join(WORKLOADS)}")
     repeat = args.repeat or (1 if args.quick else 2)
     os.makedirs(args.out, exist_ok=True)
     results = []
     for w in only:
+        if w == "STATE":
+            print("[STATE] per-client state of SCAFFOLD / FedDyn / FedDC on 100,000 clients",
+                  file=sys.stderr, flush=True)
+            run_state_memory(args.out)
+            continue
         t0 = time.perf_counter()
         print(f"[{w}] {WORKLOADS[w][0].__doc__}", file=sys.stderr, flush=True)
         r = measure(w, args.quick, repeat)

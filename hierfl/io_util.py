@@ -54,11 +54,21 @@ class CsvLog:
         self.w.writerow([fmt(values.get(k, "")) for k in self.header])
         self.fh.flush()
 
+    def rows(self, values: list[dict[str, Any]]) -> None:
+        """Several rows, flushed once."""
+        self.w.writerows([fmt(v.get(k, "")) for k in self.header] for v in values)
+        self.fh.flush()
+
     def close(self) -> None:
         self.fh.close()
 
 
 def fmt(v: Any) -> str:
+    t = type(v)
+    if t is float:                            # the common cases first
+        return repr(v) if v == v else ""
+    if t is int or t is str:
+        return str(v)
     if isinstance(v, (bool, np.bool_)):
         return str(int(v))
     if isinstance(v, (float, np.floating)):

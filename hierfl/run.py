@@ -230,8 +230,7 @@ def run_algorithm(sc: Scenario, entry: AlgorithmEntry, world: World, out_dir: st
             row["dissimilarity_B"], row["grad_variance"] = dissimilarity(world.model, w,
                                                                          world.data)
         metrics.row(row)
-        for r in recs:
-            clients_log.row(r.__dict__)
+        clients_log.rows([r.__dict__ for r in recs])
         trace.flush_to(trace_fh)
         result.rows.append(row)
         bar.update(t, row, final=bad or t == rounds)

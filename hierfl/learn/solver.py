@@ -95,8 +95,10 @@ class TermsProgram:
         """Several steps at once, span = x (C, T, B, d), y (C, T, B), m (C, T, B): the model's
         fused SGD (`Model.sgd_steps`) when the step is plain SGD on F_k plus affine terms
         (prox, linear); None otherwise, and the solver takes the steps one by one."""
-        if (type(self).step is not TermsProgram.step or len(s) != 1 or self.grad_fn is not None
-                or self.clip is not None or self._split[1]):
+        cls = type(self)
+        if (cls.step is not TermsProgram.step or cls._grad is not TermsProgram._grad
+                or len(s) != 1 or self.grad_fn is not None or self.clip is not None
+                or self._split[1]):
             return None
         decay: float | torch.Tensor | None = None
         shift: torch.Tensor | None = None

@@ -103,6 +103,8 @@ class Simulation:
         self.round = 0
         self._calls: dict[tuple[int, str], int] = {}   # (cloud round, aggregator) -> calls
         self._sel_set: set[int] = set()
+        self._amap: dict[str, list[str]] = {}
+        self._pos = {kid: i for kids in topo.children.values() for i, kid in enumerate(kids)}
         self.index = {name: k for k, name in enumerate(topo.clients)}   # client name -> id
         self.under = {n: np.array(sorted(self.index[c] for c in self._leaves(n)),
                                   dtype=np.int64) for n in topo.graph.nodes
@@ -194,9 +196,11 @@ class Simulation:
         drop = self._dropped(strag)
         if silent is not None:
             drop = drop | silent
-        recs = [ClientRecord(t, r, int(k), int(res.steps[i]), int(budgets[i]), float(ctime[i]),
-                             float("nan"), bool(drop[i]), bool(strag[i]), float(res.gamma[i]))
-                for i, k in enumerate(sel)]
+        recs = [ClientRecord(t, r, k, st, bu, ct, float("nan"), dr, sg, ga)
+                for k, st, bu, ct, dr, sg, ga in zip(sel.tolist(), res.steps.tolist(),
+                                                     budgets.tolist(), ctime.tolist(),
+                                                     drop.tolist(), strag.tolist(),
+                                                     res.gamma.tolist())]
         up_bytes = row_bytes(up.tensors, up.encoding)
         for rec, nb, enc in zip(recs, up_bytes, row_encodings(up.tensors, up.encoding)):
             rec.up_bytes, rec.encoding = float(nb), enc
@@ -232,15 +236,24 @@ class Simulation:
                 return
 
     def _active(self, node: str, sel: np.ndarray) -> list[str]:
-        """Children of `node` with a selected client at or below them."""
-        out = []
-        for kid in self.topo.children[node]:
-            if self.topo.is_client(kid):
-                if self.index[kid] in self._sel_set:
-                    out.append(kid)
-            elif np.isin(self.under[kid], sel).any():
-                out.append(kid)
-        return out
+        """Children of `node` with a selected client at or below them (see _mark_active)."""
+        return self._amap.get(node, [])
+
+    def _mark_active(self, sel: np.ndarray) -> None:
+        """The subtree spanned by this round's clients: O(selected x depth), not O(all)."""
+        self._sel_set = set(sel.tolist())
+        amap: dict[str, list[str]] = {}
+        seen: set[str] = set()
+        parent, pos = self.topo.parent, self._pos
+        for k in sel.tolist():
+            node = self.topo.clients[k]
+            while node != "cloud" and node not in seen:
+                seen.add(node)
+                amap.setdefault(parent[node], []).append(node)
+                node = parent[node]
+        for kids in amap.values():
+            kids.sort(key=pos.__getitem__)
+        self._amap = amap
 
     def _client(self, k: int, i: int, parent: str, down_bytes: float, work: Work, relay: bool,
                 collector: Collector, preagg: "PreAgg | None" = None):
@@ -292,7 +305,7 @@ class Simulation:
         chosen = self.select(t)
         sel = self.algo.trainees(chosen)        # usually == chosen; extra ones train silently
         silent = ~np.isin(sel, chosen)
-        self._sel_set = set(sel.tolist())
+        self._mark_active(sel)
         work = self.train(t, 0, sel, self.algo.global_model(), silent)
         down_bytes = message_bytes(self.algo.downlink())
         preagg = self.sc.train.edge_preaggregate and self.algo.linear_aggregate
@@ -379,7 +392,7 @@ class Simulation:
     # ---------------------------------------------------------------- hierarchical
     def _hier_round(self, t: int, info: RoundInfo):
         sel = self.select(t)
-        self._sel_set = set(sel.tolist())
+        self._mark_active(sel)
         kids = self._active("cloud", sel)
         reporting = set(self.algo.reporting(t, kids))
         col = Collector(self.env, len(reporting), self.sc.train.round)

@@ -26,9 +26,17 @@ class Trace:
             self.events.append((time, node, kind, peer, value))
 
     def flush_to(self, fh: IO[str]) -> None:
-        w = csv.writer(fh)
-        for e in self.events[self._flushed:]:
-            w.writerow((repr(float(e[0])), e[1], e[2], e[3], _num(e[4])))
+        """Append the events not written yet, as csv.writer writes them (one write call)."""
+        out: list[str] = []
+        for t, n, k, p, v in self.events[self._flushed:]:
+            if _SPECIAL.isdisjoint(n + k + p):
+                out.append(f"{float(t)!r},{n},{k},{p},{_num(v)}\r\n")
+                continue
+            buf = io.StringIO()                   # a name that needs quoting: csv's rules
+            w = csv.writer(buf)
+            w.writerow((repr(float(t)), n, k, p, _num(v)))
+            out.append(buf.getvalue())
+        fh.write("".join(out))
         fh.flush()
         self._flushed = len(self.events)
 
@@ -38,6 +46,9 @@ class Trace:
         for e in self.events:
             buf.write(f"{e[0]:.9f},{e[1]},{e[2]},{e[3]},{_num(e[4])}\n")
         return hashlib.sha256(buf.getvalue().encode()).hexdigest()[:16]
+
+
+_SPECIAL = frozenset(',"\r\n')          # characters csv.writer would quote
 
 
 def _num(v: float) -> str:
