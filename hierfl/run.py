@@ -57,6 +57,7 @@ class AlgoResult:
     diverged_at: int | None = None
     trace: Trace | None = None
     paused_at: int | None = None
+    nonfinite_clients: list[int] = field(default_factory=list)
 
 
 def build_world(sc: Scenario, topo_spec, graph=None) -> World:
@@ -236,9 +237,14 @@ def run_algorithm(sc: Scenario, entry: AlgorithmEntry, world: World, out_dir: st
         bar.update(t, row, final=bad or t == rounds)
         if bad:
             result.diverged_at = t
+            who = sorted(set(sim.nonfinite.get(t, [])))
+            where = (f"; non-finite uploads from client(s) {', '.join(map(str, who[:20]))}"
+                     f"{' ...' if len(who) > 20 else ''}" if who else "")
             print(f"warning: {entry.label} diverged at round {t} (non-finite or norm > "
-                  f"{sc.train.divergence_bound:g}); stopped, other algorithms continue",
+                  f"{sc.train.divergence_bound:g}{where}); stopped, other algorithms continue",
                   file=sys.stderr)
+            if who:
+                result.nonfinite_clients = who
             return False
         pause = stop_after is not None and t >= stop_after and t < rounds
         if ((every and t % every == 0) or pause) and 0 < t < rounds and sim.quiescent:

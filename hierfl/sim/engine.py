@@ -104,6 +104,7 @@ class Simulation:
         self._calls: dict[tuple[int, str], int] = {}   # (cloud round, aggregator) -> calls
         self._sel_set: set[int] = set()
         self._amap: dict[str, list[str]] = {}
+        self.nonfinite: dict[int, list[int]] = {}   # round -> clients whose upload was not finite
         self._pos = {kid: i for kids in topo.children.values() for i, kid in enumerate(kids)}
         self.index = {name: k for k, name in enumerate(topo.clients)}   # client name -> id
         self.under = {n: np.array(sorted(self.index[c] for c in self._leaves(n)),
@@ -181,6 +182,11 @@ class Simulation:
         res = self.executor.run(program, plan, full, torch.from_numpy(budgets), ctx.lr,
                                 self.local.gamma, self.local.check_every, measure=measure)
         up = self.algo.finish(clients, start, res, ctx)
+        finite = torch.ones(len(sel), dtype=torch.bool)
+        for tensor in up.tensors:
+            finite &= torch.isfinite(tensor).all(1)
+        if not bool(finite.all()):      # numerical health: name the clients where it arose
+            self.nonfinite.setdefault(t, []).extend(sel[~finite.numpy()].tolist())
         # compute cost: FLOPs of every sample-gradient evaluated, forward + backward = 3 x forward
         valid = (plan.weights > 0).sum(-1).cumsum(1)                   # (C, S) rows so far
         steps = res.steps.clamp(min=0)
