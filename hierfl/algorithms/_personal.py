@@ -5,7 +5,8 @@ from dataclasses import dataclass
 
 import torch
 
-from .base import Algorithm
+from ..learn.solver import SolveResult
+from .base import Algorithm, RoundCtx, Upload, weighted_mean
 
 
 @dataclass
@@ -38,3 +39,25 @@ def mix(w: torch.Tensor, mean: torch.Tensor, beta: float) -> torch.Tensor:
 
 def uniform_weights(n: int) -> torch.Tensor:
     return torch.full((n,), 1.0 / n, dtype=torch.float64)
+
+
+class EnvelopeAlgorithm(PersonalAlgorithm):
+    """pFedMe and pFedMac: clients run the envelope program (state (x, theta)), upload x, keep
+    theta as their personal model; the server mixes: w <- (1 - beta) w + beta mean_S(x_k)."""
+
+    def finish(self, clients: torch.Tensor, start: torch.Tensor, res: SolveResult,
+               ctx: RoundCtx) -> Upload:
+        x, theta = res.state
+        trained = res.steps > 0
+        self.clients.personal[clients[trained]] = theta[trained]
+        return Upload((x,), encoding=getattr(self.p, "encoding", "dense"))
+
+    def weights(self, clients: torch.Tensor) -> torch.Tensor:
+        if self.p.weighting == "uniform":
+            return uniform_weights(len(clients))
+        return super().weights(clients)
+
+    def aggregate(self, clients: torch.Tensor, up: Upload, ctx: RoundCtx) -> None:
+        if len(clients) == 0:
+            return
+        self.w = mix(self.w, weighted_mean(up.tensors[0], self.weights(clients)), self.p.beta)

@@ -40,11 +40,10 @@ from typing import Literal
 import torch
 
 from ..learn.envelope import EnvelopeProgram
-from ..learn.solver import SolveResult
 from ..learn.terms import L1, LogCosh, Term
 from ..scenario.fields import all_of, at_most, non_negative, positive, spec
-from ._personal import PersonalAlgorithm, mix, uniform_weights
-from .base import RoundCtx, Upload, stack_start, weighted_mean
+from ._personal import EnvelopeAlgorithm
+from .base import RoundCtx, stack_start
 
 
 @dataclass(frozen=True)
@@ -80,7 +79,7 @@ def sparsity_terms(s: SparsityParams) -> tuple[Term, ...]:
     return (LogCosh(s.gamma, s.rho),)
 
 
-class PFedMac(PersonalAlgorithm):
+class PFedMac(EnvelopeAlgorithm):
     name = "pfedmac"
     Params = PFedMacParams
     p: PFedMacParams
@@ -91,19 +90,3 @@ class PFedMac(PersonalAlgorithm):
                                self.p.inner_steps, self.p.inner_lr,
                                sparsity_terms(self.p.sparsity))
 
-    def finish(self, clients: torch.Tensor, start: torch.Tensor, res: SolveResult,
-               ctx: RoundCtx) -> Upload:
-        x, theta = res.state
-        trained = res.steps > 0
-        self.clients.personal[clients[trained]] = theta[trained]
-        return Upload((x,), encoding=self.p.encoding)
-
-    def weights(self, clients: torch.Tensor) -> torch.Tensor:
-        if self.p.weighting == "uniform":
-            return uniform_weights(len(clients))
-        return super().weights(clients)
-
-    def aggregate(self, clients: torch.Tensor, up: Upload, ctx: RoundCtx) -> None:
-        if len(clients) == 0:
-            return
-        self.w = mix(self.w, weighted_mean(up.tensors[0], self.weights(clients)), self.p.beta)

@@ -32,11 +32,10 @@ import numpy as np
 import torch
 
 from ..learn.envelope import EnvelopeProgram
-from ..learn.solver import SolveResult
 from ..learn.terms import Prox
 from ..scenario.fields import all_of, at_most, non_negative, positive, spec
-from ._personal import PersonalAlgorithm, mix, uniform_weights
-from .base import RoundCtx, Upload, stack_start, weighted_mean
+from ._personal import EnvelopeAlgorithm
+from .base import RoundCtx, stack_start
 
 
 @dataclass(frozen=True)
@@ -55,7 +54,7 @@ class PFedMeParams:
         "samples", "server mean over the selected clients: n_k-weighted or uniform (paper)")
 
 
-class PFedMe(PersonalAlgorithm):
+class PFedMe(EnvelopeAlgorithm):
     name = "pfedme"
     Params = PFedMeParams
     p: PFedMeParams
@@ -71,19 +70,3 @@ class PFedMe(PersonalAlgorithm):
         return EnvelopeProgram(self.setup.model, x0, x0.clone(), self.p.lam, "prox",
                                self.p.personal_steps, self.p.personal_lr, extra)
 
-    def finish(self, clients: torch.Tensor, start: torch.Tensor, res: SolveResult,
-               ctx: RoundCtx) -> Upload:
-        x, theta = res.state
-        trained = res.steps > 0
-        self.clients.personal[clients[trained]] = theta[trained]
-        return Upload((x,))
-
-    def weights(self, clients: torch.Tensor) -> torch.Tensor:
-        if self.p.weighting == "uniform":
-            return uniform_weights(len(clients))
-        return super().weights(clients)
-
-    def aggregate(self, clients: torch.Tensor, up: Upload, ctx: RoundCtx) -> None:
-        if len(clients) == 0:
-            return
-        self.w = mix(self.w, weighted_mean(up.tensors[0], self.weights(clients)), self.p.beta)

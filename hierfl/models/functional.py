@@ -12,7 +12,6 @@ import math
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 
 from ..scenario.schema import ModelSpec
 
