@@ -64,7 +64,7 @@ def cmd_run(args: argparse.Namespace) -> int:
               f"{args.scenario} --resume" + (f" --out {args.out}" if args.out else ""))
         return 0
     path = write_report(sc.output, sc.name, sc.report.target_accuracy)
-    print(f"report: {path}")
+    print(f"report: {path}\nhtml: {os.path.join(os.path.dirname(path), 'report.html')}")
     return 0
 
 
