@@ -167,8 +167,20 @@ def test_edge_outage_loses_uploads_and_round_closes(tmp_path):
     res, w = run_one(path, out=str(tmp_path / "out"))
     row = res.rows[-1]
     assert (row["selected"], row["reported"], row["failed"]) == (2, 1, 1)
-    kinds = [(n, k) for _, n, k, _, _ in res.trace.events]
-    assert ("edge1", "lost") in kinds
+    got = sorted((round(t, 9), n, k, p) for t, n, k, p, _ in res.trace.events)
+    assert got == sorted([
+        (0.0, "cloud", "round_start", ""), (0.0, "cloud", "send", "edge0"),
+        (0.0, "cloud", "send", "edge1"), (1.1, "edge0", "recv", "cloud"),
+        (1.1, "edge1", "recv", "cloud"), (1.1, "edge0", "send", "client0"),
+        (1.1, "edge1", "send", "client1"), (3.15, "client0", "recv", "edge0"),
+        (3.15, "client1", "recv", "edge1"), (3.15, "client0", "compute_start", ""),
+        (3.15, "client1", "compute_start", ""), (5.15, "client0", "compute_end", ""),
+        (5.15, "client1", "compute_end", ""), (5.15, "client0", "send", "edge0"),
+        (5.15, "client1", "send", "edge1"), (7.2, "edge0", "recv", "client0"),
+        (7.2, "edge1", "lost", "client1"),                 # 5.15..7.2 overlaps [4, 6]
+        (7.2, "edge0", "send", "cloud"), (8.3, "cloud", "recv", "edge0"),
+        (8.3, "cloud", "aggregate", ""), (8.3, "cloud", "round_end", ""),
+    ])
     v, x, y = 0.0, np.array([1.0, 2.0]), np.array([1.0, 2.0])
     for _ in range(2):
         v -= 0.1 * np.mean(2 * (v * x - y) * x)
