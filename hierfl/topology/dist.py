@@ -15,7 +15,8 @@ def draw(d: Dist, rng: np.random.Generator, n: int) -> np.ndarray:
     if d.dist == "uniform":
         return rng.uniform(d.low, d.high, n)
     if d.dist == "lognormal":
-        return float(d.median) * np.exp(rng.normal(0.0, d.sigma, n))  # type: ignore[arg-type]
+        with np.errstate(over="ignore"):     # an absurd sigma gives inf, which validation reports
+            return float(d.median) * np.exp(rng.normal(0.0, d.sigma, n))  # type: ignore[arg-type]
     if d.dist == "normal":
         out = rng.normal(d.mean, d.std, n)
         return np.maximum(out, d.min) if d.min is not None else out
