@@ -255,27 +255,42 @@ def steps_figure(groups: list[Group], colours: dict[str, str],
         return save(fig, path)
 
 
-def stragglers_figure(groups: list[Group], colours: dict[str, str], path: str) -> str | None:
-    """Stragglers and failed (selected but not aggregated) clients per cloud round."""
-    if not (_has_positive(groups, "stragglers") or _has_positive(groups, "failed")):
+def per_round_panels(groups: list[Group], colours: dict[str, str],
+                     panels: tuple[tuple[str, str], tuple[str, str]], path: str,
+                     counts: bool) -> str | None:
+    """Two side-by-side per-round panels (key, y label); counts: integer steps from round 1,
+    else log-scale lines with markers. None when neither key has a positive value."""
+    if not any(_has_positive(groups, key) for key, _ in panels):
         return None
     with plt.rc_context(STYLE):
         fig, axes = plt.subplots(1, 2, figsize=(2 * W1 * 0.75, H1 * 0.9), sharex=True)
-        for ax, key, name in ((axes[0], "stragglers", "stragglers per round"),
-                              (axes[1], "failed", "clients not aggregated per round")):
+        for ax, (key, name) in zip(axes, panels):
             for g in groups:
-                m = g.mean()
-                rows = [r for r in m.rows if r.get("round", 0) >= 1]
+                rows = [r for r in g.mean().rows if not counts or r.get("round", 0) >= 1]
                 xs, ys = _finite([r["round"] for r in rows], [r.get(key, math.nan) for r in rows])
-                if len(xs):
+                if not len(xs):
+                    continue
+                if counts:
                     ax.step(xs, ys, where="mid", color=colours[g.label], label=g.label)
+                else:
+                    ax.plot(xs, ys, "o-", markersize=3, color=colours[g.label], label=g.label)
             ax.set_xlabel("cloud round")
             ax.set_ylabel(name)
-            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-            ax.yaxis.set_major_locator(MaxNLocator(integer=True))
-            ax.set_ylim(bottom=0)
-        _legend(axes[1], loc="best")
+            if counts:
+                ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+                ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+                ax.set_ylim(bottom=0)
+            else:
+                ax.set_yscale("log")
+        _legend(axes[1] if counts else axes[0], loc="best")
         return save(fig, path)
+
+
+def stragglers_figure(groups: list[Group], colours: dict[str, str], path: str) -> str | None:
+    """Stragglers and failed (selected but not aggregated) clients per cloud round."""
+    return per_round_panels(groups, colours, (("stragglers", "stragglers per round"),
+                                              ("failed", "clients not aggregated per round")),
+                            path, counts=True)
 
 
 def _has_positive(groups: list[Group], key: str) -> bool:
@@ -540,23 +555,9 @@ def standard_figures(series: list[Series], out: str) -> dict[str, str]:
 
 def dissimilarity_figure(groups: list[Group], colours: dict[str, str], path: str) -> str | None:
     """FedProx's B(w) and E_k ||grad F_k - grad f||^2 of the global model, per round."""
-    if not (_has_positive(groups, "dissimilarity_B") or _has_positive(groups, "grad_variance")):
-        return None
-    with plt.rc_context(STYLE):
-        fig, axes = plt.subplots(1, 2, figsize=(2 * W1 * 0.75, H1 * 0.9), sharex=True)
-        for ax, key, name in ((axes[0], "dissimilarity_B", "B(w) (dimensionless)"),
-                              (axes[1], "grad_variance", "E_k ||∇F_k − ∇f||²")):
-            for g in groups:
-                m = g.mean()
-                xs, ys = _finite([r["round"] for r in m.rows],
-                                 [r.get(key, math.nan) for r in m.rows])
-                if len(xs):
-                    ax.plot(xs, ys, "o-", markersize=3, color=colours[g.label], label=g.label)
-            ax.set_xlabel("cloud round")
-            ax.set_ylabel(name)
-            ax.set_yscale("log")
-        _legend(axes[0], loc="best")
-        return save(fig, path)
+    return per_round_panels(groups, colours, (("dissimilarity_B", "B(w) (dimensionless)"),
+                                              ("grad_variance", "E_k ||∇F_k − ∇f||²")),
+                            path, counts=False)
 
 
 def steps_speed_figure(groups: list[Group], colours: dict[str, str],
