@@ -17,6 +17,7 @@ import yaml
 
 import hierfl
 from hierfl.run import run_scenario
+from closed_forms import smooth_solution
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -323,14 +324,6 @@ def test_l1_soft_threshold_exact_zeros_and_sparse_bytes(tmp_path):
     np.testing.assert_allclose(arrays["global"], (1 / 2) * eta * lam * closed.sum(0), atol=1e-6)
 
 
-def smooth_solution(b, gamma, rho):
-    """argmin (1/2) t^2 - b t + gamma rho log cosh(t / rho), by bisection on t - b + gamma tanh(t/rho)."""
-    lo, hi = np.full_like(b, -10.0), np.full_like(b, 10.0)
-    for _ in range(200):
-        mid = (lo + hi) / 2
-        pos = mid - b + gamma * np.tanh(mid / rho) > 0
-        hi, lo = np.where(pos, mid, hi), np.where(pos, lo, mid)
-    return (lo + hi) / 2
 
 
 def test_logcosh_approaches_l1_as_rho_shrinks(tmp_path):

@@ -20,6 +20,7 @@ import yaml
 import hierfl
 from hierfl import seeding
 from hierfl.run import run_scenario
+from closed_forms import smooth_solution
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -322,15 +323,6 @@ def test_l1_exact_zeros_and_sparse_uploads_through_the_hierarchy(tmp_path):
     assert {w[3] for w in want} == {"bitmap+dense", "sparse+dense", "dense+dense"}
 
 
-def smooth_solution(b, gamma, rho):
-    """argmin (1/2) t^2 - b t + gamma rho log cosh(t / rho), by bisection on
-    t - b + gamma tanh(t / rho) = 0."""
-    lo, hi = np.full_like(b, -10.0), np.full_like(b, 10.0)
-    for _ in range(200):
-        mid = (lo + hi) / 2
-        pos = mid - b + gamma * np.tanh(mid / rho) > 0
-        hi, lo = np.where(pos, mid, hi), np.where(pos, lo, mid)
-    return (lo + hi) / 2
 
 
 def test_logcosh_approaches_l1_through_pfedmac_sh(tmp_path):
