@@ -189,7 +189,7 @@ def _run_hierfl(sc, entry, world, tmp: str) -> dict:
     try:
         t0, c0 = time.perf_counter(), time.process_time()
         result = hr.run_algorithm(sc, entry, world, os.path.join(tmp, "out", entry.label),
-                                  progress=False)
+                                  progress=False, keep_trace=False)   # as `hierfl run`
         wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     finally:
         hr.make_executor = make

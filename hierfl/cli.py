@@ -58,7 +58,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     print(f"running {sc.name}: {len(sc.algorithms)} algorithm(s), {sc.train.rounds} rounds "
           f"-> {sc.output}", file=sys.stderr)
     res = run_scenario(sc, topo_spec, progress=not args.quiet, resume=args.resume,
-                       stop_after=args.stop_after)
+                       stop_after=args.stop_after, keep_trace=False)
     if any(r.paused_at is not None for r in res.values()):
         print(f"paused after round {args.stop_after}; continue with: hierfl run "
               f"{args.scenario} --resume" + (f" --out {args.out}" if args.out else ""))

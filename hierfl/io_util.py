@@ -59,6 +59,11 @@ class CsvLog:
         self.w.writerows([fmt(v.get(k, "")) for k in self.header] for v in values)
         self.fh.flush()
 
+    def write(self, text: str) -> None:
+        """Rows already formatted as csv.writer would (one flush)."""
+        self.fh.write(text)
+        self.fh.flush()
+
     def close(self) -> None:
         self.fh.close()
 

@@ -334,7 +334,7 @@ def execute_point(text: str, folder: str, report: bool = True) -> dict:
     f = os.path.join(folder, POINT_FILE)
     atomic_text(f, text)
     sc, topo_spec = load(f, out=folder)
-    run_scenario(sc, topo_spec, progress=False)
+    run_scenario(sc, topo_spec, progress=False, keep_trace=False)
     if report:
         write_report(folder, sc.name, sc.report.target_accuracy)
     info = {"wall_s": time.time() - t0, "host": os.uname().nodename, "pid": os.getpid()}

@@ -158,6 +158,11 @@ class TrainSpec:
         "continues from it", check=non_negative)
     divergence_bound: float = spec(1e6, "a parameter norm above this marks divergence",
                                    check=positive)
+    timing: Literal["auto", "events"] = spec(
+        "auto", "auto: a flat round whose timing depends on nothing else (FIFO links, no "
+        "failures, wait_all without timeout, no pre-aggregation) is timed in closed form, with "
+        "the same trace and numbers as the event loop, faster; events: play every message "
+        "through simpy")
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,10 @@ Event = tuple[float, str, str, str, float]
 
 
 class Trace:
-    """Append-only list of events; `flush_to` appends new events to an open CSV file."""
+    """Append-only list of events; `flush_to` appends new events to an open CSV file.
+
+    keep=False drops events from memory once written (memory then no longer grows with the
+    simulated events; `fingerprint` needs keep=True)."""
 
     HEADER = ("time_s", "node", "kind", "peer", "value")
 
@@ -19,26 +22,42 @@ class Trace:
         self.keep = keep
         self._flushed = 0
         self.count = 0
+        self._fields: dict[tuple[str, str, str], str] = {}   # (node, kind, peer) -> ",n,k,p,"
+        self._nums: dict[float, str] = {}
 
     def add(self, time: float, node: str, kind: str, peer: str = "", value: float = 0) -> None:
         self.count += 1
-        if self.keep:
-            self.events.append((time, node, kind, peer, value))
+        self.events.append((time, node, kind, peer, value))
+
+    def extend(self, events: list[Event]) -> None:
+        self.count += len(events)
+        self.events.extend(events)
 
     def flush_to(self, fh: IO[str]) -> None:
         """Append the events not written yet, as csv.writer writes them (one write call)."""
         out: list[str] = []
+        fields, nums = self._fields, self._nums
+        last, text = None, ""
         for t, n, k, p, v in self.events[self._flushed:]:
-            if _SPECIAL.isdisjoint(n + k + p):
-                out.append(f"{float(t)!r},{n},{k},{p},{_num(v)}\r\n")
-                continue
-            buf = io.StringIO()                   # a name that needs quoting: csv's rules
-            w = csv.writer(buf)
-            w.writerow((repr(float(t)), n, k, p, _num(v)))
-            out.append(buf.getvalue())
+            mid = fields.get((n, k, p))
+            if mid is None:
+                mid = fields[n, k, p] = _fields(n, k, p)
+            num = nums.get(v)
+            if num is None:
+                num = nums[v] = _num(v)
+            if t != last:                         # consecutive events often share a time
+                last, text = t, repr(float(t))
+            out.append(f"{text}{mid}{num}\r\n")
         fh.write("".join(out))
         fh.flush()
-        self._flushed = len(self.events)
+        if self.keep:
+            self._flushed = len(self.events)
+        else:
+            self.events.clear()
+        if len(fields) > 200_000:
+            fields.clear()
+        if len(nums) > 200_000:
+            nums.clear()
 
     def fingerprint(self) -> str:
         """A hash of the event sequence (OMNeT++-style regression fingerprint)."""
@@ -49,6 +68,15 @@ class Trace:
 
 
 _SPECIAL = frozenset(',"\r\n')          # characters csv.writer would quote
+
+
+def _fields(n: str, k: str, p: str) -> str:
+    """The CSV text between time and value, quoted as csv.writer would."""
+    if _SPECIAL.isdisjoint(n + k + p):
+        return f",{n},{k},{p},"
+    buf = io.StringIO()
+    csv.writer(buf).writerow(("", n, k, p, ""))
+    return buf.getvalue()[:-2]
 
 
 def _num(v: float) -> str:

@@ -1,0 +1,157 @@
+"""The speed paths against the plain ones: the same bytes.
+
+Closed-form round timing (sim/closed_form.py) against the event loop.
+
+Each scenario runs twice, `train.timing: auto` (closed form where a round allows it) and
+`events` (every message through simpy); trace.csv, clients.csv and metrics.csv must be
+byte-identical, and the closed form must actually have been used. The scenarios are built to
+make the event loop's tie-breaking matter: identical devices and links (every client of an edge
+asks for the shared uplink at the same instant) with uploads of different sizes (sparse
+encodings), relays over three tiers, and rounds that must fall back to the event loop."""
+from __future__ import annotations
+
+import os
+
+import pytest
+import yaml
+
+from hierfl.run import build_world, run_algorithm
+from hierfl.scenario.load import load
+
+
+def _topology(constant: bool) -> dict:
+    speed = 1e6 if constant else {"dist": "lognormal", "median": 1e6, "sigma": 0.6}
+    lat = 0.02 if constant else {"dist": "uniform", "low": 0.01, "high": 0.1}
+    return {"tiers": [{"name": "regional", "count": 2,
+                       "link": {"latency_s": 0.03, "bandwidth_Bps": 2e4}},
+                      {"name": "edge", "count": 4,
+                       "link": {"latency_s": 0.01, "bandwidth_Bps": 5e3}}],
+            "clients": {"count": 16, "compute_flops": speed,
+                        "link": {"latency_s": lat, "bandwidth_Bps": 2e3}}}
+
+
+def _doc(constant: bool, algorithms: list, **extra) -> dict:
+    doc = {"name": "cf", "seed": 3, "topology": _topology(constant),
+           "data": {"name": "synthetic", "dim": 5, "classes": 3, "samples": 20},
+           "model": {"name": "logreg"},
+           "train": {"rounds": 4, "clients_per_round": 10,
+                     "local": {"epochs": 1, "batch_size": 5, "lr": 0.05}},
+           "algorithms": algorithms}
+    for key, value in extra.items():
+        doc[key] = {**doc.get(key, {}), **value} if isinstance(value, dict) else value
+    return doc
+
+
+def _run_both(tmp_path, doc: dict):
+    """{label: {timing: (files, closed_form_rounds)}}"""
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    out = {}
+    for timing in ("auto", "events"):
+        doc["train"]["timing"] = timing
+        path.write_text(yaml.safe_dump(doc))
+        sc, topo = load(str(path), out=str(tmp_path / timing))
+        world = build_world(sc, topo)
+        for entry in sc.algorithms:
+            folder = os.path.join(sc.output, entry.label)
+            res = run_algorithm(sc, entry, world, folder, progress=False)
+            files = {f: open(os.path.join(folder, f)).read()
+                     for f in ("trace.csv", "clients.csv", "metrics.csv")}
+            out.setdefault(entry.label, {})[timing] = (files, res.closed_form_rounds)
+    return out
+
+
+def _assert_same(out: dict, rounds: int, fallback: bool = False):
+    for label, runs in out.items():
+        fast, fast_rounds = runs["auto"]
+        slow, slow_rounds = runs["events"]
+        assert slow_rounds == 0
+        assert 0 < fast_rounds <= rounds if not fallback else 0 < fast_rounds < rounds, label
+        for name in fast:
+            assert fast[name] == slow[name], f"{label}: {name} differs"
+
+
+def test_ties_on_shared_links_are_broken_as_the_event_loop_does(tmp_path):
+    """Identical devices: every client of an edge finishes at the same instant and its upload
+    queues on the edge's uplink behind the others, in the event loop's order (a wrong order
+    gives the same trace times but another client each upload_s in clients.csv)."""
+    doc = _doc(True, [{"name": "fedavg"}, {"name": "scaffold"}])
+    out = _run_both(tmp_path, doc)
+    _assert_same(out, 4)
+    trace = out["fedavg"]["auto"][0]["trace.csv"].splitlines()
+    times = [float(line.split(",")[0]) for line in trace[1:]]
+    assert len(times) - len(set(times)) > 50                       # many simultaneous events
+
+
+def test_heterogeneous_devices_stragglers_and_availability(tmp_path):
+    doc = _doc(False, [{"name": "fedavg"}, {"name": "fedprox", "mu": 0.1}],
+               stragglers={"fraction": 0.5})
+    doc["topology"]["availability"] = {"kind": "bernoulli", "p": 0.8}
+    doc["train"]["clients_per_round"] = "all"
+    _assert_same(_run_both(tmp_path, doc), 4)
+
+
+def test_rounds_that_need_the_event_loop_fall_back(tmp_path):
+    """pFedMe's published-code variant trains every client but only the sampled ones upload;
+    a slow silent trainee still computes when the round closes, so its compute_end belongs to
+    the next round's events: that round is played by the event loop, the others are not."""
+    doc = _doc(False, [{"name": "pfedme", "train_all_clients": True}])
+    doc["train"]["clients_per_round"] = 8
+    doc["train"]["rounds"] = 6
+    doc["topology"]["clients"]["compute_flops"] = {"dist": "lognormal", "median": 1e3,
+                                                   "sigma": 1.5}
+    _assert_same(_run_both(tmp_path, doc), 6, fallback=True)     # 4 of the 6 rounds here
+
+
+@pytest.mark.parametrize("policy", [{"policy": "first_k", "k": 3},
+                                    {"policy": "wait_all", "timeout_s": 1e9}])
+def test_time_dependent_rounds_use_the_event_loop(tmp_path, policy):
+    doc = _doc(False, [{"name": "fedavg"}])
+    doc["train"]["round"] = policy
+    out = _run_both(tmp_path, doc)
+    assert out["fedavg"]["auto"][1] == 0
+    assert out["fedavg"]["auto"][0] == out["fedavg"]["events"][0]
+
+
+def test_trace_file_is_what_csv_writer_writes():
+    """Trace.flush_to caches the text of (node, kind, peer) and values; the bytes must stay
+    csv.writer's, quoting included, and keep=False must drop what was written."""
+    import csv
+    import io
+
+    from hierfl.sim.trace import Trace
+
+    events = [(0.1, "edge,0", "send", 'cli"ent', 72.0), (0.30000000000000004, "a", "recv", "b", 3),
+              (1e-7, "a", "recv", "b", 2.5), (2.0, "edge,0", "send", 'cli"ent', 72)]
+    want = io.StringIO()
+    w = csv.writer(want)
+    for t, n, k, p, v in events:
+        w.writerow((repr(float(t)), n, k, p, str(int(v)) if float(v).is_integer() else repr(v)))
+    for keep in (True, False):
+        trace, got = Trace(keep=keep), io.StringIO()
+        for e in events[:2]:
+            trace.add(*e)
+        trace.flush_to(got)
+        trace.extend(events[2:])
+        trace.flush_to(got)
+        assert got.getvalue() == want.getvalue()
+        assert trace.count == 4 and len(trace.events) == (4 if keep else 0)
+
+
+def test_client_lines_are_what_csvlog_writes(tmp_path):
+    from hierfl.io_util import CsvLog
+    from hierfl.run import CLIENT_COLUMNS, client_lines
+    from hierfl.sim.engine import ClientRecord
+
+    recs = [ClientRecord(3, 0, 17, 20, 20, 0.125, float("nan"), False, True, float("nan")),
+            ClientRecord(3, 2, 4, 0, 7, 1e-9, 2.5, True, False, 0.3333333333333333, True,
+                         72.0, "bitmap"),
+            ClientRecord(10**6, 1, 0, 5, 5, 1.0, 0.1 + 0.2, False, False, 1.0, False, 76.25,
+                         "sparse")]
+    log = CsvLog(str(tmp_path / "a.csv"), CLIENT_COLUMNS)
+    log.rows([{c: getattr(r, c) for c in CLIENT_COLUMNS} for r in recs])
+    log.close()
+    fast = CsvLog(str(tmp_path / "b.csv"), CLIENT_COLUMNS)
+    fast.write(client_lines(recs))
+    fast.close()
+    assert (tmp_path / "a.csv").read_bytes() == (tmp_path / "b.csv").read_bytes()
