@@ -91,16 +91,42 @@ def test_heterogeneous_devices_stragglers_and_availability(tmp_path):
     _assert_same(_run_both(tmp_path, doc), 4)
 
 
-def test_rounds_that_need_the_event_loop_fall_back(tmp_path):
+def test_events_after_a_round_spill_into_the_event_loop(tmp_path):
     """pFedMe's published-code variant trains every client but only the sampled ones upload;
-    a slow silent trainee still computes when the round closes, so its compute_end belongs to
-    the next round's events: that round is played by the event loop, the others are not."""
+    a slow silent trainee still computes when the round closes: its compute_end becomes a simpy
+    event at its exact time, and the next round, with it in flight, is played by the event
+    loop (the other rounds are not)."""
     doc = _doc(False, [{"name": "pfedme", "train_all_clients": True}])
     doc["train"]["clients_per_round"] = 8
     doc["train"]["rounds"] = 6
     doc["topology"]["clients"]["compute_flops"] = {"dist": "lognormal", "median": 1e3,
                                                    "sigma": 1.5}
     _assert_same(_run_both(tmp_path, doc), 6, fallback=True)     # 4 of the 6 rounds here
+
+
+def test_hierarchical_rounds_with_ties_sparse_uploads_and_stragglers(tmp_path):
+    """Aggregator rounds over three tiers computed in closed form (training called where the
+    processes would call it): identical devices, pFedMac-SH's sparse uploads of different
+    sizes, and HierFAVG dropping stragglers whose compute may outlast an edge round."""
+    doc = _doc(True, [{"name": "hierfavg", "edge_rounds": 2},
+                      {"name": "pfedmac_sh", "edge_rounds": 2, "lambda1": 0.5,
+                       "inner_steps": 3, "sparsity": {"kind": "l1", "gamma": 0.3},
+                       "upload": "theta", "encoding": "sparse"}],
+               stragglers={"fraction": 0.5})
+    doc["train"]["rounds"] = 3
+    out = _run_both(tmp_path, doc)
+    _assert_same(out, 3)
+    sizes = {row.split(",")[10] for row in out["pfedmac_sh"]["auto"][0]["clients.csv"].split()[1:]}
+    assert len(sizes) > 3                               # uploads of many sizes queue in ties
+
+
+def test_unsampled_edges_use_the_event_loop(tmp_path):
+    """pFedMac-SH with S < edges: unsampled edges keep working past the round's close."""
+    doc = _doc(False, [{"name": "pfedmac_sh", "edges_per_round": 1, "lambda1": 0.5}])
+    doc["train"]["rounds"] = 3
+    out = _run_both(tmp_path, doc)
+    assert out["pfedmac_sh"]["auto"][1] == 0
+    assert out["pfedmac_sh"]["auto"][0] == out["pfedmac_sh"]["events"][0]
 
 
 @pytest.mark.parametrize("policy", [{"policy": "first_k", "k": 3},

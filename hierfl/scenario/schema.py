@@ -159,10 +159,10 @@ class TrainSpec:
     divergence_bound: float = spec(1e6, "a parameter norm above this marks divergence",
                                    check=positive)
     timing: Literal["auto", "events"] = spec(
-        "auto", "auto: a flat round whose timing depends on nothing else (FIFO links, no "
-        "failures, wait_all without timeout, no pre-aggregation) is timed in closed form, with "
-        "the same trace and numbers as the event loop, faster; events: play every message "
-        "through simpy")
+        "auto", "auto: a round whose timing depends on nothing else (FIFO links, no failures, "
+        "wait_all rounds without timeout, no pre-aggregation, every edge reporting) is timed "
+        "in closed form, with the same trace and numbers as the event loop, faster; events: "
+        "play every message through simpy")
 
 
 @dataclass(frozen=True)

@@ -1,9 +1,11 @@
-"""The timing of a flat round in closed form: the same trace as the event loop, without it.
+"""The timing of a round in closed form: the same trace and numbers as the event loop, without it.
 
 When nothing in a round depends on simulated time except the timing itself (FIFO links, no
-failures, a `wait_all` round without timeout, no pre-aggregation), a round is a tree of
-fixed chains: broadcast down the tree, each client's download, compute and upload, relayed
-hop by hop to the cloud. Its timing is then a pure function of the start time: a FIFO link is
+failures, `wait_all` rounds without timeout, no pre-aggregation, every edge reporting), a round
+is a tree of fixed chains: flat, a broadcast down the tree, each client's download, compute and
+upload, relayed hop by hop to the cloud; hierarchical, each aggregator's rounds over its
+children (the children's training is called where the aggregator's process would call it),
+then its upload. Its timing is then a pure function of the start time: a FIFO link is
 Lindley's recursion (a transfer starts at max(request, link free), holds the wire for
 bytes / bandwidth, then propagates for latency), applied to the requests in the order the
 event loop would serve them.
@@ -30,23 +32,29 @@ from dataclasses import dataclass, field
 from operator import itemgetter
 
 URGENT, NORMAL = 0, 1          # simpy.events.URGENT / NORMAL
+_FIRST = itemgetter(0)
 
 
 @dataclass
 class RoundTiming:
-    """What the event loop would have produced for one flat round."""
+    """What the event loop would have produced for one round."""
 
-    end: float                                   # the last arrival at the cloud
-    arrived: list[int]                           # clients, in order of arrival at the cloud
-    upload_s: dict[int, float]                   # client -> upload seconds (to the cloud)
-    events: list = field(default_factory=list)   # trace events, in the event loop's order
+    end: float                                   # when the cloud's round closes
+    arrived: list = field(default_factory=list)  # at the cloud, in order of arrival
+    upload_s: dict = field(default_factory=dict) # client -> upload seconds
+    events: list = field(default_factory=list)   # trace events up to the close, in order
     sends: list = field(default_factory=list)    # (link, bytes) of every transfer, in order
+    spill: list = field(default_factory=list)    # trace events after the close (a dropped
+    #                                              client still computing), in order
+    uploads: dict = field(default_factory=dict)  # hierarchical: child -> its upload
+    records: list = field(default_factory=list)  # hierarchical: ClientRecords in close order
 
 
 class _Round:
     def __init__(self):
         self.saved: list = []        # (link, busy_until before): undone if the round falls back
         self.out: list = []          # (key, index, event, link | None)
+        self.upload_s: dict = {}
 
     def hop(self, link, now: float, key: tuple, sub: int, nbytes: float):
         """Link.send started while processing `key` at `now`, after `sub` trace events of that
@@ -65,18 +73,44 @@ class _Round:
         self.out.append((akey, 0, (arrive, link.dst, "recv", link.src, nbytes), None))
         return arrive, akey
 
+    def client(self, links, parent: str, name: str, t: float, init: tuple, down: float,
+               ctime: float, steps: int, drop: bool, up: float):
+        """A client process started at `t` (key `init`): download, compute and, unless
+        dropped, upload to its parent. Returns (arrival key, arrival time, compute end)."""
+        got, dkey = self.hop(links[parent, name], t, init, 0, down)
+        self.out.append((dkey, 1, (got, name, "compute_start", "", steps), None))
+        done = got + ctime
+        ekey = (done, NORMAL, dkey, 0)
+        self.out.append((ekey, 0, (done, name, "compute_end", "", steps), None))
+        if drop:
+            return None
+        arrive, akey = self.hop(links[name, parent], done, ekey, 1, up)
+        return akey, arrive, done
+
     def undo(self) -> None:
         for link, busy in reversed(self.saved):
             link.busy_until = busy
 
+    def close(self, timing: RoundTiming, closed: tuple) -> RoundTiming:
+        """Order everything; what comes after the cloud's `closed` event spills over."""
+        out = self.out
+        out.sort()                   # by (key, index): unique, so the rest is never compared
+        cut = len(out)
+        while cut and out[cut - 1][0] > closed:
+            cut -= 1
+        timing.events = [e[2] for e in out[:cut]]
+        timing.sends = [(e[3], e[2][4]) for e in out[:cut] if e[3] is not None]
+        timing.spill = [(e[2], e[3]) for e in out[cut:]]
+        timing.upload_s = self.upload_s
+        return timing
+
 
 def flat_round(sim, sel, work, down_bytes: float) -> RoundTiming | None:
-    """The timing of a flat relayed round started now, or None where the event loop is needed
-    (a dropped client still computing when the round closes, or nobody to wait for)."""
+    """The timing of a flat relayed round started now (training done), or None where the
+    event loop is needed (nobody to wait for: the round closes at once)."""
     topo, now = sim.topo, sim.env.now
     rnd = _Round()
     links = sim.links
-    out = rnd.out
     pos = {int(k): i for i, k in enumerate(sel)}
     ctime = work.ctime.tolist()
     drop = work.drop.tolist()
@@ -87,39 +121,28 @@ def flat_round(sim, sel, work, down_bytes: float) -> RoundTiming | None:
     # the broadcast: the cloud spawns _flat_down, which spawns a process per active child;
     # a spawner is (node, time, burst origin, generation, spawn path)
     pending = [("cloud", now, (now, -1, (), 0), 1, (0,))]
-    starts = []                                          # (client, parent, time, key)
+    requests: dict[str, list] = {}                       # node -> [(key, time, client)]
+    t_up: dict[int, float] = {}
     while pending:
         node, t, origin, gen, path = pending.pop()
         for j, kid in enumerate(sim._active(node, sel)):
             init = origin + (gen + 1, path + (j,))
-            if kid in sim.index:
-                starts.append((sim.index[kid], node, t, init))
-            else:
+            k = sim.index.get(kid)
+            if k is None:
                 arrive, akey = rnd.hop(links[node, kid], t, init, 0, down_bytes)
                 pending.append((kid, arrive, akey, 0, ()))
-    # each client: download, compute, upload over its own link
-    requests: dict[str, list] = {}                       # node -> [(key, time, client)]
-    t_up: dict[int, float] = {}
-    dropped_end = []
-    for k, node, t, init in starts:
-        i = pos[k]
-        name = topo.clients[k]
-        got, dkey = rnd.hop(links[node, name], t, init, 0, down_bytes)
-        out.append((dkey, 1, (got, name, "compute_start", "", steps[i]), None))
-        done = got + ctime[i]
-        ekey = (done, NORMAL, dkey, 0)
-        out.append((ekey, 0, (done, name, "compute_end", "", steps[i]), None))
-        if drop[i]:
-            dropped_end.append(done)
-            continue
-        t_up[k] = done
-        arrive, akey = rnd.hop(links[name, node], done, ekey, 1, up_bytes[i])
-        requests.setdefault(node, []).append((akey, arrive, k))
+                continue
+            i = pos[k]
+            got = rnd.client(links, node, kid, t, init, down_bytes, ctime[i], steps[i],
+                             drop[i], up_bytes[i])
+            if got is not None:
+                akey, arrive, t_up[k] = got
+                requests.setdefault(node, []).append((akey, arrive, k))
     # relays: deepest nodes first, each link serving its requests in the event loop's order
     for d in range(max((depth[n] for n in requests), default=0), 0, -1):
         for node in [n for n in requests if depth[n] == d]:
             reqs = requests.pop(node)
-            reqs.sort(key=itemgetter(0))
+            reqs.sort(key=_FIRST)
             up = parent[node]
             link = links[node, up]
             for akey, t, k in reqs:
@@ -129,12 +152,86 @@ def flat_round(sim, sel, work, down_bytes: float) -> RoundTiming | None:
     if not arrivals:
         rnd.undo()
         return None
-    arrivals.sort(key=itemgetter(0))
-    end = arrivals[-1][1]
-    if any(d >= end for d in dropped_end):
-        rnd.undo()
-        return None
-    out.sort()                       # by (key, index): unique, so the rest is never compared
-    return RoundTiming(end, [k for _, _, k in arrivals],
-                       {k: t - t_up[k] for _, t, k in arrivals},
-                       [e[2] for e in out], [(e[3], e[2][4]) for e in out if e[3] is not None])
+    arrivals.sort(key=_FIRST)
+    last_key, end, _ = arrivals[-1]
+    rnd.upload_s = {k: t - t_up[k] for _, t, k in arrivals}
+    return rnd.close(RoundTiming(end, [k for _, _, k in arrivals]), (end, NORMAL, last_key, 0))
+
+
+def hier_round(sim, t: int, sel, kids: list[str], model, down: float) -> RoundTiming:
+    """A hierarchical round started now: every child of the cloud runs its aggregator rounds
+    (training included) and uploads. The caller has checked that every child reports."""
+    now = sim.env.now
+    rnd = _Round()
+    origin = (now, -1, (), 0)                            # the cloud's processing
+    closes: list = []                                    # (close key, ClientRecords)
+    arrivals = []
+    uploads = {}
+    for j, kid in enumerate(kids):
+        arrive, akey = rnd.hop(sim.links["cloud", kid], now, origin + (1, (j,)), 0, down)
+        msg, key, at = _aggregator(sim, rnd, kid, t, sel, model, akey, arrive, closes)
+        got, rkey = rnd.hop(sim.links[kid, "cloud"], at, key, 1, _bytes(msg))
+        arrivals.append((rkey, got, kid))
+        uploads[kid] = msg
+    arrivals.sort(key=_FIRST)
+    last_key, end, _ = arrivals[-1]
+    closes.sort(key=_FIRST)
+    timing = RoundTiming(end, [n for _, _, n in arrivals], uploads=uploads,
+                         records=[rec for _, recs in closes for rec in recs])
+    return rnd.close(timing, (end, NORMAL, last_key, 0))
+
+
+def _bytes(msg) -> float:
+    from .messages import message_bytes
+    return message_bytes(msg)
+
+
+def _aggregator(sim, rnd: _Round, node: str, t: int, sel, model, key: tuple, now: float,
+                closes: list):
+    """Simulation._aggregator from the processing `key` (the broadcast's arrival) at `now`:
+    returns (upload, key and time of the processing that sends it)."""
+    algo = sim.algo
+    es = algo.edge_start(model)
+    kids = sim._active(node, sel)
+    bottom = sim.topo.is_client(kids[0])
+    links = sim.links
+    for _ in range(sim.tier_rounds(node)):
+        start = algo.edge_model(es)
+        db = _bytes((start,))
+        if bottom:
+            work = sim._edge_train(node, t, kids, start)
+            ctime, drop, up = work.ctime.tolist(), work.drop.tolist(), work.up_bytes.tolist()
+            arrivals = []
+            for j, k in enumerate(work.sel.tolist()):
+                rec = work.recs[j]
+                got = rnd.client(links, node, sim.topo.clients[k], now, key + (1, (j,)), db,
+                                 ctime[j], rec.steps, drop[j], up[j])
+                if got is not None:
+                    arrivals.append(got + (k, rec))
+            if arrivals:
+                arrivals.sort(key=_FIRST)
+                for _, arrive, done, _, rec in arrivals:
+                    rec.upload_s = arrive - done
+                last_key, now = arrivals[-1][0], arrivals[-1][1]
+                key = (now, NORMAL, last_key, 0)          # the collector closes
+            else:                                         # closes at once, before the spawns
+                key = (now, NORMAL, key, 0)
+            es = sim._edge_close(t, es, work, [a[3] for a in arrivals])
+            closes.append((key, work.recs))
+            n_arrived = len(arrivals)
+        else:
+            arrivals = []
+            ups = {}
+            for j, kid in enumerate(kids):
+                arrive, akey = rnd.hop(links[node, kid], now, key + (1, (j,)), 0, db)
+                msg, ckey, at = _aggregator(sim, rnd, kid, t, sel, start, akey, arrive, closes)
+                got, rkey = rnd.hop(links[kid, node], at, ckey, 1, _bytes(msg))
+                arrivals.append((rkey, got, kid))
+                ups[kid] = msg
+            arrivals.sort(key=_FIRST)
+            last_key, now = arrivals[-1][0], arrivals[-1][1]
+            key = (now, NORMAL, last_key, 0)
+            es = sim._tier_close(t, sel, es, kids, [a[2] for a in arrivals], ups, start)
+            n_arrived = len(arrivals)
+        rnd.out.append((key, 0, (now, node, "aggregate", "", n_arrived), None))
+    return algo.edge_upload(es), key, now

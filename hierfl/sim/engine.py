@@ -30,7 +30,7 @@ from ..learn.batches import Batch, full_plan, minibatch_plan, steps_for
 from ..learn.solver import SolveResult
 from ..scenario.schema import AlgorithmEntry, Scenario
 from ..topology.graph import Topology
-from .closed_form import RoundTiming, flat_round
+from .closed_form import RoundTiming, flat_round, hier_round
 from .failures import Failures
 from .links import FairLink, Ledger, Link
 from .messages import message_bytes, row_bytes, row_encodings
@@ -78,6 +78,7 @@ class Work:
     up_bytes: np.ndarray
     recs: list[ClientRecord]
     drop: np.ndarray          # computes, uploads nothing (dropped straggler or silent trainee)
+    r: int = 0                # the aggregation round (edge round) of the call
 
 
 class Simulation:
@@ -226,7 +227,7 @@ class Simulation:
         up_bytes = row_bytes(up.tensors, up.encoding)
         for rec, nb, enc in zip(recs, up_bytes, row_encodings(up.tensors, up.encoding)):
             rec.up_bytes, rec.encoding = float(nb), enc
-        return Work(sel, up, res, ctime, up_bytes, recs, drop)
+        return Work(sel, up, res, ctime, up_bytes, recs, drop, r)
 
     def _dropped(self, stragglers: np.ndarray) -> np.ndarray:
         """Stragglers whose work the algorithm discards (FedAvg's rule in FedProx's experiment)."""
@@ -349,8 +350,12 @@ class Simulation:
         timing = flat_round(self, sel, work, down_bytes) \
             if self.closed_form and self.quiescent else None
         if timing is not None:               # the event loop's outcome, computed directly
-            self._apply(timing, work, pos, col)
-            yield self._at(timing.end)
+            closed = self._at(timing.end)
+            self._apply(timing)
+            for k in timing.arrived:
+                work.recs[pos[k]].upload_s = timing.upload_s[k]
+            col.arrived.extend(timing.arrived)
+            yield closed
         else:
             self.spawn(self._flat_down("cloud", sel, pos, down_bytes, work, col, partials,
                                        preagg))
@@ -376,17 +381,26 @@ class Simulation:
         info.failed = len(chosen) - len(arrived)
         info.clients.extend(work.recs)
 
-    def _apply(self, timing: RoundTiming, work: Work, pos: dict, col: Collector) -> None:
-        """Commit a closed-form round (the links' reservations are already made): trace,
-        ledger, arrivals."""
+    def _apply(self, timing: RoundTiming) -> None:
+        """Commit a closed-form round (the links' reservations are already made): trace and
+        ledger; events after the round's close (a dropped client still computing) become
+        simpy events at their exact times, in flight, so the next round plays through the
+        event loop and interleaves with them as it would have. Call after creating the
+        round's closing event (the spilled events come after it at equal times)."""
         self.closed_form_rounds += 1
         self.trace.extend(timing.events)
         add = self.ledger.add
         for link, nbytes in timing.sends:
             add(link.tier, link.direction, nbytes)
-        for k in timing.arrived:
-            work.recs[pos[k]].upload_s = timing.upload_s[k]
-        col.arrived.extend(timing.arrived)
+        for event, link in timing.spill:
+            self.inflight += 1
+            self._at(event[0]).callbacks.append(lambda _, e=event, ln=link: self._land(e, ln))
+
+    def _land(self, event: tuple, link) -> None:
+        self.trace.add(*event)
+        if link is not None:
+            self.ledger.add(link.tier, link.direction, event[4])
+        self.inflight -= 1
 
     def _at(self, time: float) -> simpy.Event:
         """An event at exactly `time` (a timeout of `time - now` may round to another double)."""
@@ -457,10 +471,21 @@ class Simulation:
         uploads: dict[str, tuple] = {}
         down = message_bytes(self.algo.downlink())
         model = self.algo.global_model()
-        for kid in kids:
-            self.spawn(self._hier_child("cloud", kid, t, sel, model, down, col, uploads,
-                                              info, kid in reporting))
-        yield col.closed
+        edge = self.sc.train.edge_round
+        if (self.closed_form and self.quiescent and kids and len(reporting) == len(kids)
+                and edge.policy == "wait_all" and edge.timeout_s is None):
+            timing = hier_round(self, t, sel, kids, model, down)
+            closed = self._at(timing.end)
+            self._apply(timing)
+            info.clients.extend(timing.records)
+            col.arrived.extend(timing.arrived)
+            uploads.update(timing.uploads)
+            yield closed
+        else:
+            for kid in kids:
+                self.spawn(self._hier_child("cloud", kid, t, sel, model, down, col, uploads,
+                                            info, kid in reporting))
+            yield col.closed
         arrived = sorted(col.arrived, key=lambda n: kids.index(n))
         weights = torch.tensor([float(self.counts[np.intersect1d(self.under[n], sel)].sum())
                                 for n in arrived], dtype=torch.float64)
@@ -497,42 +522,56 @@ class Simulation:
         policy = self.sc.train.edge_round
         for _ in range(self.tier_rounds(node)):
             start = self.algo.edge_model(es)
+            db = message_bytes((start,))
             if kids and self.topo.is_client(kids[0]):
-                r = self._calls.get((t, node), 0)     # keyed by round: an edge that does not
-                self._calls[t, node] = r + 1          # report may still run into round t + 1
-                members = np.array([self.index[c] for c in kids], np.int64)
-                work = self.train(t, r, members, start)
+                work = self._edge_train(node, t, kids, start)
                 col = Collector(self.env, int((~work.drop).sum()), policy)
-                db = message_bytes((start,))
-                for i, k in enumerate(members):
+                for i, k in enumerate(work.sel):
                     self.spawn(self._client(int(k), i, node, db, work, False, col))
                 yield col.closed
-                pos = {int(k): i for i, k in enumerate(members)}
-                arrived = np.array(sorted(col.arrived), dtype=np.int64)
-                rows = torch.tensor([pos[int(k)] for k in arrived], dtype=torch.long)
-                ctx = RoundCtx(t, r, self.lr(t), torch.zeros(0))
-                weights = torch.from_numpy(self.counts[arrived].astype(np.float64))
-                es = self.algo.edge_aggregate(es, torch.from_numpy(arrived), Upload(
-                    tuple(x[rows] for x in work.up.tensors), work.up.encoding), weights, ctx)
-                self._mark_unused(work, arrived)
+                es = self._edge_close(t, es, work, col.arrived)
                 info.clients.extend(work.recs)
             else:
                 col = Collector(self.env, len(kids), policy)
                 ups: dict[str, tuple] = {}
-                db = message_bytes((start,))
                 for kid in kids:
                     self.spawn(self._hier_child(node, kid, t, sel, start, db, col, ups, info))
                 yield col.closed
-                arrived_n = sorted(col.arrived, key=lambda n: kids.index(n))
-                weights = torch.tensor([float(self.counts[np.intersect1d(self.under[n], sel)].sum())
-                                        for n in arrived_n], dtype=torch.float64)
-                ctx = RoundCtx(t, 0, self.lr(t), torch.zeros(0))
-                up = Upload(tuple(torch.stack([ups[n][j] for n in arrived_n])
-                                  for j in range(len(ups[arrived_n[0]])))) if arrived_n else \
-                    Upload((torch.zeros(0, start.numel()),))
-                es = self.algo.edge_aggregate(es, None, up, weights, ctx)
+                es = self._tier_close(t, sel, es, kids, col.arrived, ups, start)
             self.trace.add(self.env.now, node, "aggregate", "", len(col.arrived))
         return self.algo.edge_upload(es)
+
+    # the learning side of an aggregator's round, shared by the event loop and the closed form
+    def _edge_train(self, node: str, t: int, kids: list[str], start: torch.Tensor) -> Work:
+        """A bottom-tier aggregator's clients train (one executor call)."""
+        r = self._calls.get((t, node), 0)     # keyed by round: an edge that does not
+        self._calls[t, node] = r + 1          # report may still run into round t + 1
+        members = np.array([self.index[c] for c in kids], np.int64)
+        return self.train(t, r, members, start)
+
+    def _edge_close(self, t: int, es, work: Work, arrived_clients: list):
+        """Aggregate the clients that arrived; the others are marked dropped."""
+        pos = {int(k): i for i, k in enumerate(work.sel)}
+        arrived = np.array(sorted(arrived_clients), dtype=np.int64)
+        rows = torch.tensor([pos[int(k)] for k in arrived], dtype=torch.long)
+        ctx = RoundCtx(t, work.r, self.lr(t), torch.zeros(0))
+        weights = torch.from_numpy(self.counts[arrived].astype(np.float64))
+        es = self.algo.edge_aggregate(es, torch.from_numpy(arrived), Upload(
+            tuple(x[rows] for x in work.up.tensors), work.up.encoding), weights, ctx)
+        self._mark_unused(work, arrived)
+        return es
+
+    def _tier_close(self, t: int, sel: np.ndarray, es, kids: list[str], arrived: list,
+                    ups: dict, start: torch.Tensor):
+        """Aggregate the child aggregators' uploads that arrived."""
+        arrived_n = sorted(arrived, key=kids.index)
+        weights = torch.tensor([float(self.counts[np.intersect1d(self.under[n], sel)].sum())
+                                for n in arrived_n], dtype=torch.float64)
+        ctx = RoundCtx(t, 0, self.lr(t), torch.zeros(0))
+        up = Upload(tuple(torch.stack([ups[n][j] for n in arrived_n])
+                          for j in range(len(ups[arrived_n[0]])))) if arrived_n else \
+            Upload((torch.zeros(0, start.numel()),))
+        return self.algo.edge_aggregate(es, None, up, weights, ctx)
 
 
 @dataclass
