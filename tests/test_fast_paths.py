@@ -181,3 +181,4 @@ def test_client_lines_are_what_csvlog_writes(tmp_path):
     fast.write(client_lines(recs))
     fast.close()
     assert (tmp_path / "a.csv").read_bytes() == (tmp_path / "b.csv").read_bytes()
+
