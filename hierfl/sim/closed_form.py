@@ -34,6 +34,21 @@ from operator import itemgetter
 URGENT, NORMAL = 0, 1          # simpy.events.URGENT / NORMAL
 _FIRST = itemgetter(0)
 
+# A key is (time, rest): rest = (priority, key of the creating event, creation index) for a
+# timeout, the creator's rest + (generation, spawn path) for a spawned process. Comparing
+# (time, rest) pairs is comparing the flat tuples; keeping the time apart lets list.sort use
+# its float fast path on the first element of every entry (time, rest, index, event, link).
+
+
+def _after(t: float, key: tuple) -> tuple:
+    """A timeout firing at t, created while processing `key`."""
+    return (t, (NORMAL, key, 0))
+
+
+def _spawn(key: tuple, gen: int, path: tuple) -> tuple:
+    """A process started while processing `key` (an URGENT event at the same instant)."""
+    return (key[0], key[1] + (gen, path))
+
 
 @dataclass
 class RoundTiming:
@@ -66,11 +81,11 @@ class _Round:
         link.busy_until = start + tx
         if start > now:                          # queued: a timeout until the wire is free
             now = now + (start - now)
-            key, sub = (now, NORMAL, key, 0), 0
+            key, sub = _after(now, key), 0
         arrive = now + (tx + link.latency)
-        akey = (arrive, NORMAL, key, 0)
-        self.out.append((key, sub, (now, link.src, "send", link.dst, nbytes), link))
-        self.out.append((akey, 0, (arrive, link.dst, "recv", link.src, nbytes), None))
+        akey = _after(arrive, key)
+        self.out.append((now, key[1], sub, (now, link.src, "send", link.dst, nbytes), link))
+        self.out.append((arrive, akey[1], 0, (arrive, link.dst, "recv", link.src, nbytes), None))
         return arrive, akey
 
     def client(self, links, parent: str, name: str, t: float, init: tuple, down: float,
@@ -78,10 +93,10 @@ class _Round:
         """A client process started at `t` (key `init`): download, compute and, unless
         dropped, upload to its parent. Returns (arrival key, arrival time, compute end)."""
         got, dkey = self.hop(links[parent, name], t, init, 0, down)
-        self.out.append((dkey, 1, (got, name, "compute_start", "", steps), None))
+        self.out.append((got, dkey[1], 1, (got, name, "compute_start", "", steps), None))
         done = got + ctime
-        ekey = (done, NORMAL, dkey, 0)
-        self.out.append((ekey, 0, (done, name, "compute_end", "", steps), None))
+        ekey = _after(done, dkey)
+        self.out.append((done, ekey[1], 0, (done, name, "compute_end", "", steps), None))
         if drop:
             return None
         arrive, akey = self.hop(links[name, parent], done, ekey, 1, up)
@@ -96,11 +111,11 @@ class _Round:
         out = self.out
         out.sort()                   # by (key, index): unique, so the rest is never compared
         cut = len(out)
-        while cut and out[cut - 1][0] > closed:
+        while cut and (out[cut - 1][0], out[cut - 1][1]) > closed:
             cut -= 1
-        timing.events = [e[2] for e in out[:cut]]
-        timing.sends = [(e[3], e[2][4]) for e in out[:cut] if e[3] is not None]
-        timing.spill = [(e[2], e[3]) for e in out[cut:]]
+        timing.events = [e[3] for e in out[:cut]]
+        timing.sends = [(e[4], e[3][4]) for e in out[:cut] if e[4] is not None]
+        timing.spill = [(e[3], e[4]) for e in out[cut:]]
         timing.upload_s = self.upload_s
         return timing
 
@@ -120,13 +135,13 @@ def flat_round(sim, sel, work, down_bytes: float) -> RoundTiming | None:
     depth = topo.depth
     # the broadcast: the cloud spawns _flat_down, which spawns a process per active child;
     # a spawner is (node, time, burst origin, generation, spawn path)
-    pending = [("cloud", now, (now, -1, (), 0), 1, (0,))]
+    pending = [("cloud", now, (now, (-1, (), 0)), 1, (0,))]
     requests: dict[str, list] = {}                       # node -> [(key, time, client)]
     t_up: dict[int, float] = {}
     while pending:
         node, t, origin, gen, path = pending.pop()
         for j, kid in enumerate(sim._active(node, sel)):
-            init = origin + (gen + 1, path + (j,))
+            init = _spawn(origin, gen + 1, path + (j,))
             k = sim.index.get(kid)
             if k is None:
                 arrive, akey = rnd.hop(links[node, kid], t, init, 0, down_bytes)
@@ -137,25 +152,25 @@ def flat_round(sim, sel, work, down_bytes: float) -> RoundTiming | None:
                              drop[i], up_bytes[i])
             if got is not None:
                 akey, arrive, t_up[k] = got
-                requests.setdefault(node, []).append((akey, arrive, k))
+                requests.setdefault(node, []).append((arrive, akey[1], k))
     # relays: deepest nodes first, each link serving its requests in the event loop's order
     for d in range(max((depth[n] for n in requests), default=0), 0, -1):
         for node in [n for n in requests if depth[n] == d]:
             reqs = requests.pop(node)
-            reqs.sort(key=_FIRST)
+            reqs.sort()                                  # by the requests' keys
             up = parent[node]
             link = links[node, up]
-            for akey, t, k in reqs:
-                arrive, nkey = rnd.hop(link, t, akey, 1, up_bytes[pos[k]])
-                requests.setdefault(up, []).append((nkey, arrive, k))
-    arrivals = requests.pop("cloud", [])               # (key, time, client)
+            for t, rest, k in reqs:
+                arrive, nkey = rnd.hop(link, t, (t, rest), 1, up_bytes[pos[k]])
+                requests.setdefault(up, []).append((arrive, nkey[1], k))
+    arrivals = requests.pop("cloud", [])               # (time, rest of key, client)
     if not arrivals:
         rnd.undo()
         return None
-    arrivals.sort(key=_FIRST)
-    last_key, end, _ = arrivals[-1]
-    rnd.upload_s = {k: t - t_up[k] for _, t, k in arrivals}
-    return rnd.close(RoundTiming(end, [k for _, _, k in arrivals]), (end, NORMAL, last_key, 0))
+    arrivals.sort()
+    end, rest, _ = arrivals[-1]
+    rnd.upload_s = {k: t - t_up[k] for t, _, k in arrivals}
+    return rnd.close(RoundTiming(end, [k for _, _, k in arrivals]), _after(end, (end, rest)))
 
 
 def hier_round(sim, t: int, sel, kids: list[str], model, down: float) -> RoundTiming:
@@ -163,12 +178,12 @@ def hier_round(sim, t: int, sel, kids: list[str], model, down: float) -> RoundTi
     (training included) and uploads. The caller has checked that every child reports."""
     now = sim.env.now
     rnd = _Round()
-    origin = (now, -1, (), 0)                            # the cloud's processing
+    origin = (now, (-1, (), 0))                          # the cloud's processing
     closes: list = []                                    # (close key, ClientRecords)
     arrivals = []
     uploads = {}
     for j, kid in enumerate(kids):
-        arrive, akey = rnd.hop(sim.links["cloud", kid], now, origin + (1, (j,)), 0, down)
+        arrive, akey = rnd.hop(sim.links["cloud", kid], now, _spawn(origin, 1, (j,)), 0, down)
         msg, key, at = _aggregator(sim, rnd, kid, t, sel, model, akey, arrive, closes)
         got, rkey = rnd.hop(sim.links[kid, "cloud"], at, key, 1, _bytes(msg))
         arrivals.append((rkey, got, kid))
@@ -178,7 +193,7 @@ def hier_round(sim, t: int, sel, kids: list[str], model, down: float) -> RoundTi
     closes.sort(key=_FIRST)
     timing = RoundTiming(end, [n for _, _, n in arrivals], uploads=uploads,
                          records=[rec for _, recs in closes for rec in recs])
-    return rnd.close(timing, (end, NORMAL, last_key, 0))
+    return rnd.close(timing, _after(end, last_key))
 
 
 def _bytes(msg) -> float:
@@ -204,7 +219,7 @@ def _aggregator(sim, rnd: _Round, node: str, t: int, sel, model, key: tuple, now
             arrivals = []
             for j, k in enumerate(work.sel.tolist()):
                 rec = work.recs[j]
-                got = rnd.client(links, node, sim.topo.clients[k], now, key + (1, (j,)), db,
+                got = rnd.client(links, node, sim.topo.clients[k], now, _spawn(key, 1, (j,)), db,
                                  ctime[j], rec.steps, drop[j], up[j])
                 if got is not None:
                     arrivals.append(got + (k, rec))
@@ -213,9 +228,9 @@ def _aggregator(sim, rnd: _Round, node: str, t: int, sel, model, key: tuple, now
                 for _, arrive, done, _, rec in arrivals:
                     rec.upload_s = arrive - done
                 last_key, now = arrivals[-1][0], arrivals[-1][1]
-                key = (now, NORMAL, last_key, 0)          # the collector closes
+                key = _after(now, last_key)               # the collector closes
             else:                                         # closes at once, before the spawns
-                key = (now, NORMAL, key, 0)
+                key = _after(now, key)
             es = sim._edge_close(t, es, work, [a[3] for a in arrivals])
             closes.append((key, work.recs))
             n_arrived = len(arrivals)
@@ -223,15 +238,15 @@ def _aggregator(sim, rnd: _Round, node: str, t: int, sel, model, key: tuple, now
             arrivals = []
             ups = {}
             for j, kid in enumerate(kids):
-                arrive, akey = rnd.hop(links[node, kid], now, key + (1, (j,)), 0, db)
+                arrive, akey = rnd.hop(links[node, kid], now, _spawn(key, 1, (j,)), 0, db)
                 msg, ckey, at = _aggregator(sim, rnd, kid, t, sel, start, akey, arrive, closes)
                 got, rkey = rnd.hop(links[kid, node], at, ckey, 1, _bytes(msg))
                 arrivals.append((rkey, got, kid))
                 ups[kid] = msg
             arrivals.sort(key=_FIRST)
             last_key, now = arrivals[-1][0], arrivals[-1][1]
-            key = (now, NORMAL, last_key, 0)
+            key = _after(now, last_key)
             es = sim._tier_close(t, sel, es, kids, [a[2] for a in arrivals], ups, start)
             n_arrived = len(arrivals)
-        rnd.out.append((key, 0, (now, node, "aggregate", "", n_arrived), None))
+        rnd.out.append((now, key[1], 0, (now, node, "aggregate", "", n_arrived), None))
     return algo.edge_upload(es), key, now

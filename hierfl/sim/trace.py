@@ -22,8 +22,7 @@ class Trace:
         self.keep = keep
         self._flushed = 0
         self.count = 0
-        self._fields: dict[tuple[str, str, str], str] = {}   # (node, kind, peer) -> ",n,k,p,"
-        self._nums: dict[float, str] = {}
+        self._tails: dict[tuple, str] = {}     # (node, kind, peer, value) -> ",n,k,p,v\r\n"
 
     def add(self, time: float, node: str, kind: str, peer: str = "", value: float = 0) -> None:
         self.count += 1
@@ -36,28 +35,23 @@ class Trace:
     def flush_to(self, fh: IO[str]) -> None:
         """Append the events not written yet, as csv.writer writes them (one write call)."""
         out: list[str] = []
-        fields, nums = self._fields, self._nums
+        tails = self._tails
         last, text = None, ""
         for t, n, k, p, v in self.events[self._flushed:]:
-            mid = fields.get((n, k, p))
-            if mid is None:
-                mid = fields[n, k, p] = _fields(n, k, p)
-            num = nums.get(v)
-            if num is None:
-                num = nums[v] = _num(v)
+            tail = tails.get((n, k, p, v))      # everything after the time, cached
+            if tail is None:
+                tail = tails[n, k, p, v] = f"{_fields(n, k, p)}{_num(v)}\r\n"
             if t != last:                         # consecutive events often share a time
                 last, text = t, repr(float(t))
-            out.append(f"{text}{mid}{num}\r\n")
+            out.append(text + tail)
         fh.write("".join(out))
         fh.flush()
         if self.keep:
             self._flushed = len(self.events)
         else:
             self.events.clear()
-        if len(fields) > 200_000:
-            fields.clear()
-        if len(nums) > 200_000:
-            nums.clear()
+        if len(tails) > 500_000:
+            tails.clear()
 
     def fingerprint(self) -> str:
         """A hash of the event sequence (OMNeT++-style regression fingerprint)."""
