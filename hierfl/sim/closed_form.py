@@ -67,23 +67,21 @@ class RoundTiming:
 
 class _Round:
     def __init__(self):
-        self.saved: list = []        # (link, busy_until before): undone if the round falls back
-        self.out: list = []          # (key, index, event, link | None)
+        self.out: list = []          # (time, rest of key, index, event, link | None)
         self.upload_s: dict = {}
 
     def hop(self, link, now: float, key: tuple, sub: int, nbytes: float):
         """Link.send started while processing `key` at `now`, after `sub` trace events of that
         processing: records send and recv, returns (arrival time, arrival key)."""
         busy = link.busy_until
-        self.saved.append((link, busy))
         start = now if busy <= now else busy
         tx = nbytes / link.bandwidth
         link.busy_until = start + tx
         if start > now:                          # queued: a timeout until the wire is free
             now = now + (start - now)
-            key, sub = _after(now, key), 0
+            key, sub = (now, (NORMAL, key, 0)), 0
         arrive = now + (tx + link.latency)
-        akey = _after(arrive, key)
+        akey = (arrive, (NORMAL, key, 0))        # _after, inlined (the hot path)
         self.out.append((now, key[1], sub, (now, link.src, "send", link.dst, nbytes), link))
         self.out.append((arrive, akey[1], 0, (arrive, link.dst, "recv", link.src, nbytes), None))
         return arrive, akey
@@ -95,16 +93,12 @@ class _Round:
         got, dkey = self.hop(links[parent, name], t, init, 0, down)
         self.out.append((got, dkey[1], 1, (got, name, "compute_start", "", steps), None))
         done = got + ctime
-        ekey = _after(done, dkey)
+        ekey = (done, (NORMAL, dkey, 0))
         self.out.append((done, ekey[1], 0, (done, name, "compute_end", "", steps), None))
         if drop:
             return None
         arrive, akey = self.hop(links[name, parent], done, ekey, 1, up)
         return akey, arrive, done
-
-    def undo(self) -> None:
-        for link, busy in reversed(self.saved):
-            link.busy_until = busy
 
     def close(self, timing: RoundTiming, closed: tuple) -> RoundTiming:
         """Order everything; what comes after the cloud's `closed` event spills over."""
@@ -123,6 +117,8 @@ class _Round:
 def flat_round(sim, sel, work, down_bytes: float) -> RoundTiming | None:
     """The timing of a flat relayed round started now (training done), or None where the
     event loop is needed (nobody to wait for: the round closes at once)."""
+    if work.drop.all():
+        return None
     topo, now = sim.topo, sim.env.now
     rnd = _Round()
     links = sim.links
@@ -163,10 +159,7 @@ def flat_round(sim, sel, work, down_bytes: float) -> RoundTiming | None:
             for t, rest, k in reqs:
                 arrive, nkey = rnd.hop(link, t, (t, rest), 1, up_bytes[pos[k]])
                 requests.setdefault(up, []).append((arrive, nkey[1], k))
-    arrivals = requests.pop("cloud", [])               # (time, rest of key, client)
-    if not arrivals:
-        rnd.undo()
-        return None
+    arrivals = requests.pop("cloud")                   # (time, rest of key, client)
     arrivals.sort()
     end, rest, _ = arrivals[-1]
     rnd.upload_s = {k: t - t_up[k] for t, _, k in arrivals}
