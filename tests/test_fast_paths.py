@@ -93,15 +93,26 @@ def test_heterogeneous_devices_stragglers_and_availability(tmp_path):
 
 def test_events_after_a_round_spill_into_the_event_loop(tmp_path):
     """pFedMe's published-code variant trains every client but only the sampled ones upload;
-    a slow silent trainee still computes when the round closes: its compute_end becomes a simpy
-    event at its exact time, and the next round, with it in flight, is played by the event
-    loop (the other rounds are not)."""
+    a silent trainee on a slow link may still be downloading (or computing) when the round
+    closes: its events become simpy events at their exact times (each created when the
+    event before it in the chain is processed), and the next round, with them in flight, is
+    played by the event loop (the other rounds are not)."""
     doc = _doc(False, [{"name": "pfedme", "train_all_clients": True}])
     doc["train"]["clients_per_round"] = 8
     doc["train"]["rounds"] = 6
-    doc["topology"]["clients"]["compute_flops"] = {"dist": "lognormal", "median": 1e3,
-                                                   "sigma": 1.5}
-    _assert_same(_run_both(tmp_path, doc), 6, fallback=True)     # 4 of the 6 rounds here
+    doc["topology"]["clients"]["link"]["bandwidth_Bps"] = {"dist": "lognormal", "median": 2e3,
+                                                           "sigma": 2.5}
+    out = _run_both(tmp_path, doc)
+    _assert_same(out, 6, fallback=True)                 # 4 of the 6 rounds here
+    ended, sent, across = 0, {}, 0                      # downloads that outlive their round
+    for line in out["pfedme"]["auto"][0]["trace.csv"].splitlines()[1:]:
+        _, node, kind, peer, _ = line.split(",")
+        ended += kind == "round_end"
+        if kind == "send" and peer.startswith("client"):
+            sent[peer] = ended
+        elif kind == "recv" and node.startswith("client") and sent[node] < ended:
+            across += 1
+    assert across > 0
 
 
 def test_hierarchical_rounds_with_ties_sparse_uploads_and_stragglers(tmp_path):

@@ -59,8 +59,8 @@ class RoundTiming:
     upload_s: dict = field(default_factory=dict) # client -> upload seconds
     events: list = field(default_factory=list)   # trace events up to the close, in order
     sends: list = field(default_factory=list)    # (link, bytes) of every transfer, in order
-    spill: list = field(default_factory=list)    # trace events after the close (a dropped
-    #                                              client still computing), in order
+    spill: list = field(default_factory=list)    # after the close (a dropped client still
+    #                   downloading or computing): [(key, [(event, link)], creator key | None)]
     uploads: dict = field(default_factory=dict)  # hierarchical: child -> its upload
     records: list = field(default_factory=list)  # hierarchical: ClientRecords in close order
 
@@ -109,9 +109,24 @@ class _Round:
             cut -= 1
         timing.events = [e[3] for e in out[:cut]]
         timing.sends = [(e[4], e[3][4]) for e in out[:cut] if e[4] is not None]
-        timing.spill = [(e[3], e[4]) for e in out[cut:]]
+        timing.spill = _groups(out[cut:])
         timing.upload_s = self.upload_s
         return timing
+
+
+def _groups(entries: list) -> list:
+    """Spilled entries grouped by the event whose processing writes them, in order, each with
+    its creator's key when the creator spilled too (it must then be created when that one is
+    processed, as simpy would: its creation number orders it among later events)."""
+    groups: dict = {}
+    for t, rest, _, event, link in entries:
+        groups.setdefault((t, rest), []).append((event, link))
+    out = []
+    for key, events in groups.items():
+        rest = key[1]
+        creator = rest[1] if len(rest) == 3 and rest[1] in groups else None
+        out.append((key, events, creator))
+    return out
 
 
 def flat_round(sim, sel, work, down_bytes: float) -> RoundTiming | None:

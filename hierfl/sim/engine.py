@@ -11,11 +11,10 @@ clients. Hierarchical algorithms: every aggregator runs its tier's number of rou
 children, recursively, then uploads once."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Callable
-
 import gc
 import heapq
+from dataclasses import dataclass, field
+from typing import Callable
 
 import numpy as np
 import simpy
@@ -392,15 +391,28 @@ class Simulation:
         add = self.ledger.add
         for link, nbytes in timing.sends:
             add(link.tier, link.direction, nbytes)
-        for event, link in timing.spill:
-            self.inflight += 1
-            self._at(event[0]).callbacks.append(lambda _, e=event, ln=link: self._land(e, ln))
+        later: dict = {}
+        for key, events, creator in timing.spill:
+            if creator is None:
+                self._later(key, events, later)
+            else:                           # created when its creator is processed
+                later.setdefault(creator, []).append((key, events))
 
-    def _land(self, event: tuple, link) -> None:
-        self.trace.add(*event)
-        if link is not None:
-            self.ledger.add(link.tier, link.direction, event[4])
-        self.inflight -= 1
+    def _later(self, key: tuple, events: list, later: dict) -> None:
+        """A spilled event at its exact time, counted in flight; it writes its trace events and
+        creates the spilled events its processing created."""
+        self.inflight += 1
+
+        def land(_):
+            for event, link in events:
+                self.trace.add(*event)
+                if link is not None:
+                    self.ledger.add(link.tier, link.direction, event[4])
+            for child in later.pop(key, []):
+                self._later(*child, later)
+            self.inflight -= 1
+
+        self._at(key[0]).callbacks.append(land)
 
     def _at(self, time: float) -> simpy.Event:
         """An event at exactly `time` (a timeout of `time - now` may round to another double)."""
