@@ -115,6 +115,62 @@ def test_events_after_a_round_spill_into_the_event_loop(tmp_path):
     assert across > 0
 
 
+def _late_lines(files: dict, node_prefix: str, kind: str) -> int:
+    """Trace lines of `kind` (recv or compute_end) at nodes named node_prefix* written after the
+    round their message belongs to had closed (its round_end). A message's round: the cloud's
+    sends are of the current round; a node forwards (or computes on) the round of the last
+    message it received; links are FIFO."""
+    from collections import defaultdict, deque
+
+    started = ended = late = 0
+    queue: dict = defaultdict(deque)
+    last: dict = {}
+    for line in files["trace.csv"].splitlines()[1:]:
+        _, node, k, peer, _ = line.split(",")
+        started += k == "round_start"
+        ended += k == "round_end"
+        if k == "send":
+            queue[node, peer].append(started if node == "cloud" else last[node])
+        elif k == "recv":
+            last[node] = queue[peer, node].popleft()
+        if k == kind and node.startswith(node_prefix):
+            late += ended >= last[node]
+    return late
+
+
+def test_broadcasts_that_outlive_their_round(tmp_path):
+    """A slow regional link: the broadcast reaches an edge after the round closed (silent
+    pFedMe trainees). The edge's sends start processes (URGENT events) that must come right
+    after its recv, created when it is processed. Found by a second reader's fuzzing."""
+    doc = _doc(True, [{"name": "pfedme", "train_all_clients": True}])
+    doc["seed"] = 2
+    doc["topology"]["tiers"][0]["link"]["latency_s"] = {"dist": "choice",
+                                                        "choices": [0.01, 1.0]}
+    doc["topology"]["clients"]["count"] = 8
+    doc["train"].update(rounds=3, clients_per_round=1)
+    out = _run_both(tmp_path, doc)
+    _assert_same(out, 3, fallback=True)
+    assert _late_lines(out["pfedme"]["auto"][0], "edge", "recv") > 0
+
+
+@pytest.mark.parametrize("seed, per_round", [(2, 2), (3, 4)])
+def test_late_broadcast_sees_its_own_round(tmp_path, seed, per_round):
+    """A dropped straggler's broadcast reaching its edge after the round closed must forward
+    to the clients of its own round, not of the next one (each round's processes keep their
+    own active subtree; the event loop used to read the next round's and send to other
+    clients, or fail with a KeyError)."""
+    doc = _doc(True, [{"name": "fedavg"}], stragglers={"fraction": 0.5})
+    doc["seed"] = seed
+    doc["topology"] = {"edges": {"count": 4, "link": {"latency_s": 0.01, "bandwidth_Bps": {
+                           "dist": "choice", "choices": [5.0, 1e5]}}},
+                       "clients": {"count": 16, "compute_flops": 1e6,
+                                   "link": {"latency_s": 0.01, "bandwidth_Bps": 1e5}}}
+    doc["train"].update(rounds=6, clients_per_round=per_round)
+    out = _run_both(tmp_path, doc)
+    _assert_same(out, 6, fallback=True)
+    assert _late_lines(out["fedavg"]["events"][0], "client", "compute_end") > 0
+
+
 def test_hierarchical_rounds_with_ties_sparse_uploads_and_stragglers(tmp_path):
     """Aggregator rounds over three tiers computed in closed form (training called where the
     processes would call it): identical devices, pFedMac-SH's sparse uploads of different

@@ -123,13 +123,26 @@ def _groups(entries: list) -> list:
         groups.setdefault((t, rest), []).append((event, link))
     out = []
     for key, events in groups.items():
-        rest = key[1]
-        creator = rest[1] if len(rest) == 3 and rest[1] in groups else None
-        out.append((key, events, creator))
+        creator = _creator(key)
+        out.append((key, events, creator if creator in groups else None))
     return out
 
 
-def flat_round(sim, sel, work, down_bytes: float) -> RoundTiming | None:
+def _creator(key: tuple) -> tuple:
+    """The key of the event whose processing created `key`'s event."""
+    t, rest = key
+    if len(rest) == 3:                                   # a timeout: (NORMAL, creator, index)
+        return rest[1]
+    gen, path = rest[-2], rest[-1]                       # a spawn: origin + (gen, path)
+    return (t, rest[:-2]) if gen == 1 else (t, rest[:-2] + (gen - 1, path[:-1]))
+
+
+def spawned(key: tuple) -> bool:
+    """Is this the start of a process (simpy's URGENT Initialize event)?"""
+    return len(key[1]) > 3
+
+
+def flat_round(sim, chosen, work, down_bytes: float) -> RoundTiming | None:
     """The timing of a flat relayed round started now (training done), or None where the
     event loop is needed (nobody to wait for: the round closes at once)."""
     if work.drop.all():
@@ -137,7 +150,7 @@ def flat_round(sim, sel, work, down_bytes: float) -> RoundTiming | None:
     topo, now = sim.topo, sim.env.now
     rnd = _Round()
     links = sim.links
-    pos = {int(k): i for i, k in enumerate(sel)}
+    pos = {int(k): i for i, k in enumerate(chosen.ids)}
     ctime = work.ctime.tolist()
     drop = work.drop.tolist()
     steps = [rec.steps for rec in work.recs]
@@ -151,7 +164,7 @@ def flat_round(sim, sel, work, down_bytes: float) -> RoundTiming | None:
     t_up: dict[int, float] = {}
     while pending:
         node, t, origin, gen, path = pending.pop()
-        for j, kid in enumerate(sim._active(node, sel)):
+        for j, kid in enumerate(sim._active(node, chosen)):
             init = _spawn(origin, gen + 1, path + (j,))
             k = sim.index.get(kid)
             if k is None:
@@ -181,7 +194,7 @@ def flat_round(sim, sel, work, down_bytes: float) -> RoundTiming | None:
     return rnd.close(RoundTiming(end, [k for _, _, k in arrivals]), _after(end, (end, rest)))
 
 
-def hier_round(sim, t: int, sel, kids: list[str], model, down: float) -> RoundTiming:
+def hier_round(sim, t: int, chosen, kids: list[str], model, down: float) -> RoundTiming:
     """A hierarchical round started now: every child of the cloud runs its aggregator rounds
     (training included) and uploads. The caller has checked that every child reports."""
     now = sim.env.now
@@ -192,7 +205,7 @@ def hier_round(sim, t: int, sel, kids: list[str], model, down: float) -> RoundTi
     uploads = {}
     for j, kid in enumerate(kids):
         arrive, akey = rnd.hop(sim.links["cloud", kid], now, _spawn(origin, 1, (j,)), 0, down)
-        msg, key, at = _aggregator(sim, rnd, kid, t, sel, model, akey, arrive, closes)
+        msg, key, at = _aggregator(sim, rnd, kid, t, chosen, model, akey, arrive, closes)
         got, rkey = rnd.hop(sim.links[kid, "cloud"], at, key, 1, _bytes(msg))
         arrivals.append((rkey, got, kid))
         uploads[kid] = msg
@@ -209,13 +222,13 @@ def _bytes(msg) -> float:
     return message_bytes(msg)
 
 
-def _aggregator(sim, rnd: _Round, node: str, t: int, sel, model, key: tuple, now: float,
+def _aggregator(sim, rnd: _Round, node: str, t: int, chosen, model, key: tuple, now: float,
                 closes: list):
     """Simulation._aggregator from the processing `key` (the broadcast's arrival) at `now`:
     returns (upload, key and time of the processing that sends it)."""
     algo = sim.algo
     es = algo.edge_start(model)
-    kids = sim._active(node, sel)
+    kids = sim._active(node, chosen)
     bottom = sim.topo.is_client(kids[0])
     links = sim.links
     for _ in range(sim.tier_rounds(node)):
@@ -247,14 +260,15 @@ def _aggregator(sim, rnd: _Round, node: str, t: int, sel, model, key: tuple, now
             ups = {}
             for j, kid in enumerate(kids):
                 arrive, akey = rnd.hop(links[node, kid], now, _spawn(key, 1, (j,)), 0, db)
-                msg, ckey, at = _aggregator(sim, rnd, kid, t, sel, start, akey, arrive, closes)
+                msg, ckey, at = _aggregator(sim, rnd, kid, t, chosen, start, akey, arrive,
+                                            closes)
                 got, rkey = rnd.hop(links[kid, node], at, ckey, 1, _bytes(msg))
                 arrivals.append((rkey, got, kid))
                 ups[kid] = msg
             arrivals.sort(key=_FIRST)
             last_key, now = arrivals[-1][0], arrivals[-1][1]
             key = _after(now, last_key)
-            es = sim._tier_close(t, sel, es, kids, [a[2] for a in arrivals], ups, start)
+            es = sim._tier_close(t, chosen.ids, es, kids, [a[2] for a in arrivals], ups, start)
             n_arrived = len(arrivals)
         rnd.out.append((now, key[1], 0, (now, node, "aggregate", "", n_arrived), None))
     return algo.edge_upload(es), key, now

@@ -19,7 +19,7 @@ from typing import Callable
 import numpy as np
 import simpy
 import torch
-from simpy.events import NORMAL
+from simpy.events import NORMAL, URGENT
 
 from .. import seeding
 from ..algorithms.base import Algorithm, RoundCtx, Upload
@@ -29,7 +29,7 @@ from ..learn.batches import Batch, full_plan, minibatch_plan, steps_for
 from ..learn.solver import SolveResult
 from ..scenario.schema import AlgorithmEntry, Scenario
 from ..topology.graph import Topology
-from .closed_form import RoundTiming, flat_round, hier_round
+from .closed_form import RoundTiming, flat_round, hier_round, spawned
 from .failures import Failures
 from .links import FairLink, Ledger, Link
 from .messages import message_bytes, row_bytes, row_encodings
@@ -107,8 +107,6 @@ class Simulation:
         self.counts = data.counts
         self.round = 0
         self._calls: dict[tuple[int, str], int] = {}   # (cloud round, aggregator) -> calls
-        self._sel_set: set[int] = set()
-        self._amap: dict[str, list[str]] = {}
         self.nonfinite: dict[int, list[int]] = {}   # round -> clients whose upload was not finite
         self._pos = {kid: i for kids in topo.children.values() for i, kid in enumerate(kids)}
         self.index = {name: k for k, name in enumerate(topo.clients)}   # client name -> id
@@ -264,13 +262,14 @@ class Simulation:
             if on_round is not None and not on_round(t, info):
                 return
 
-    def _active(self, node: str, sel: np.ndarray) -> list[str]:
+    @staticmethod
+    def _active(node: str, chosen: "Chosen") -> list[str]:
         """Children of `node` with a selected client at or below them (see _mark_active)."""
-        return self._amap.get(node, [])
+        return chosen.kids.get(node, [])
 
-    def _mark_active(self, sel: np.ndarray) -> None:
-        """The subtree spanned by this round's clients: O(selected x depth), not O(all)."""
-        self._sel_set = set(sel.tolist())
+    def _mark_active(self, sel: np.ndarray) -> "Chosen":
+        """The subtree spanned by this round's clients: O(selected x depth), not O(all). Each
+        round's processes keep their own: a late broadcast must not see the next round's."""
         amap: dict[str, list[str]] = {}
         seen: set[str] = set()
         parent, pos = self.topo.parent, self._pos
@@ -282,7 +281,7 @@ class Simulation:
                 node = parent[node]
         for kids in amap.values():
             kids.sort(key=pos.__getitem__)
-        self._amap = amap
+        return Chosen(sel, amap)
 
     def _client(self, k: int, i: int, parent: str, down_bytes: float, work: Work, relay: bool,
                 collector: Collector, preagg: "PreAgg | None" = None):
@@ -331,10 +330,10 @@ class Simulation:
 
     # ---------------------------------------------------------------- flat
     def _flat_round(self, t: int, info: RoundInfo):
-        chosen = self.select(t)
-        sel = self.algo.trainees(chosen)        # usually == chosen; extra ones train silently
-        silent = ~np.isin(sel, chosen)
-        self._mark_active(sel)
+        picked = self.select(t)
+        sel = self.algo.trainees(picked)        # usually == picked; extra ones train silently
+        silent = ~np.isin(sel, picked)
+        chosen = self._mark_active(sel)
         work = self.train(t, 0, sel, self.algo.global_model(), silent)
         down_bytes = message_bytes(self.algo.downlink())
         preagg = self.sc.train.edge_preaggregate and self.algo.linear_aggregate
@@ -346,7 +345,7 @@ class Simulation:
         pos = {int(k): i for i, k in enumerate(sel)}
         # closed form: only with nothing left in flight from an earlier round (its events would
         # interleave with this round's)
-        timing = flat_round(self, sel, work, down_bytes) \
+        timing = flat_round(self, chosen, work, down_bytes) \
             if self.closed_form and self.quiescent else None
         if timing is not None:               # the event loop's outcome, computed directly
             closed = self._at(timing.end)
@@ -356,7 +355,7 @@ class Simulation:
             col.arrived.extend(timing.arrived)
             yield closed
         else:
-            self.spawn(self._flat_down("cloud", sel, pos, down_bytes, work, col, partials,
+            self.spawn(self._flat_down("cloud", chosen, pos, down_bytes, work, col, partials,
                                        preagg))
             yield col.closed
         if preagg:
@@ -376,8 +375,8 @@ class Simulation:
             self.algo.aggregate(torch.from_numpy(arrived), up, ctx)
         self.trace.add(self.env.now, "cloud", "aggregate", "", len(arrived))
         self._mark_unused(work, arrived)
-        info.selected, info.reported = len(chosen), len(arrived)
-        info.failed = len(chosen) - len(arrived)
+        info.selected, info.reported = len(picked), len(arrived)
+        info.failed = len(picked) - len(arrived)
         info.clients.extend(work.recs)
 
     def _apply(self, timing: RoundTiming) -> None:
@@ -412,19 +411,19 @@ class Simulation:
                 self._later(*child, later)
             self.inflight -= 1
 
-        self._at(key[0]).callbacks.append(land)
+        self._at(key[0], URGENT if spawned(key) else NORMAL).callbacks.append(land)
 
-    def _at(self, time: float) -> simpy.Event:
+    def _at(self, time: float, priority: int = NORMAL) -> simpy.Event:
         """An event at exactly `time` (a timeout of `time - now` may round to another double)."""
         ev = self.env.event()
         ev._ok, ev._value = True, None
-        heapq.heappush(self.env._queue, (time, NORMAL, next(self.env._eid), ev))
+        heapq.heappush(self.env._queue, (time, priority, next(self.env._eid), ev))
         return ev
 
-    def _flat_down(self, node: str, sel: np.ndarray, pos: dict, down_bytes: float, work: Work,
+    def _flat_down(self, node: str, chosen: "Chosen", pos: dict, down_bytes: float, work: Work,
                    col: Collector, partials: list, preagg: bool):
         """Forward the broadcast from `node` to every active child, recursively."""
-        kids = self._active(node, sel)
+        kids = self._active(node, chosen)
         bottom = kids and self.topo.is_client(kids[0])
         pa = None
         if bottom and preagg:
@@ -438,19 +437,19 @@ class Simulation:
                 k = self.index[kid]
                 self.spawn(self._client(k, pos[k], node, down_bytes, work, True, col, pa))
             else:
-                self.spawn(self._flat_child(node, kid, sel, pos, down_bytes, work, col,
-                                                  partials, preagg))
+                self.spawn(self._flat_child(node, kid, chosen, pos, down_bytes, work, col,
+                                            partials, preagg))
         if False:  # pragma: no cover - makes this function a generator
             yield
 
-    def _flat_child(self, parent: str, node: str, sel, pos, down_bytes, work, col, partials,
+    def _flat_child(self, parent: str, node: str, chosen, pos, down_bytes, work, col, partials,
                     preagg):
         if (yield from self.send(parent, node, down_bytes)) is None:
             for k in self.under[node]:
                 if int(k) in pos and not work.drop[pos[int(k)]]:
                     self._fail(col, int(k), work.recs[pos[int(k)]], None)
             return
-        yield from self._flat_down(node, sel, pos, down_bytes, work, col, partials, preagg)
+        yield from self._flat_down(node, chosen, pos, down_bytes, work, col, partials, preagg)
 
     def _preagg_up(self, edge: str, pa: "PreAgg", pos: dict, work: Work, col: Collector,
                    partials: list):
@@ -476,8 +475,8 @@ class Simulation:
     # ---------------------------------------------------------------- hierarchical
     def _hier_round(self, t: int, info: RoundInfo):
         sel = self.select(t)
-        self._mark_active(sel)
-        kids = self._active("cloud", sel)
+        chosen = self._mark_active(sel)
+        kids = self._active("cloud", chosen)
         reporting = set(self.algo.reporting(t, kids))
         col = Collector(self.env, len(reporting), self.sc.train.round)
         uploads: dict[str, tuple] = {}
@@ -486,7 +485,7 @@ class Simulation:
         edge = self.sc.train.edge_round
         if (self.closed_form and self.quiescent and kids and len(reporting) == len(kids)
                 and edge.policy == "wait_all" and edge.timeout_s is None):
-            timing = hier_round(self, t, sel, kids, model, down)
+            timing = hier_round(self, t, chosen, kids, model, down)
             closed = self._at(timing.end)
             self._apply(timing)
             info.clients.extend(timing.records)
@@ -495,7 +494,7 @@ class Simulation:
             yield closed
         else:
             for kid in kids:
-                self.spawn(self._hier_child("cloud", kid, t, sel, model, down, col, uploads,
+                self.spawn(self._hier_child("cloud", kid, t, chosen, model, down, col, uploads,
                                             info, kid in reporting))
             yield col.closed
         arrived = sorted(col.arrived, key=lambda n: kids.index(n))
@@ -508,13 +507,13 @@ class Simulation:
         info.reported = int(sum(np.isin(self.under[n], sel).sum() for n in arrived))
         info.failed = info.selected - info.reported
 
-    def _hier_child(self, parent: str, node: str, t: int, sel: np.ndarray, model: torch.Tensor,
+    def _hier_child(self, parent: str, node: str, t: int, chosen: "Chosen", model: torch.Tensor,
                     down_bytes: float, col: Collector, uploads: dict, info: RoundInfo,
                     report: bool = True):
         if (yield from self.send(parent, node, down_bytes)) is None:
             col.fail(node)
             return
-        msg = yield from self._aggregator(node, t, sel, model, info)
+        msg = yield from self._aggregator(node, t, chosen, model, info)
         if not report:
             return
         if msg is None:
@@ -526,11 +525,11 @@ class Simulation:
         if col.arrive(node):
             uploads[node] = msg
 
-    def _aggregator(self, node: str, t: int, sel: np.ndarray, model: torch.Tensor,
+    def _aggregator(self, node: str, t: int, chosen: "Chosen", model: torch.Tensor,
                     info: RoundInfo):
         """An aggregator's rounds over its children; returns what it uploads."""
         es = self.algo.edge_start(model)
-        kids = self._active(node, sel)
+        kids = self._active(node, chosen)
         policy = self.sc.train.edge_round
         for _ in range(self.tier_rounds(node)):
             start = self.algo.edge_model(es)
@@ -547,9 +546,10 @@ class Simulation:
                 col = Collector(self.env, len(kids), policy)
                 ups: dict[str, tuple] = {}
                 for kid in kids:
-                    self.spawn(self._hier_child(node, kid, t, sel, start, db, col, ups, info))
+                    self.spawn(self._hier_child(node, kid, t, chosen, start, db, col, ups,
+                                                info))
                 yield col.closed
-                es = self._tier_close(t, sel, es, kids, col.arrived, ups, start)
+                es = self._tier_close(t, chosen.ids, es, kids, col.arrived, ups, start)
             self.trace.add(self.env.now, node, "aggregate", "", len(col.arrived))
         return self.algo.edge_upload(es)
 
@@ -584,6 +584,14 @@ class Simulation:
                           for j in range(len(ups[arrived_n[0]])))) if arrived_n else \
             Upload((torch.zeros(0, start.numel()),))
         return self.algo.edge_aggregate(es, None, up, weights, ctx)
+
+
+@dataclass(frozen=True)
+class Chosen:
+    """A round's selected clients and the subtree they span (aggregator -> active children)."""
+
+    ids: np.ndarray
+    kids: dict[str, list[str]]
 
 
 @dataclass
