@@ -79,6 +79,13 @@ def build_world(sc: Scenario, topo_spec, graph=None) -> World:
     tfile = topology_file(sc)
     topo = Topology.from_graph(graph if graph is not None else build_graph(topo_spec, sc.seed,
                                                                           tfile), tfile)
+    tiers = max(topo.depth[c] for c in topo.clients) - 1          # aggregator tiers
+    for i, entry in enumerate(sc.algorithms):
+        rounds = getattr(entry.params, "tier_rounds", None)
+        if rounds is not None and len(rounds) != tiers:
+            raise ScenarioError.one(sc.file, f"algorithms[{i}].tier_rounds", list(rounds),
+                                    f"one entry per aggregator tier, from the top: this "
+                                    f"topology has {tiers}")
     data = load_data(sc, topo.n_clients)
     guard_resources(sc, topo.n_clients, topo.graph.number_of_nodes() - topo.n_clients, data.dim,
                     data.out_dim, len(data.x))   # before the model and the states are allocated

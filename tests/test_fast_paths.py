@@ -10,6 +10,7 @@ asks for the shared uplink at the same instant) with uploads of different sizes 
 encodings), relays over three tiers, and rounds that must fall back to the event loop."""
 from __future__ import annotations
 
+import csv
 import os
 
 import pytest
@@ -249,3 +250,17 @@ def test_client_lines_are_what_csvlog_writes(tmp_path):
     fast.close()
     assert (tmp_path / "a.csv").read_bytes() == (tmp_path / "b.csv").read_bytes()
 
+
+
+def test_rounds_with_nobody_available_are_empty(tmp_path):
+    """Bernoulli availability can leave no client in a round: the round is empty (selected 0,
+    no traffic, no training) instead of a crash, in both timings."""
+    doc = _doc(False, [{"name": "fedavg"}, {"name": "hierfavg", "edge_rounds": 2}])
+    doc["topology"]["availability"] = {"kind": "bernoulli", "p": 0.05}
+    doc["train"]["rounds"] = 8
+    out = _run_both(tmp_path, doc)
+    for label in ("fedavg", "hierfavg"):
+        assert out[label]["auto"][0] == out[label]["events"][0]
+        rows = list(csv.DictReader(out[label]["auto"][0]["metrics.csv"].splitlines()))
+        selected = [int(r["selected"]) for r in rows[1:]]
+        assert 0 in selected and any(selected)

@@ -46,6 +46,9 @@ CORPUS: dict[str, tuple[list[str], int]] = {
     "zero_clients.yaml": (["zero_clients.yaml:4:", "topology.clients.count = 0",
                            "must be > 0"], 1),
     "zero_edges.yaml": (["topology.edges.count = 0", "must be > 0"], 1),
+    "tier_rounds_length.yaml": (["algorithms[0].tier_rounds = [2]",
+                                 "one entry per aggregator tier, from the top: this topology "
+                                 "has 2"], 1),
     "negative_batch.yaml": (["train.local.batch_size = -4", "must be > 0"], 1),
     "negative_hyperparameter.yaml": (["algorithms[0].mu = -1", "must be >= 0"], 1),
     "nan_lr.yaml": (["nan_lr.yaml:8:", "train.local.lr = nan", "expected a finite number"], 1),

@@ -331,6 +331,8 @@ class Simulation:
     # ---------------------------------------------------------------- flat
     def _flat_round(self, t: int, info: RoundInfo):
         picked = self.select(t)
+        if len(picked) == 0:                    # nobody available: an empty round
+            return
         sel = self.algo.trainees(picked)        # usually == picked; extra ones train silently
         silent = ~np.isin(sel, picked)
         chosen = self._mark_active(sel)
@@ -475,6 +477,8 @@ class Simulation:
     # ---------------------------------------------------------------- hierarchical
     def _hier_round(self, t: int, info: RoundInfo):
         sel = self.select(t)
+        if len(sel) == 0:                       # nobody available: an empty round
+            return
         chosen = self._mark_active(sel)
         kids = self._active("cloud", chosen)
         reporting = set(self.algo.reporting(t, kids))
