@@ -56,7 +56,6 @@ class RoundTiming:
 
     end: float                                   # when the cloud's round closes
     arrived: list = field(default_factory=list)  # at the cloud, in order of arrival
-    upload_s: dict = field(default_factory=dict) # client -> upload seconds
     events: list = field(default_factory=list)   # trace events up to the close, in order
     sends: list = field(default_factory=list)    # (link, bytes) of every transfer, in order
     spill: list = field(default_factory=list)    # after the close (a dropped client still
@@ -68,7 +67,6 @@ class RoundTiming:
 class _Round:
     def __init__(self):
         self.out: list = []          # (time, rest of key, index, event, link | None)
-        self.upload_s: dict = {}
 
     def hop(self, link, now: float, key: tuple, sub: int, nbytes: float):
         """Link.send started while processing `key` at `now`, after `sub` trace events of that
@@ -110,7 +108,6 @@ class _Round:
         timing.events = [e[3] for e in out[:cut]]
         timing.sends = [(e[4], e[3][4]) for e in out[:cut] if e[4] is not None]
         timing.spill = _groups(out[cut:])
-        timing.upload_s = self.upload_s
         return timing
 
 
@@ -160,7 +157,7 @@ def flat_round(sim, chosen, work, down_bytes: float) -> RoundTiming | None:
     # the broadcast: the cloud spawns _flat_down, which spawns a process per active child;
     # a spawner is (node, time, burst origin, generation, spawn path)
     pending = [("cloud", now, (now, (-1, (), 0)), 1, (0,))]
-    requests: dict[str, list] = {}                       # node -> [(key, time, client)]
+    requests: dict[str, list] = {}                # node -> [(time, rest of key, client)]
     t_up: dict[int, float] = {}
     while pending:
         node, t, origin, gen, path = pending.pop()
@@ -190,7 +187,8 @@ def flat_round(sim, chosen, work, down_bytes: float) -> RoundTiming | None:
     arrivals = requests.pop("cloud")                   # (time, rest of key, client)
     arrivals.sort()
     end, rest, _ = arrivals[-1]
-    rnd.upload_s = {k: t - t_up[k] for t, _, k in arrivals}
+    for t, _, k in arrivals:                       # as _client: arrival - compute end
+        work.recs[pos[k]].upload_s = t - t_up[k]
     return rnd.close(RoundTiming(end, [k for _, _, k in arrivals]), _after(end, (end, rest)))
 
 

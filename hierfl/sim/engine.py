@@ -352,8 +352,6 @@ class Simulation:
         if timing is not None:               # the event loop's outcome, computed directly
             closed = self._at(timing.end)
             self._apply(timing)
-            for k in timing.arrived:
-                work.recs[pos[k]].upload_s = timing.upload_s[k]
             col.arrived.extend(timing.arrived)
             yield closed
         else:
