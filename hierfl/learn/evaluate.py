@@ -6,6 +6,7 @@ import torch
 
 from ..data.federated import FederatedData
 from ..models.functional import Model
+from .batches import gather
 
 CHUNK = 65536
 
@@ -49,7 +50,7 @@ def personal_accuracy(model: Model, personal: torch.Tensor, data: FederatedData,
         pos = np.arange(width)
         valid = pos[None, :] < counts[ks][:, None]
         rows = torch.from_numpy(np.where(valid, off[ks][:, None] + pos[None, :], 0))
-        x, y = data.x_test[rows], data.y_test[rows]
+        x, y = gather(data.x_test, rows), gather(data.y_test, rows)
         vm = torch.from_numpy(valid).to(x.dtype)
         if model.task == "classification":
             total += float((model.correct(personal[ks], x, y) * vm).sum())
