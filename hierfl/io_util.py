@@ -5,6 +5,7 @@ import csv
 import io
 import os
 import tempfile
+import threading
 from typing import Any, Callable, IO
 
 import numpy as np
@@ -36,6 +37,39 @@ def atomic_npz(path: str, arrays: dict[str, np.ndarray]) -> None:
         np.savez(buf, **arrays)
         fh.write(buf.getvalue())
     atomic_write(path, write, binary=True)
+
+
+class Background:
+    """Runs one job at a time in a thread while the caller goes on (writing a checkpoint:
+    serialising, writing and fsyncing megabytes of state releases the GIL, so the simulation
+    keeps its core). `submit` first waits for the previous job; `wait` joins the job and
+    re-raises its error in the caller, so nothing fails silently. Jobs must own their data
+    (copies), never views of state the caller goes on changing."""
+
+    def __init__(self, name: str = "hierfl-writer"):
+        self.name = name
+        self._thread: threading.Thread | None = None
+        self._error: BaseException | None = None
+
+    def submit(self, job: Callable[[], None]) -> None:
+        self.wait()
+
+        def run() -> None:
+            try:
+                job()
+            except BaseException as exc:      # handed to the caller by wait()
+                self._error = exc
+
+        self._thread = threading.Thread(target=run, name=self.name, daemon=True)
+        self._thread.start()
+
+    def wait(self) -> None:
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        if self._error is not None:
+            exc, self._error = self._error, None
+            raise exc
 
 
 class CsvLog:

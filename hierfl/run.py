@@ -17,7 +17,7 @@ from .algorithms.base import Algorithm, Setup
 from .algorithms.registry import get
 from .data import FederatedData, load_data
 from .exec.local import make_executor
-from .io_util import CsvLog, atomic_npz
+from .io_util import Background, CsvLog, atomic_npz
 from .learn.evaluate import dissimilarity, global_metrics, personal_accuracy
 from .models.functional import Model, build_model
 from .scenario.schema import AlgorithmEntry, Scenario
@@ -141,16 +141,28 @@ def sparsity(personal: torch.Tensor | None) -> float:
 CHECKPOINT = "checkpoint.npz"
 
 
-def save_checkpoint(path: str, t: int, algo: Algorithm, sim: Simulation,
-                    offsets: dict[str, int]) -> None:
-    """Everything needed to continue bit-for-bit, as plain arrays in one atomic npz: the
+def checkpoint_arrays(t: int, algo: Algorithm, sim: Simulation,
+                      offsets: dict[str, int]) -> dict[str, np.ndarray]:
+    """Everything needed to continue bit-for-bit, as plain arrays (copies, taken now): the
     algorithm's state tensors, the clock, the byte ledger and the output files' lengths. Random
     draws are keyed by (seed, purpose, ids), so no generator state is needed."""
     meta = {"round": t, "now": sim.env.now, "ledger": sim.ledger.as_list(), "offsets": offsets,
             "trace_count": sim.trace.count}
-    arrays = {f"state/{k}": v.detach().cpu().numpy() for k, v in algo.state_tensors().items()}
+    arrays = {f"state/{k}": v.detach().cpu().numpy().copy()
+              for k, v in algo.state_tensors().items()}
     arrays["meta"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
-    atomic_npz(path, arrays)
+    return arrays
+
+
+def save_checkpoint(path: str, t: int, algo: Algorithm, sim: Simulation,
+                    offsets: dict[str, int], writer: Background | None = None) -> None:
+    """The checkpoint as one atomic npz; with `writer`, the snapshot is taken now and the file
+    written in its thread (the previous checkpoint stays valid until the rename)."""
+    arrays = checkpoint_arrays(t, algo, sim, offsets)
+    if writer is None:
+        atomic_npz(path, arrays)
+    else:
+        writer.submit(lambda: atomic_npz(path, arrays))
 
 
 def load_checkpoint(path: str) -> tuple[dict, dict[str, torch.Tensor]]:
@@ -217,6 +229,7 @@ def run_algorithm(sc: Scenario, entry: AlgorithmEntry, world: World, out_dir: st
     bar = Progress(entry.label, sc.train.rounds, progress)
     rounds = sc.train.rounds
     every = sc.train.checkpoint_every
+    writer = Background()       # checkpoints are written while the next rounds run
 
     def record(t: int, info: RoundInfo | None) -> bool:
         w = algo.global_model()
@@ -272,7 +285,7 @@ def run_algorithm(sc: Scenario, entry: AlgorithmEntry, world: World, out_dir: st
         if ((every and t % every == 0) or pause) and 0 < t < rounds and sim.quiescent:
             save_checkpoint(ckpt_path, t, algo, sim,
                             {"metrics": metrics.fh.tell(), "clients": clients_log.fh.tell(),
-                             "trace": trace_fh.tell()})
+                             "trace": trace_fh.tell()}, writer)
             if pause:
                 result.paused_at = t
                 return False
@@ -288,6 +301,7 @@ def run_algorithm(sc: Scenario, entry: AlgorithmEntry, world: World, out_dir: st
         clients_log.close()
         trace_fh.close()
         result.closed_form_rounds = sim.closed_form_rounds
+        writer.wait()                 # the last checkpoint is complete (or its error raised)
     if result.paused_at is not None:
         return result
     arrays = {"global": algo.global_model().detach().double().numpy()}

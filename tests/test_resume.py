@@ -100,3 +100,39 @@ def test_sigkill_mid_run_then_resume_equals_uninterrupted(tmp_path):
     assert r.returncode == 0, r.stderr
     for label in ("fedavg", "scaffold"):
         assert _outputs(str(tmp_path / "ref"), label) == _outputs(str(out), label)
+
+
+def test_background_checkpoint_owns_its_snapshot(tmp_path):
+    """Checkpoints are written in a thread while the next rounds run and change the state in
+    place (SCAFFOLD's control variates): the snapshot must be a copy taken at its round."""
+    import torch
+
+    from hierfl.exec.local import make_executor
+    from hierfl.run import build_world, checkpoint_arrays, make_algorithm
+    from hierfl.sim.engine import Simulation
+    from hierfl.sim.trace import Trace
+
+    sc, topo = load(_scenario(tmp_path, [{"name": "scaffold"}]), out=str(tmp_path / "o"))
+    world = build_world(sc, topo)
+    algo = make_algorithm(sc, sc.algorithms[0], world)
+    sim = Simulation(sc, sc.algorithms[0], world.topo, world.data, algo,
+                     make_executor("batched"), Trace(), None)
+    arrays = checkpoint_arrays(2, algo, sim, {"metrics": 0, "clients": 0, "trace": 0})
+    before = {k: v.copy() for k, v in arrays.items()}
+    state = algo.state_tensors()
+    assert any(v.numel() > 1 for v in state.values())
+    with torch.no_grad():
+        for v in state.values():
+            v.add_(1.0)                                   # the next round, in place
+    for k, v in arrays.items():
+        assert np.array_equal(v, before[k]), k
+
+
+def test_background_checkpoint_error_is_raised(tmp_path):
+    """A checkpoint that cannot be written fails the run, though written in a thread."""
+    path = _scenario(tmp_path, [{"name": "fedavg"}], rounds=4, every=2)
+    sc, topo = load(path, out=str(tmp_path / "o"))
+    os.makedirs(tmp_path / "o" / "fedavg" / "checkpoint.npz")   # os.replace onto a folder fails
+    with pytest.raises(IsADirectoryError):
+        run_scenario(sc, topo, progress=False)
+    assert not os.path.exists(tmp_path / "o" / "fedavg" / "final_params.npz")
