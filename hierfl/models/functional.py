@@ -65,10 +65,12 @@ class Model:
 
     # --------------------------------------------------------------------------- forward / loss
     def forward(self, w: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        """Outputs (C, B, o); a narrow layer's (o <= NARROW) come as a transposed view."""
         h = x
         parts = self.unflatten(w)
         for i, (wt, b) in enumerate(parts):
-            h = torch.bmm(h, wt.transpose(1, 2)) if b is None else \
+            h = _layer_t(h, wt, b).transpose(1, 2) if wt.shape[1] <= NARROW else \
+                torch.bmm(h, wt.transpose(1, 2)) if b is None else \
                 torch.baddbmm(b.unsqueeze(1), h, wt.transpose(1, 2))
             if i < len(parts) - 1:
                 h = torch.relu(h)
@@ -113,29 +115,33 @@ class Model:
         """Closed form for one affine layer: dL/dz = m (softmax(z) - onehot(y)) (cross-entropy)
         or m 2 (z - y) / o (squared error), then dL/dW = dz^T x and dL/db = sum of dz."""
         ((wt, b),) = self.unflatten(w)
-        z = torch.bmm(x, wt.transpose(1, 2)) if b is None else \
-            torch.baddbmm(b.unsqueeze(1), x, wt.transpose(1, 2))
-        m3 = m.unsqueeze(-1)
+        # outputs as (C, o, B): z^T = W x^T is the fast product for few outputs and many rows
+        # (3-4x at o = 10, B = 80), reductions over o run along contiguous rows of B, and
+        # dL/dW = dz^T x needs no transpose
+        z = _layer_t(x, wt, b) if wt.shape[1] <= NARROW else \
+            (torch.bmm(x, wt.transpose(1, 2)) if b is None else
+             torch.baddbmm(b.unsqueeze(1), x, wt.transpose(1, 2))).transpose(1, 2)
+        m3 = m.unsqueeze(1)                                       # (C, 1, B)
         loss = None
         if self.task == "classification":
-            y3 = y.unsqueeze(-1)
+            y3 = y.unsqueeze(1)
             if want_loss:
-                lse = torch.logsumexp(z, -1, keepdim=True)
-                loss = ((lse - z.gather(-1, y3)).squeeze(-1) * m).sum(1)
+                lse = torch.logsumexp(z, 1, keepdim=True)
+                loss = ((lse - z.gather(1, y3)).squeeze(1) * m).sum(1)
                 dz = torch.exp(z - lse)
             else:
-                dz = torch.softmax(z, -1)
+                dz = torch.softmax(z, 1)
             dz = dz * m3
-            dz.scatter_add_(-1, y3, -m3)
+            dz.scatter_add_(1, y3, -m3)
         else:
-            r = z - (y.unsqueeze(-1) if y.dim() == 2 else y)
+            r = z - (y.unsqueeze(1) if y.dim() == 2 else y.transpose(1, 2))
             if want_loss:
-                loss = ((r * r).mean(-1) * m).sum(1)
-            dz = r * (m3 * (2.0 / z.shape[-1]))
-        gw = torch.bmm(dz.transpose(1, 2), x).reshape(w.shape[0], -1)
+                loss = ((r * r).mean(1) * m).sum(1)
+            dz = r * (m3 * (2.0 / z.shape[1]))
+        gw = torch.bmm(dz, x).reshape(w.shape[0], -1)
         if b is None:
             return loss, gw
-        return loss, torch.cat([gw, dz.sum(1)], 1)
+        return loss, torch.cat([gw, dz.sum(2)], 1)
 
     # --------------------------------------------------------------------------- fused SGD
     def sgd_steps(self, w: torch.Tensor, x: torch.Tensor, y: torch.Tensor, m: torch.Tensor,
@@ -196,7 +202,19 @@ class Model:
 
     def correct(self, w: torch.Tensor, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         """(C, B) 1.0 where the prediction is right (classification only)."""
-        return (self.forward(w, x).argmax(-1) == y).to(x.dtype)
+        # argmax along a strided last dimension is ~5x slower than copying first
+        return (self.forward(w, x).contiguous().argmax(-1) == y).to(x.dtype)
+
+
+NARROW = 32     # layers with at most this many outputs are computed as W x^T (see _layer_t)
+
+
+def _layer_t(x: torch.Tensor, wt: torch.Tensor, b: torch.Tensor | None) -> torch.Tensor:
+    """An affine layer's outputs transposed, (C, o, B) = W x^T + b: for narrow layers (few
+    outputs, many rows) this product is 1.3-4x faster than x W^T on CPU (measured at o = 1..30,
+    d = 60..784, B = 10..80,000), and it leaves the outputs contiguous along the rows."""
+    xt = x.transpose(1, 2)
+    return torch.bmm(wt, xt) if b is None else torch.baddbmm(b.unsqueeze(2), wt, xt)
 
 
 def build_model(spec: ModelSpec, dim: int, out_dim: int, n_classes: int) -> Model:
