@@ -185,10 +185,6 @@ def weighted_mean(rows: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
     return (weights.double() @ rows.double()).to(rows.dtype)
 
 
-def rows_of(t: torch.Tensor, clients: torch.Tensor) -> torch.Tensor:
-    return t[clients]
-
-
 def stack_start(start: torch.Tensor, c: int) -> torch.Tensor:
     """A (C, P) start from a shared (P,) model or per-client rows."""
     return start.expand(c, -1).clone() if start.dim() == 1 else start.clone()

@@ -80,21 +80,21 @@ class Scaffold(Algorithm):
         return (self.w, self.server.c)
 
     def program(self, clients: torch.Tensor, start: torch.Tensor, ctx: RoundCtx) -> TermsProgram:
-        correction = Linear(self.server.c - self.clients.c[clients])
+        correction = Linear(self.server.c - self.clients.c.index_select(0, clients))
         cls = FullGradProgram if self.p.option == 1 else TermsProgram
         return cls(self.setup.model, stack_start(start, len(clients)), (correction,))
 
     def finish(self, clients: torch.Tensor, start: torch.Tensor, res: SolveResult,
                ctx: RoundCtx) -> Upload:
         y = res.state[0]
-        c_old = self.clients.c[clients]
+        c_old = self.clients.c.index_select(0, clients)       # (a third of c[clients])
         if self.p.option == 1:
             c_new = res.state[1]
         else:
             k = res.steps.to(y.dtype).unsqueeze(1)
             c_new = c_old - self.server.c + (start - y) / (k.clamp_min(1) * ctx.lr)
             c_new = torch.where(k > 0, c_new, c_old)     # no step done: nothing learnt
-        self.clients.c[clients] = c_new
+        self.clients.c.index_copy_(0, clients, c_new)
         return Upload((y - start, c_new - c_old))
 
     def aggregate(self, clients: torch.Tensor, up: Upload, ctx: RoundCtx) -> None:
