@@ -87,7 +87,7 @@ class Scaffold(Algorithm):
     def finish(self, clients: torch.Tensor, start: torch.Tensor, res: SolveResult,
                ctx: RoundCtx) -> Upload:
         y = res.state[0]
-        c_old = self.clients.c.index_select(0, clients)       # (a third of c[clients])
+        c_old = self.clients.c.index_select(0, clients)  # a third of the time of c[clients]
         if self.p.option == 1:
             c_new = res.state[1]
         else:
