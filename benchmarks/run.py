@@ -146,11 +146,11 @@ def worker(job: dict) -> dict:
     kw = {"clients": job["clients"]} if job.get("clients") else {}
     doc = wl(job["rounds"], **kw)
     with tempfile.TemporaryDirectory() as tmp:
-        sc, topo = _scenario(doc, job["algo"], job["rounds"], job.get("kind", "batched"), tmp)
+        sc = _scenario(doc, job["algo"], job["rounds"], job.get("kind", "batched"), tmp)
         from hierfl.run import build_world
         rss_base = _rss_mb()
         t0 = time.perf_counter()
-        world = build_world(sc, topo)
+        world = build_world(sc)
         build_s = time.perf_counter() - t0
         entry = sc.algorithms[0]
         rss_world = _rss_mb()
@@ -256,8 +256,8 @@ def check_floor_arithmetic(workload: str, algo: int, rounds: int = 3) -> float:
 
     doc = WORKLOADS[workload][0](rounds)
     with tempfile.TemporaryDirectory() as tmp:
-        sc, topo = _scenario(doc, algo, rounds, "batched", tmp)
-        world = build_world(sc, topo)
+        sc = _scenario(doc, algo, rounds, "batched", tmp)
+        world = build_world(sc)
         entry = sc.algorithms[0]
         run_algorithm(sc, entry, world, os.path.join(tmp, "h"), progress=False)
         got = np.load(os.path.join(tmp, "h", "final_params.npz"))["global"]

@@ -30,7 +30,7 @@ def one(name: str, n_clients: int, rounds: int = 3, per_round: int = 100) -> dic
     from hierfl.learn.batches import full_plan, minibatch_plan
     from hierfl.learn.solver import solve
     from hierfl.models.functional import Layer, Model
-    from hierfl.scenario.schema import LocalSpec
+    from hierfl.config.schema import LocalSpec
 
     torch.set_num_threads(1)
     model = Model([Layer(60, 10, True)], "classification", "logreg")

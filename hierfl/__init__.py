@@ -12,7 +12,7 @@ Public API:
 from .algorithms.registry import REGISTRY
 from .report.markdown import write_report
 from .run import build_world, run_scenario
-from .scenario.errors import ScenarioError
+from .config.errors import ScenarioError
 from .scenario.load import load
 from .topology.graph import Topology
 

@@ -5,13 +5,13 @@ import argparse
 import os
 import sys
 
-from .scenario.errors import ScenarioError
+from .config.errors import ScenarioError
 
 EXIT_BAD_INPUT = 2
 
 
 def _print_problems(exc: ScenarioError) -> None:
-    from .scenario.load import locate
+    from .config.yamldoc import locate
 
     n = len(exc.problems)
     print(f"error: {n} problem{'s' if n != 1 else ''} in the input:", file=sys.stderr)
@@ -23,8 +23,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
     from .run import build_world
     from .scenario.load import load
 
-    sc, topo_spec = load(args.scenario)
-    world = build_world(sc, topo_spec)
+    sc = load(args.scenario)
+    world = build_world(sc)
     t = world.topo
     print(f"scenario {sc.name!r} ({args.scenario}) is valid")
     print(f"  topology: 1 cloud, {t.n_edges} edges, {t.n_clients} clients "
@@ -42,22 +42,19 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from .report.markdown import write_report
-    from .report.summary import write_run_summary
     from .run import run_scenario
     from .scenario.load import load
 
-    sc, topo_spec = load(args.scenario, seed=args.seed, rounds=args.rounds, out=args.out)
+    sc = load(args.scenario, seed=args.seed, rounds=args.rounds, out=args.out)
     if args.threads is not None and not 1 <= args.threads <= 256:
         raise ScenarioError.one("", "--threads", args.threads, "must be in 1..256")
     if args.threads:
         import dataclasses
         ex = dataclasses.replace(sc.train.executor, threads=args.threads)
         sc = dataclasses.replace(sc, train=dataclasses.replace(sc.train, executor=ex))
-    os.makedirs(sc.output, exist_ok=True)
-    write_run_summary(sc, topo_spec)      # OUT/scenario.yaml, OUT/summary.json for the report
     print(f"running {sc.name}: {len(sc.algorithms)} algorithm(s), {sc.train.rounds} rounds "
           f"-> {sc.output}", file=sys.stderr)
-    res = run_scenario(sc, topo_spec, progress=not args.quiet, resume=args.resume,
+    res = run_scenario(sc, progress=not args.quiet, resume=args.resume,
                        stop_after=args.stop_after, keep_trace=False)
     if any(r.paused_at is not None for r in res.values()):
         print(f"paused after round {args.stop_after}; continue with: hierfl run "
@@ -105,7 +102,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def cmd_topology(args: argparse.Namespace) -> int:
-    from .scenario.errors import Problems
+    from .config.errors import Problems
     from .scenario.load import load_topology
     from .topology.describe import draw, summary
     from .topology.graph import Topology, build_graph

@@ -20,38 +20,16 @@ from .exec.local import make_executor
 from .io_util import Background, CsvLog, atomic_npz
 from .learn.evaluate import dissimilarity, global_metrics, personal_accuracy
 from .models.functional import Model, build_model
-from .scenario.schema import AlgorithmEntry, Scenario
-from .scenario.errors import ScenarioError
-from .scenario.load import guard_resources, topology_file
+from .outputs import CLIENT_COLUMNS, METRIC_COLUMNS, client_lines
+from .report.summary import write_run_summary
+from .config.schema import AlgorithmEntry, Scenario
+from .config.errors import ScenarioError
+from .config.limits import guard_resources
 from .sim.engine import RoundInfo, Simulation
 from .sim.failures import Failures
 from .sim.links import Ledger
 from .sim.trace import Trace
 from .topology.graph import Topology, build_graph
-
-METRIC_COLUMNS = ["round", "sim_time_s", "bytes_up", "bytes_down", "bytes_client_edge",
-                  "bytes_edge_cloud", "bytes_wasted", "train_loss", "test_acc",
-                  "personal_test_acc", "personal_sparsity", "selected", "reported", "failed",
-                  "stragglers", "mean_gamma", "dissimilarity_B", "grad_variance",
-                  "bytes_up_client_edge", "bytes_down_client_edge", "bytes_up_edge_cloud",
-                  "bytes_down_edge_cloud", "diverged"]
-CLIENT_COLUMNS = ["round", "edge_round", "client", "steps", "budget", "compute_s", "upload_s",
-                  "dropped", "straggler", "gamma", "up_bytes", "encoding"]
-
-
-
-def _f(v: float) -> str:
-    return repr(v) if v == v else ""
-
-
-def client_lines(recs: list) -> str:
-    """clients.csv rows of ClientRecords, byte for byte what CsvLog.rows writes for
-    CLIENT_COLUMNS (tests/test_fast_paths.py checks), without a dict and a type test per
-    value: at 1,000 clients a round this was a tenth of W5's time."""
-    return "".join(f"{r.round},{r.edge_round},{r.client},{r.steps},{r.budget},"
-                   f"{_f(r.compute_s)},{_f(r.upload_s)},{int(r.dropped)},{int(r.straggler)},"
-                   f"{_f(r.gamma)},{_f(r.up_bytes)},{r.encoding}\r\n" for r in recs)
-
 
 @dataclass
 class World:
@@ -61,7 +39,6 @@ class World:
     data: FederatedData
     model: Model
     w0: torch.Tensor
-    topo_spec: object = None
 
 
 @dataclass
@@ -75,9 +52,9 @@ class AlgoResult:
     closed_form_rounds: int = 0     # rounds timed in closed form (sim/closed_form.py)
 
 
-def build_world(sc: Scenario, topo_spec, graph=None) -> World:
-    tfile = topology_file(sc)
-    topo = Topology.from_graph(graph if graph is not None else build_graph(topo_spec, sc.seed,
+def build_world(sc: Scenario, graph=None) -> World:
+    tfile = sc.topology_file
+    topo = Topology.from_graph(graph if graph is not None else build_graph(sc.topology, sc.seed,
                                                                           tfile), tfile)
     tiers = max(topo.depth[c] for c in topo.clients) - 1          # aggregator tiers
     for i, entry in enumerate(sc.algorithms):
@@ -94,7 +71,7 @@ def build_world(sc: Scenario, topo_spec, graph=None) -> World:
     except ValueError as exc:
         raise ScenarioError.one(sc.file, "model.name", sc.model.name, str(exc)) from None
     w0 = model.init(seeding.torch_gen(sc.seed, "model-init"), zeros=sc.model.init == "zeros")
-    return World(topo, data, model, w0, topo_spec)
+    return World(topo, data, model, w0)
 
 
 def make_algorithm(sc: Scenario, entry: AlgorithmEntry, world: World) -> Algorithm:
@@ -206,7 +183,7 @@ def run_algorithm(sc: Scenario, entry: AlgorithmEntry, world: World, out_dir: st
     executor = make_executor(ex.kind, address=ex.address, clients_per_task=ex.clients_per_task) \
         if ex.kind == "ray" else make_executor(ex.kind)
     trace = Trace(keep=keep_trace)
-    spec = world.topo_spec
+    spec = sc.topology
     failures = Failures.from_spec(spec, sc.seed) if spec is not None else None
     sim = Simulation(sc, entry, world.topo, world.data, algo, executor, trace, failures,
                      getattr(spec, "link_sharing", "fifo"),
@@ -315,11 +292,13 @@ def run_algorithm(sc: Scenario, entry: AlgorithmEntry, world: World, out_dir: st
     return result
 
 
-def run_scenario(sc: Scenario, topo_spec, progress: bool = True, graph=None,
+def run_scenario(sc: Scenario, progress: bool = True, graph=None,
                  resume: bool = False, stop_after: int | None = None,
                  keep_trace: bool = True) -> dict[str, AlgoResult]:
     """keep_trace=False: trace events leave memory once written to trace.csv."""
-    world = build_world(sc, topo_spec, graph)
+    world = build_world(sc, graph)
+    os.makedirs(sc.output, exist_ok=True)
+    write_run_summary(sc, world)      # OUT/scenario.yaml, OUT/summary.json for the report
     results = {}
     for entry in sc.algorithms:
         results[entry.label] = run_algorithm(sc, entry, world, os.path.join(sc.output, entry.label),

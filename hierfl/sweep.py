@@ -42,8 +42,8 @@ import numpy as np
 import yaml
 
 from .io_util import atomic_text, fmt
-from .scenario.errors import Problem, Problems, ScenarioError
-from .scenario.fields import Raw, build, is_fail, spec, unit_interval
+from .config.errors import Problem, Problems, ScenarioError
+from .config.fields import Raw, build, is_fail, spec, unit_interval
 
 DONE = "DONE"
 POINT_FILE = "point.yaml"          # the point's self-contained scenario, in its folder
@@ -178,7 +178,7 @@ def point_names(keys: list[str], paths: list[list[str | int]], lists: list[list[
 def _self_contained(raw: dict, base_file: str) -> dict:
     """The base scenario with its topology inlined and its data path made absolute, so that a
     point runs anywhere (another folder, another machine with the same data path)."""
-    from .scenario.load import read_yaml
+    from .config.yamldoc import read_yaml
 
     raw = copy.deepcopy(raw)
     base_dir = os.path.dirname(os.path.abspath(base_file))
@@ -218,7 +218,8 @@ def _grid_key_of(problem_key: str, keys: list[str]) -> str | None:
 def load_sweep(path: str, out: str | None = None) -> Sweep:
     """Read a sweep file, build every point's scenario and validate it (scenario schema and
     topology). Every problem of every point is reported at once."""
-    from .scenario.load import load, read_yaml
+    from .config.yamldoc import read_yaml
+    from .scenario.load import load
     from .topology.graph import build_graph
 
     raw = read_yaml(path, "sweep file")
@@ -289,8 +290,8 @@ def load_sweep(path: str, out: str | None = None) -> Sweep:
                 text = yaml.safe_dump(raw_pt, sort_keys=False, default_flow_style=None)
                 with open(f, "w", encoding="utf-8") as fh:
                     fh.write(text)
-                sc, topo_spec = load(f, out=tmp)
-                build_graph(topo_spec, sc.seed, f)
+                sc = load(f, out=tmp)
+                build_graph(sc.topology, sc.seed, f)
             except ScenarioError as exc:
                 vals = dict(values)
                 for pr in exc.problems:
@@ -333,8 +334,8 @@ def execute_point(text: str, folder: str, report: bool = True) -> dict:
     os.makedirs(folder, exist_ok=True)
     f = os.path.join(folder, POINT_FILE)
     atomic_text(f, text)
-    sc, topo_spec = load(f, out=folder)
-    run_scenario(sc, topo_spec, progress=False, keep_trace=False)
+    sc = load(f, out=folder)
+    run_scenario(sc, progress=False, keep_trace=False)
     if report:
         write_report(folder, sc.name, sc.report.target_accuracy)
     info = {"wall_s": time.time() - t0, "host": os.uname().nodename, "pid": os.getpid()}

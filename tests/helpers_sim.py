@@ -28,8 +28,8 @@ def write_scenario(folder: str, doc: dict, name: str = "s.yaml") -> str:
 
 def run_one(path: str, label: str | None = None, out: str | None = None):
     """Run one algorithm entry of a scenario; returns (AlgoResult, final global params)."""
-    sc, topo = load(path, out=out)
-    world = build_world(sc, topo)
+    sc = load(path, out=out)
+    world = build_world(sc)
     entry = next(e for e in sc.algorithms if label is None or e.label == label)
     res = run_algorithm(sc, entry, world, os.path.join(sc.output, entry.label), progress=False)
     params = np.load(os.path.join(sc.output, entry.label, "final_params.npz"))["global"]

@@ -58,8 +58,8 @@ def scenario(tmp_path, data, algorithms: list[dict], *, steps: int, lr: float, r
 
 
 def run(path: str, rounds: int | None = None, out: str | None = None) -> tuple[str, list[str]]:
-    sc, topo = hierfl.load(path, rounds=rounds, out=out)
-    run_scenario(sc, topo, progress=False)
+    sc = hierfl.load(path, rounds=rounds, out=out)
+    run_scenario(sc, progress=False)
     return sc.output, [e.label for e in sc.algorithms]
 
 

@@ -50,8 +50,8 @@ def run(tmp_path, clients, algorithms, rounds, local, per_round="all", model="li
     }
     path = d / "scenario.yaml"
     path.write_text(yaml.safe_dump(sc))
-    scenario, topo = hierfl.load(str(path), rounds=rounds_override)
-    run_scenario(scenario, topo, progress=False)
+    scenario = hierfl.load(str(path), rounds=rounds_override)
+    run_scenario(scenario, progress=False)
     out = {}
     for e in scenario.algorithms:
         folder = os.path.join(scenario.output, e.label)

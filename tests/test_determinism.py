@@ -33,8 +33,8 @@ def _scenario(tmp_path, model: dict, executor: str = "batched", name: str = "det
 
 
 def _run(path: str, out) -> None:
-    sc, topo = load(path, out=str(out))
-    run_scenario(sc, topo, progress=False)
+    sc = load(path, out=str(out))
+    run_scenario(sc, progress=False)
 
 
 def test_same_seed_same_bytes(tmp_path):
@@ -51,8 +51,8 @@ def test_same_seed_same_bytes(tmp_path):
     pb = np.load(tmp_path / "b" / "fedavg" / "final_params.npz")["global"]
     assert np.array_equal(pa, pb)
     # and another seed gives another run
-    sc, topo = load(path, seed=5, out=str(tmp_path / "c"))
-    run_scenario(sc, topo, progress=False)
+    sc = load(path, seed=5, out=str(tmp_path / "c"))
+    run_scenario(sc, progress=False)
     assert ((tmp_path / "c" / "fedavg" / "metrics.csv").read_bytes()
             != (tmp_path / "a" / "fedavg" / "metrics.csv").read_bytes())
 

@@ -69,8 +69,8 @@ def _run(tmp, tag: str, names: list[str], seed: int = 11) -> str:
     with open(path, "w", encoding="utf-8") as fh:
         yaml.safe_dump(doc, fh)
     out = os.path.join(tmp, tag)
-    sc, topo = load(path, out=out)
-    run_scenario(sc, topo, progress=False)
+    sc = load(path, out=out)
+    run_scenario(sc, progress=False)
     return out
 
 

@@ -6,8 +6,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 from hierfl import docs_gen
-from hierfl.scenario.fields import positive, spec
-from hierfl.scenario.schema import Dist
+from hierfl.config.fields import positive, spec
+from hierfl.config.schema import Dist
 
 
 def test_docs_scenario_md_is_up_to_date():

@@ -61,8 +61,8 @@ def _scenario(tmp_path, local: dict | None = None) -> str:
 @pytest.fixture(scope="module")
 def results(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("trace")
-    sc, topo = load(_scenario(tmp))
-    world = build_world(sc, topo)
+    sc = load(_scenario(tmp))
+    world = build_world(sc)
     assert world.model.n_params == 2 and world.model.fwd_flops == 3.0
     return {e.label: run_algorithm(sc, e, world, str(tmp / e.label), progress=False)
             for e in sc.algorithms}
@@ -194,8 +194,8 @@ def test_minibatch_compute_time_counts_the_rows_processed(tmp_path):
     """batch_size 2, 3 steps, epoch-wise batches (the last batch of an epoch may be short):
     n=3: batches 2,1 | 2 -> 5 rows; n=4: 2,2 | 2 -> 6; n=6: 2,2,2 -> 6; n=9: 2,2,2 -> 6.
     At 9 FLOPs per row (3 x 3) and 9 FLOP/s, compute takes `rows` seconds."""
-    sc, topo = load(_scenario(tmp_path, {"steps": 3, "batch_size": 2, "lr": 0.1}))
-    world = build_world(sc, topo)
+    sc = load(_scenario(tmp_path, {"steps": 3, "batch_size": 2, "lr": 0.1}))
+    world = build_world(sc)
     res = run_algorithm(sc, sc.algorithms[0], world, str(tmp_path / "fedavg"), progress=False)
     start = {n: t for t, n, k, _, _ in res.trace.events if k == "compute_start"}
     end = {n: t for t, n, k, _, v in res.trace.events if k == "compute_end"}
@@ -210,9 +210,9 @@ QUICKSTART_FINGERPRINTS = {"fedavg": "f06893c03ca47c76", "hierfavg": "1421f4e8df
 
 
 def test_quickstart_trace_fingerprint(tmp_path):
-    sc, topo = load(os.path.join(REPO, "scenarios", "quickstart.yaml"), rounds=3,
+    sc = load(os.path.join(REPO, "scenarios", "quickstart.yaml"), rounds=3,
                     out=str(tmp_path))
-    world = build_world(sc, topo)
+    world = build_world(sc)
     got = {e.label: run_algorithm(sc, e, world, str(tmp_path / e.label),
                                   progress=False).trace.fingerprint()
            for e in sc.algorithms}

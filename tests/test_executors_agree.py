@@ -59,8 +59,8 @@ def _run(sc, world, kind: str, out):
 
 @pytest.mark.parametrize("name,case", CASES)
 def test_batched_equals_sequential(tmp_path, name, case):
-    sc, topo = _scenario(tmp_path, name, case)
-    world = build_world(sc, topo)
+    sc = _scenario(tmp_path, name, case)
+    world = build_world(sc)
     pb, cb = _run(sc, world, "batched", tmp_path / "batched")
     ps, cs = _run(sc, world, "sequential", tmp_path / "sequential")
     assert sorted(pb) == sorted(ps)

@@ -51,8 +51,8 @@ def _run_both(tmp_path, doc: dict):
     for timing in ("auto", "events"):
         doc["train"]["timing"] = timing
         path.write_text(yaml.safe_dump(doc))
-        sc, topo = load(str(path), out=str(tmp_path / timing))
-        world = build_world(sc, topo)
+        sc = load(str(path), out=str(tmp_path / timing))
+        world = build_world(sc)
         for entry in sc.algorithms:
             folder = os.path.join(sc.output, entry.label)
             res = run_algorithm(sc, entry, world, folder, progress=False)
@@ -234,7 +234,7 @@ def test_trace_file_is_what_csv_writer_writes():
 
 def test_client_lines_are_what_csvlog_writes(tmp_path):
     from hierfl.io_util import CsvLog
-    from hierfl.run import CLIENT_COLUMNS, client_lines
+    from hierfl.outputs import CLIENT_COLUMNS, client_lines
     from hierfl.sim.engine import ClientRecord
 
     recs = [ClientRecord(3, 0, 17, 20, 20, 0.125, float("nan"), False, True, float("nan")),

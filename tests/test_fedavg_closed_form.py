@@ -89,8 +89,8 @@ def test_fedavg_matches_closed_form(tmp_path, m):
     for rounds in (1, 2, 3):
         d = tmp_path / f"r{rounds}"
         d.mkdir()
-        sc, topo = load(_write(d, data, rounds), out=str(d / "out"))
-        world = build_world(sc, topo)
+        sc = load(_write(d, data, rounds), out=str(d / "out"))
+        world = build_world(sc)
         res = run_algorithm(sc, sc.algorithms[0], world, str(d / "out" / "fedavg"),
                             progress=False)
         got = np.load(d / "out" / "fedavg" / "final_params.npz")["global"]

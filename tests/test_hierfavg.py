@@ -28,8 +28,8 @@ def _run(tmp_path, participation) -> dict[str, np.ndarray]:
     }
     path = tmp_path / "hier.yaml"
     path.write_text(yaml.safe_dump(doc))
-    sc, topo = load(str(path), out=str(tmp_path / "out"))
-    world = build_world(sc, topo)
+    sc = load(str(path), out=str(tmp_path / "out"))
+    world = build_world(sc)
     # clients have different sizes and the minibatches (5 rows) are smaller than every client
     assert len(set(world.data.counts.tolist())) > 1 and world.data.counts.min() > 5
     out = {}

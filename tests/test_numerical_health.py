@@ -18,8 +18,8 @@ def test_divergence_names_the_client_it_came_from(tmp_path, capsys):
            "train": {"rounds": 3, "clients_per_round": "all",
                      "local": {"steps": 2, "batch_size": "full", "lr": 0.1}},
            "algorithms": [{"name": "fedavg"}, {"name": "fedprox", "mu": 0.1}]}
-    sc, topo = load(write_scenario(str(tmp_path), doc), out=str(tmp_path / "out"))
-    res = run_scenario(sc, topo, progress=False)
+    sc = load(write_scenario(str(tmp_path), doc), out=str(tmp_path / "out"))
+    res = run_scenario(sc, progress=False)
     err = capsys.readouterr().err
     for label in ("fedavg", "fedprox"):
         assert res[label].diverged_at == 1

@@ -46,8 +46,8 @@ def run(tmp_path, clients, algorithms, topology, rounds, local, seed=3, name="t"
            "train": {"rounds": rounds, "clients_per_round": "all", "local": local},
            "algorithms": algorithms, "output": "out"}
     (d / "s.yaml").write_text(yaml.safe_dump(doc))
-    sc, topo = hierfl.load(str(d / "s.yaml"))
-    results = run_scenario(sc, topo, progress=False)
+    sc = hierfl.load(str(d / "s.yaml"))
+    results = run_scenario(sc, progress=False)
     out = {}
     for e in sc.algorithms:
         folder = os.path.join(sc.output, e.label)

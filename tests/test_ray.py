@@ -28,7 +28,7 @@ from hierfl.learn.terms import Prox  # noqa: E402
 from hierfl.models.functional import build_model  # noqa: E402
 from hierfl.run import run_scenario  # noqa: E402
 from hierfl.scenario.load import load  # noqa: E402
-from hierfl.scenario.schema import ModelSpec  # noqa: E402
+from hierfl.config.schema import ModelSpec  # noqa: E402
 
 pytestmark = pytest.mark.ray
 
@@ -117,15 +117,15 @@ def test_executor_chunks_equal_batched_on_a_hand_made_round(cluster):
 def test_scenario_with_ray_executor_equals_batched(cluster, tmp_path):
     f = tmp_path / "tiny.yaml"
     f.write_text(SCENARIO.format(executor="{kind: ray, address: local, clients_per_task: 2}"))
-    sc, topo = load(str(f), out=str(tmp_path / "ray"))
+    sc = load(str(f), out=str(tmp_path / "ray"))
     assert sc.train.executor.kind == "ray"
     puts = ray_exec.DATA.puts
-    run_scenario(sc, topo, progress=False)
+    run_scenario(sc, progress=False)
     assert ray_exec.DATA.puts - puts == 2          # data shipped once for both algorithms
     ex = dataclasses.replace(sc.train.executor, kind="batched")
     b = dataclasses.replace(sc, output=str(tmp_path / "batched"),
                             train=dataclasses.replace(sc.train, executor=ex))
-    run_scenario(b, topo, progress=False)
+    run_scenario(b, progress=False)
     for label in ("fedavg", "hierfavg"):
         pr = np.load(tmp_path / "ray" / label / "final_params.npz")
         pb = np.load(tmp_path / "batched" / label / "final_params.npz")

@@ -47,7 +47,6 @@ TARGET = 0.4
 def runs(tmp_path_factory):
     """Seed 0 through the CLI (run writes the summary and the report), seed 1 through the API
     (the same calls without the figures, to keep the test fast)."""
-    from hierfl.report.summary import write_run_summary
     from hierfl.run import run_scenario
     from hierfl.scenario.load import load
 
@@ -56,9 +55,8 @@ def runs(tmp_path_factory):
     scen.write_text(SCENARIO)
     s0, s1 = root / "s0", root / "s1"
     assert main(["run", str(scen), "--out", str(s0), "--quiet"]) == 0
-    sc, topo = load(str(scen), seed=1, out=str(s1))
-    write_run_summary(sc, topo)
-    run_scenario(sc, topo, progress=False)
+    sc = load(str(scen), seed=1, out=str(s1))
+    run_scenario(sc, progress=False)
     return root, s0, s1
 
 

@@ -56,24 +56,24 @@ def _hier_entry(name):
 @pytest.mark.parametrize("name", sorted(REGISTRY))
 def test_pause_and_resume_is_bit_identical(tmp_path, name):
     path = _scenario(tmp_path, [_hier_entry(name)])
-    sc, topo = load(path, out=str(tmp_path / "ref"))
-    run_scenario(sc, topo, progress=False)
-    sc2, topo2 = load(path, out=str(tmp_path / "cut"))
-    res = run_scenario(sc2, topo2, progress=False, stop_after=3)
+    sc = load(path, out=str(tmp_path / "ref"))
+    run_scenario(sc, progress=False)
+    sc2 = load(path, out=str(tmp_path / "cut"))
+    res = run_scenario(sc2, progress=False, stop_after=3)
     assert next(iter(res.values())).paused_at == 3
     assert not os.path.exists(tmp_path / "cut" / name / "final_params.npz")
-    run_scenario(sc2, topo2, progress=False, resume=True)
+    run_scenario(sc2, progress=False, resume=True)
     assert _outputs(str(tmp_path / "ref"), name) == _outputs(str(tmp_path / "cut"), name)
     assert not os.path.exists(tmp_path / "cut" / name / "checkpoint.npz")
 
 
 def test_resume_keeps_finished_algorithms(tmp_path):
     path = _scenario(tmp_path, [{"name": "fedavg"}, {"name": "fedavg", "label": "second"}])
-    sc, topo = load(path, out=str(tmp_path / "o"))
-    run_scenario(sc, topo, progress=False)
+    sc = load(path, out=str(tmp_path / "o"))
+    run_scenario(sc, progress=False)
     before = os.path.getmtime(tmp_path / "o" / "fedavg" / "metrics.csv")
     time.sleep(0.05)
-    run_scenario(sc, topo, progress=False, resume=True)
+    run_scenario(sc, progress=False, resume=True)
     assert os.path.getmtime(tmp_path / "o" / "fedavg" / "metrics.csv") == before
 
 
@@ -112,8 +112,8 @@ def test_background_checkpoint_owns_its_snapshot(tmp_path):
     from hierfl.sim.engine import Simulation
     from hierfl.sim.trace import Trace
 
-    sc, topo = load(_scenario(tmp_path, [{"name": "scaffold"}]), out=str(tmp_path / "o"))
-    world = build_world(sc, topo)
+    sc = load(_scenario(tmp_path, [{"name": "scaffold"}]), out=str(tmp_path / "o"))
+    world = build_world(sc)
     algo = make_algorithm(sc, sc.algorithms[0], world)
     sim = Simulation(sc, sc.algorithms[0], world.topo, world.data, algo,
                      make_executor("batched"), Trace(), None)
@@ -131,8 +131,8 @@ def test_background_checkpoint_owns_its_snapshot(tmp_path):
 def test_background_checkpoint_error_is_raised(tmp_path):
     """A checkpoint that cannot be written fails the run, though written in a thread."""
     path = _scenario(tmp_path, [{"name": "fedavg"}], rounds=4, every=2)
-    sc, topo = load(path, out=str(tmp_path / "o"))
+    sc = load(path, out=str(tmp_path / "o"))
     os.makedirs(tmp_path / "o" / "fedavg" / "checkpoint.npz")   # os.replace onto a folder fails
     with pytest.raises(IsADirectoryError):
-        run_scenario(sc, topo, progress=False)
+        run_scenario(sc, progress=False)
     assert not os.path.exists(tmp_path / "o" / "fedavg" / "final_params.npz")

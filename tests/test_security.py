@@ -15,8 +15,9 @@ import pytest
 
 from hierfl.cli import main
 from hierfl.data.real import npz_problem
-from hierfl.scenario.errors import ScenarioError
-from hierfl.scenario.load import MAX_BYTES, read_doc
+from hierfl.config.errors import ScenarioError
+from hierfl.config.limits import MAX_BYTES
+from hierfl.config.yamldoc import read_doc
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 

@@ -47,8 +47,8 @@ def _find_speeds(tmp_path, doc):
     """Which client got which profile (the mix is laid out over a seeded permutation)."""
     from hierfl.scenario.load import load
     from hierfl.run import build_world
-    sc, topo = load(write_scenario(str(tmp_path), doc, "probe.yaml"))
-    return build_world(sc, topo).topo.client_flops
+    sc = load(write_scenario(str(tmp_path), doc, "probe.yaml"))
+    return build_world(sc).topo.client_flops
 
 
 def test_deadline_partial_budgets_and_trace_by_hand(tmp_path):
@@ -178,8 +178,8 @@ def test_random_epochs_stragglers_identical_across_algorithms_and_seeded(tmp_pat
         return [(r["round"], r["client"], r["straggler"], r["budget"])
                 for r in _clients_csv(out, label)]
 
-    sc, topo = load(path, out=str(tmp_path / "a"))
-    run_scenario(sc, topo, progress=False)
+    sc = load(path, out=str(tmp_path / "a"))
+    run_scenario(sc, progress=False)
     a_avg, a_prox = table(str(tmp_path / "a"), "fedavg"), table(str(tmp_path / "a"), "fedprox")
     assert a_avg == a_prox
     strag = [r for r in _clients_csv(str(tmp_path / "a"), "fedavg") if r["straggler"] == "1"]
@@ -188,9 +188,9 @@ def test_random_epochs_stragglers_identical_across_algorithms_and_seeded(tmp_pat
     # of the client's steps per epoch and at most the full 5 epochs
     assert all(r["dropped"] == "1" for r in strag)
     assert all(r["dropped"] == "0" for r in _clients_csv(str(tmp_path / "a"), "fedprox"))
-    sc2, topo2 = load(path, out=str(tmp_path / "b"))
-    run_scenario(sc2, topo2, progress=False)
+    sc2 = load(path, out=str(tmp_path / "b"))
+    run_scenario(sc2, progress=False)
     assert table(str(tmp_path / "b"), "fedavg") == a_avg
-    sc3, topo3 = load(path, seed=6, out=str(tmp_path / "c"))
-    run_scenario(sc3, topo3, progress=False)
+    sc3 = load(path, seed=6, out=str(tmp_path / "c"))
+    run_scenario(sc3, progress=False)
     assert table(str(tmp_path / "c"), "fedavg") != a_avg

@@ -11,7 +11,7 @@ import pytest
 from hierfl import cli
 from hierfl import sweep as sw
 from hierfl.run import run_scenario
-from hierfl.scenario.errors import ScenarioError
+from hierfl.config.errors import ScenarioError
 from hierfl.scenario.load import load
 
 TOPOLOGY = """\
@@ -116,7 +116,7 @@ def test_points_are_self_contained_scenarios(tmp_path):
     other = tmp_path / "elsewhere"
     other.mkdir()
     (other / "p.yaml").write_text(s.points[1].text)
-    sc, _ = load(str(other / "p.yaml"))
+    sc = load(str(other / "p.yaml"))
     assert sc.seed == 5 and sc.algorithms[1].edge_rounds == 3 and sc.algorithms[0].name == "fedavg"
 
 
@@ -128,9 +128,9 @@ def test_local_sweep_summary_and_resume(tmp_path):
     assert sw.run_sweep(s, "local", workers=1, progress=False) == {}
     a, b = (out / p.name for p in s.points)
     # a point is the full scenario run: the same metrics as running its scenario directly
-    sc, topo = load(str(b / sw.POINT_FILE), out=str(tmp_path / "direct"))
+    sc = load(str(b / sw.POINT_FILE), out=str(tmp_path / "direct"))
     assert sc.seed == 1
-    run_scenario(sc, topo, progress=False)
+    run_scenario(sc, progress=False)
     for label in ("fedavg", "hierfavg"):
         assert (b / label / "metrics.csv").read_text() == \
             (tmp_path / "direct" / label / "metrics.csv").read_text()

@@ -14,7 +14,7 @@ from sklearn.linear_model import LogisticRegression
 from threadpoolctl import threadpool_limits
 
 from hierfl.data.synthetic import generate, sample_counts
-from hierfl.scenario.schema import DataSpec, DistSpec
+from hierfl.config.schema import DataSpec, DistSpec
 
 
 def _rows(data, k):

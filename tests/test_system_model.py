@@ -9,7 +9,7 @@ import simpy
 from hierfl.sim.failures import Failures
 from hierfl.sim.links import FairLink, Ledger, Link
 from hierfl.sim.trace import Trace
-from hierfl.topology.schema import AvailabilitySpec, FailureSpec
+from hierfl.config.topology import AvailabilitySpec, FailureSpec
 
 from helpers_sim import run_one, write_npz, write_scenario
 
@@ -230,8 +230,8 @@ def test_graph_file_topology_equals_the_yaml_declaration(tmp_path):
     doc = _deep_doc(tmp_path)
     doc["train"]["rounds"] = 2
     yaml_path = write_scenario(str(tmp_path), doc, "yaml.yaml")
-    sc, topo = load(yaml_path, out=str(tmp_path / "a"))
-    g = build_graph(topo, sc.seed)
+    sc = load(yaml_path, out=str(tmp_path / "a"))
+    g = build_graph(sc.topology, sc.seed)
     (tmp_path / "net.json").write_text(json.dumps(nx.node_link_data(g, edges="links")))
     doc["topology"] = {"graph": "net.json"}
     json_path = write_scenario(str(tmp_path), doc, "json.yaml")
@@ -239,8 +239,8 @@ def test_graph_file_topology_equals_the_yaml_declaration(tmp_path):
     rb, wb = run_one(json_path, out=str(tmp_path / "b"))
     assert ra.trace.events == rb.trace.events
     np.testing.assert_array_equal(wa, wb)
-    sc2, _ = load(yaml_path, out=str(tmp_path / "c"))
-    rc = run_scenario(sc2, None, progress=False, graph=g)["fedavg"]
+    sc2 = load(yaml_path, out=str(tmp_path / "c"))
+    rc = run_scenario(sc2, progress=False, graph=g)["fedavg"]
     assert rc.trace.events == ra.trace.events
 
 

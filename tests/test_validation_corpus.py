@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from hierfl.cli import main
-from hierfl.scenario.errors import ScenarioError
+from hierfl.config.errors import ScenarioError
 
 HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bad_inputs")
 
@@ -271,7 +271,7 @@ def test_errors_from_data_building_name_the_file():
     """The digits guard inside the data builder (reached from the Python API, where load's
     cross-check is bypassed) raises a ScenarioError naming the scenario file and key."""
     from hierfl.data.real import digits
-    from hierfl.scenario.schema import DataSpec
+    from hierfl.config.schema import DataSpec
 
     with pytest.raises(ScenarioError) as exc:
         digits(DataSpec(name="digits"), 1000, 0, file="s.yaml")

@@ -33,7 +33,7 @@ import torch
 from ..learn.batches import Batch
 from ..learn.solver import GradFn, SolveResult, State
 from ..models.functional import Model
-from ..scenario.fields import positive, spec, unit_interval
+from ..config.fields import positive, spec, unit_interval
 from .base import Algorithm, RoundCtx, Upload, stack_start
 
 

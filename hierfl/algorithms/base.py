@@ -20,7 +20,7 @@ import torch
 
 from ..learn.solver import LocalProgram, SolveResult
 from ..models.functional import Model
-from ..scenario.schema import LocalSpec
+from ..config.schema import LocalSpec
 
 
 @dataclass(frozen=True)

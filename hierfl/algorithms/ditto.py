@@ -26,7 +26,7 @@ from ..learn.batches import Batch
 from ..learn.solver import GradFn, SolveResult, State, TermsProgram
 from ..learn.terms import Prox
 from ..models.functional import Model
-from ..scenario.fields import non_negative, positive, spec
+from ..config.fields import non_negative, positive, spec
 from ._personal import PersonalAlgorithm
 from .base import RoundCtx, Upload, stack_start
 

@@ -33,7 +33,7 @@ import torch
 
 from ..learn.solver import SolveResult, TermsProgram
 from ..learn.terms import Linear, Prox
-from ..scenario.fields import non_negative, positive, spec
+from ..config.fields import non_negative, positive, spec
 from .base import Algorithm, RoundCtx, Upload, stack_start, weighted_mean
 from .feddyn import client_alpha
 

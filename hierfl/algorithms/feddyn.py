@@ -27,7 +27,7 @@ import torch
 
 from ..learn.solver import SolveResult, TermsProgram
 from ..learn.terms import Linear, Prox
-from ..scenario.fields import positive, spec
+from ..config.fields import positive, spec
 from .base import Algorithm, RoundCtx, Upload, stack_start
 
 

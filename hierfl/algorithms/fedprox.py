@@ -21,7 +21,7 @@ import torch
 
 from ..learn.solver import TermsProgram
 from ..learn.terms import Prox
-from ..scenario.fields import non_negative, spec
+from ..config.fields import non_negative, spec
 from .base import Algorithm, RoundCtx, stack_start
 
 

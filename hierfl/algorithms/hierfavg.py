@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..scenario.fields import positive, spec
+from ..config.fields import positive, spec
 from .fedavg import FedAvg
 
 

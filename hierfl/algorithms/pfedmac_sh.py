@@ -69,7 +69,7 @@ import torch
 from .. import seeding
 from ..learn.envelope import EnvelopeProgram
 from ..learn.solver import SolveResult, State
-from ..scenario.fields import all_of, at_most, positive, spec
+from ..config.fields import all_of, at_most, positive, spec
 from ._personal import PersonalAlgorithm, mix, uniform_weights
 from .base import RoundCtx, Upload, stack_start, weighted_mean
 from .pfedmac import SparsityParams, sparsity_terms

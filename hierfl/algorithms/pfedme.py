@@ -33,7 +33,7 @@ import torch
 
 from ..learn.envelope import EnvelopeProgram
 from ..learn.terms import Prox
-from ..scenario.fields import all_of, at_most, non_negative, positive, spec
+from ..config.fields import all_of, at_most, non_negative, positive, spec
 from ._personal import EnvelopeAlgorithm
 from .base import RoundCtx, stack_start
 

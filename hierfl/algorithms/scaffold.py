@@ -25,7 +25,7 @@ import torch
 from ..learn.batches import Batch
 from ..learn.solver import SolveResult, State, TermsProgram
 from ..learn.terms import Linear
-from ..scenario.fields import positive, spec
+from ..config.fields import positive, spec
 from .base import Algorithm, RoundCtx, Upload, stack_start
 
 

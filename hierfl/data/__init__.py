@@ -1,7 +1,7 @@
 """Federated data sets: synthetic (FedProx recipe), digits (scikit-learn), npz (user files)."""
 from __future__ import annotations
 
-from ..scenario.schema import Scenario
+from ..config.schema import Scenario
 from .federated import FederatedData
 
 

@@ -7,8 +7,8 @@ import zipfile
 import numpy as np
 
 from .. import seeding
-from ..scenario.errors import ScenarioError
-from ..scenario.schema import DataSpec, PartitionSpec
+from ..config.errors import ScenarioError
+from ..config.schema import DataSpec, PartitionSpec
 from .federated import FederatedData, split_train_test
 
 DIGITS_SAMPLES = 1797          # rows of scikit-learn's bundled digits
@@ -102,7 +102,7 @@ def npz(spec: DataSpec, n_clients: int, seed: int, path: str, task: str,
     def bad(value: object, msg: str) -> ScenarioError:
         return ScenarioError.one(file, "data.path", value, msg)
 
-    from ..scenario.load import memory_limit
+    from ..config.limits import memory_limit
 
     why = npz_problem(path, memory_limit())
     if why:

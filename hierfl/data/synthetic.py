@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import seeding
-from ..scenario.schema import DataSpec
+from ..config.schema import DataSpec
 from ..topology.dist import draw
 from .federated import FederatedData, split_train_test
 

@@ -22,7 +22,7 @@ import torch
 
 from ..learn.batches import Batch, BatchPlan
 from ..learn.solver import LocalProgram, SolveResult, solve
-from ..scenario.errors import ScenarioError
+from ..config.errors import ScenarioError
 from .local import concat_results
 
 try:

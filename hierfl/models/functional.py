@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..scenario.schema import ModelSpec
+from ..config.schema import ModelSpec
 
 
 @dataclass(frozen=True)

@@ -108,21 +108,17 @@ def build_summary(sc: Any, world: Any) -> dict:
                       "fwd_flops": float(world.model.fwd_flops)}}
 
 
-def write_run_summary(sc: Any, topo_spec: Any, out: str | None = None, world: Any = None) -> str:
-    """Copy the scenario (and topology) file into OUT and write OUT/summary.json.
-
-    Builds the world (topology + data) again unless one is given; cheap next to a run."""
-    from ..run import build_world
-
+def write_run_summary(sc: Any, world: Any, out: str | None = None) -> str:
+    """Copy the scenario (and topology) file into OUT and write OUT/summary.json, from the
+    world the run built (never built again here)."""
     out = out or sc.output
     os.makedirs(out, exist_ok=True)
     if sc.file and os.path.isfile(sc.file):
         shutil.copyfile(sc.file, os.path.join(out, SCENARIO_COPY))
-        if isinstance(sc.topology, str):
-            topo_file = os.path.join(os.path.dirname(os.path.abspath(sc.file)), sc.topology)
-            if os.path.isfile(topo_file):
-                shutil.copyfile(topo_file, os.path.join(out, TOPOLOGY_COPY))
-    world = world if world is not None else build_world(sc, topo_spec)
+        topo_file = sc.topology_file
+        if topo_file and os.path.abspath(topo_file) != os.path.abspath(sc.file) \
+                and os.path.isfile(topo_file):
+            shutil.copyfile(topo_file, os.path.join(out, TOPOLOGY_COPY))
     path = os.path.join(out, SUMMARY)
     atomic_text(path, json.dumps(build_summary(sc, world), indent=1, sort_keys=True) + "\n")
     return path
@@ -136,7 +132,7 @@ def read_summary(out: str) -> dict | None:
             return json.load(fh)
     p = os.path.join(out, SCENARIO_COPY)
     if os.path.isfile(p):
-        from ..scenario.load import read_yaml
+        from ..config.yamldoc import read_yaml
         try:
             raw = read_yaml(p, "scenario copy")
         except Exception:  # a damaged copy must not stop a report

@@ -1,10 +1,7 @@
-"""The only module that reads YAML. Validates a scenario (and its topology) in full before
-anything runs, reporting every problem at once as `file:line: key = value: message`.
-
-Hostile input is bounded: files are read with a SafeLoader (no Python objects), at most
-MAX_BYTES long, MAX_DEPTH levels deep, with at most MAX_ALIASES aliases and MAX_NODES values
-once aliases are expanded (no "billion laughs"); recursive aliases are rejected. Sizes that would
-not fit in memory are rejected before anything is allocated (`resource_problems`)."""
+"""The scenario loader: validates a scenario (and its topology) in full before anything runs,
+reporting every problem at once as `file:line: key = value: message`, and returns a typed
+`Scenario`. YAML is read through config/yamldoc (bounded, safe); sizes that would not fit in
+memory are rejected before anything is allocated (config/limits `resource_problems`)."""
 from __future__ import annotations
 
 import dataclasses
@@ -12,221 +9,31 @@ import difflib
 import math
 import os
 import re
-from typing import Any, NamedTuple
+from typing import Any
 
-import yaml
 
-from .errors import NO_VALUE, Problem, Problems, ScenarioError, line_of
-from .fields import build, is_fail
-from .schema import AlgorithmEntry, DataSpec, DistSpec, LocalSpec, ModelSpec, Scenario, \
+from ..config.errors import NO_VALUE, Problem, Problems, ScenarioError
+from ..config.fields import build, is_fail
+from ..config.limits import memory_limit, resource_problems
+from ..config.yamldoc import check_file, read_doc
+from ..config.schema import AlgorithmEntry, DataSpec, DistSpec, LocalSpec, ModelSpec, Scenario, \
     ScenarioFile, StragglerSpec, TrainSpec
 
-MAX_BYTES = 10_000_000
-MAX_ALIASES = 200
-MAX_DEPTH = 64
-MAX_NODES = 1_000_000
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
 
 
-# ============================================================================ safe YAML
-class _Loader(yaml.SafeLoader):
-    """safe_load with caps on aliases, nesting depth and the number of values."""
-
-    def __init__(self, stream: Any):
-        super().__init__(stream)
-        self._aliases = 0
-        self._depth = 0
-        self._nodes = 0
-
-    def compose_node(self, parent, index):  # type: ignore[override]
-        event = self.peek_event()
-        if isinstance(event, yaml.AliasEvent):
-            self._aliases += 1
-            if self._aliases > MAX_ALIASES:
-                raise yaml.composer.ComposerError(
-                    None, None, f"more than {MAX_ALIASES} aliases (*name)", event.start_mark)
-            return super().compose_node(parent, index)
-        self._depth += 1
-        self._nodes += 1
-        if self._depth > MAX_DEPTH:
-            raise yaml.composer.ComposerError(
-                None, None, f"nested more than {MAX_DEPTH} levels deep", event.start_mark)
-        if self._nodes > MAX_NODES:
-            raise yaml.composer.ComposerError(
-                None, None, f"more than {MAX_NODES} values", event.start_mark)
-        try:
-            return super().compose_node(parent, index)
-        finally:
-            self._depth -= 1
-
-
-class _Bomb(Exception):
-    def __init__(self, message: str, node: yaml.Node):
-        super().__init__(message)
-        self.node = node
-
-
-def _expanded_size(node: yaml.Node, memo: dict[int, int], active: set[int]) -> int:
-    """Values in the document once aliases are expanded (raises _Bomb past MAX_NODES or on a
-    recursive alias). Depth is bounded by MAX_DEPTH, so recursion is safe."""
-    k = id(node)
-    if k in memo:
-        return memo[k]
-    if k in active:
-        raise _Bomb("a recursive alias (an anchor used inside itself)", node)
-    if isinstance(node, yaml.ScalarNode):
-        return 1
-    active.add(k)
-    total = 1
-    if isinstance(node, yaml.SequenceNode):
-        for child in node.value:
-            total += _expanded_size(child, memo, active)
-            if total > MAX_NODES:
-                break
-    else:
-        for key, value in node.value:
-            total += _expanded_size(key, memo, active) + _expanded_size(value, memo, active)
-            if total > MAX_NODES:
-                break
-    active.discard(k)
-    if total > MAX_NODES:
-        raise _Bomb(f"aliases expand to more than {MAX_NODES} values (an alias bomb?)", node)
-    memo[k] = total
-    return total
-
-
-def _key_lines(node: yaml.Node) -> tuple[dict[str, int], list[tuple[str, int, int]]]:
-    """(key path -> 1-based line, duplicates as (path, line, first line)). Each node is visited
-    once: the values under an alias are located at their anchor."""
-    lines: dict[str, int] = {}
-    dups: list[tuple[str, int, int]] = []
-    seen: set[int] = set()
-    stack: list[tuple[yaml.Node, str]] = [(node, "")]
-    while stack:
-        n, path = stack.pop()
-        if id(n) in seen:
-            continue
-        seen.add(id(n))
-        if isinstance(n, yaml.SequenceNode):
-            for i, child in enumerate(n.value):
-                p = f"{path}[{i}]"
-                lines.setdefault(p, child.start_mark.line + 1)
-                stack.append((child, p))
-        elif isinstance(n, yaml.MappingNode):
-            first: dict[str, int] = {}
-            for key, value in n.value:
-                if not isinstance(key, yaml.ScalarNode) or key.tag == "tag:yaml.org,2002:merge":
-                    continue
-                p = f"{path}.{key.value}" if path else str(key.value)
-                line = key.start_mark.line + 1
-                if key.value in first:
-                    dups.append((p, line, first[key.value]))
-                first.setdefault(key.value, line)
-                lines.setdefault(p, line)
-                stack.append((value, p))
-    return lines, dups
-
-
-class Doc(NamedTuple):
-    data: Any
-    lines: dict[str, int]                       # key path -> line
-    duplicates: list[tuple[str, int, int]]      # (key path, line, line of the first one)
-
-
-def _check_file(path: str, what: str) -> None:
-    try:
-        exists = os.path.exists(path)
-    except (ValueError, OSError):
-        exists = False
-    if not exists:
-        raise ScenarioError.one(path, "", path, f"{what} not found")
-    if not os.path.isfile(path):
-        raise ScenarioError.one(path, "", path, f"{what} is not a regular file")
-
-
-def read_doc(path: str, what: str = "file") -> Doc:
-    """Parse a YAML file safely, with the line of every key; every failure is a ScenarioError
-    naming the file."""
-    _check_file(path, what)
-    try:
-        size = os.path.getsize(path)
-        if size > MAX_BYTES:
-            raise ScenarioError.one(path, "", size, f"{what} larger than {MAX_BYTES} bytes")
-        with open(path, "rb") as fh:
-            text = fh.read(MAX_BYTES + 1).decode("utf-8")
-    except OSError as exc:
-        raise ScenarioError.one(path, "", path, f"cannot read {what}: {exc.strerror}") from None
-    except UnicodeDecodeError:
-        raise ScenarioError.one(path, "", path, f"{what} is not UTF-8 text") from None
-    loader = None
-    try:
-        loader = _Loader(text)
-        node = loader.get_single_node()
-        if node is None:
-            return Doc(None, {}, [])
-        _expanded_size(node, {}, set())
-        lines, dups = _key_lines(node)
-        data = loader.construct_document(node)
-    except _Bomb as exc:
-        raise ScenarioError.one(path, "", None, f"invalid YAML: {exc}",
-                                exc.node.start_mark.line + 1) from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
-        msg = getattr(exc, "problem", None) or (str(exc).splitlines() or ["?"])[0]
-        line = mark.line + 1 if mark is not None else None
-        col = f" (column {mark.column + 1})" if mark is not None else ""
-        raise ScenarioError.one(path, "", None, f"invalid YAML: {msg}{col}", line) from None
-    except RecursionError:
-        raise ScenarioError.one(path, "", None, "YAML nested too deeply") from None
-    finally:
-        if loader is not None:
-            loader.dispose()
-    return Doc(data, lines, dups)
-
-
-def read_yaml(path: str, what: str = "file") -> Any:
-    """Parse a YAML file safely (see read_doc); the data only."""
-    return read_doc(path, what).data
-
-
-def locate(problems: list[Problem]) -> list[Problem]:
-    """Fill in the line of problems raised after loading (data, model, graph building) by
-    re-reading their file's key lines. Never raises."""
-    cache: dict[str, dict[str, int]] = {}
-    out = []
-    for p in problems:
-        if p.line is None and p.file and p.key and p.file.endswith((".yaml", ".yml")):
-            if p.file not in cache:
-                try:
-                    cache[p.file] = read_doc(p.file).lines
-                except Exception:  # noqa: BLE001 - best effort, the problem is reported anyway
-                    cache[p.file] = {}
-            found = line_of(cache[p.file], p.key)
-            if found is not None:
-                p = dataclasses.replace(p, line=found)
-        out.append(p)
-    return out
-
-
 # ============================================================================ topology
-def topology_file(sc: Scenario) -> str:
-    """The file that holds a scenario's topology (the scenario itself when inline)."""
-    if isinstance(sc.topology, str):
-        return os.path.normpath(os.path.join(os.path.dirname(sc.file), sc.topology))
-    return sc.file
-
-
 def load_topology(raw: Any, base_dir: str, file: str, problems: Problems) -> tuple[Any, str]:
     """Resolve `topology:` (path or inline mapping) to (TopologySpec | None, topology file),
     validating it in full (structure as well as types)."""
     from ..topology.check import check_spec
-    from ..topology.schema import TopologySpec
+    from ..config.topology import TopologySpec
 
     topo_file, lines, prefix = file, problems.lines, "topology"
     if isinstance(raw, str):    # named relative to the scenario, as the user wrote it
         topo_file = os.path.normpath(os.path.join(os.path.dirname(file), raw))
         try:
-            _check_file(topo_file, "topology file")
+            check_file(topo_file, "topology file")
         except ScenarioError as exc:
             problems.add("topology", raw, f"{exc.problems[0].message}: {topo_file}")
             return None, topo_file
@@ -256,23 +63,7 @@ def load_topology(raw: Any, base_dir: str, file: str, problems: Problems) -> tup
 
 
 # ============================================================================ resources
-STATE_COPIES = 3        # (N, P) tensors an algorithm may keep (models, control variates, ...)
-ROUND_COPIES = 6        # (C, P) tensors of one round (start, iterate, gradient, anchors, ...)
-GRAPH_BYTES = 2_000     # networkx node + two link attribute dicts, per node
 DEFAULT_SAMPLES_MEAN = math.exp(4 + 2 ** 2 / 2) + 50   # int(lognormal(4, 2)) + 50
-
-
-def memory_limit() -> int:
-    """This machine's physical memory (64 GiB where it cannot be read)."""
-    try:
-        return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
-    except (ValueError, OSError, AttributeError):
-        return 64 << 30
-
-
-def model_params(model: ModelSpec, dim: int, out_dim: int) -> int:
-    widths = [dim, *model.hidden, out_dim] if model.name == "mlp" else [dim, out_dim]
-    return sum(a * b + (b if model.bias else 0) for a, b in zip(widths[:-1], widths[1:]))
 
 
 def _mean(d: Any) -> float:
@@ -299,64 +90,6 @@ def data_shape(data: DataSpec, n_clients: int) -> tuple[float, int, int] | None:
         from ..data.real import DIGITS_SAMPLES
         return DIGITS_SAMPLES / max(n_clients, 1), 64, 10
     return None
-
-
-def resource_problems(model: ModelSpec, n_clients: int, n_nodes: int, clients_per_round: int,
-                      rows_per_client: float, dim: int, out_dim: int,
-                      locals_: list[LocalSpec], max_rows: float) -> list[tuple[str, float, str]]:
-    """(key, value, message) for a scenario that would not fit in this machine's memory: an
-    estimate of clients x parameters (state), of one round's batches and of the data."""
-    p = model_params(model, dim, out_dim)
-    c = clients_per_round
-    parts = {
-        "client state": 4.0 * p * n_clients * STATE_COPIES,
-        "one round": 4.0 * p * c * ROUND_COPIES,
-        "data": 4.0 * n_clients * rows_per_client * (dim + 1),
-        "topology graph": float(GRAPH_BYTES) * (n_clients + n_nodes + 1),
-    }
-    plan, plan_key, plan_value = 0.0, "train.local", None
-    width = max(model.hidden) if model.name == "mlp" and model.hidden else 0
-    for loc in locals_:
-        b = max_rows if loc.batch_size == "full" else float(loc.batch_size)
-        if loc.steps is not None:
-            s = float(loc.steps)
-        elif loc.batch_size == "full":
-            s = 1.0
-        else:
-            s = (loc.epochs or 1) * math.ceil(max(rows_per_client, 1) / b)
-        size = 12.0 * c * s * b + 8.0 * c * b * (width + dim + out_dim)
-        if size > plan:
-            plan = size
-            plan_key, plan_value = (("train.local.batch_size", loc.batch_size) if b >= s else
-                                    ("train.local.steps", loc.steps) if loc.steps is not None
-                                    else ("train.local.epochs", loc.epochs))
-    parts["minibatch plan"] = plan
-    total, limit = sum(parts.values()), memory_limit()
-    if total <= limit:
-        return []
-    worst = max(parts, key=lambda k: parts[k])
-    detail = ", ".join(f"{k} {v / 2**30:.3g} GiB" for k, v in parts.items() if v >= 2**30 / 10)
-    msg = (f"needs about {total / 2**30:.3g} GiB ({detail}; {n_clients} clients x {p} "
-           f"parameters), more than this machine's {limit / 2**30:.3g} GiB (resource guard)")
-    key, value = {"client state": ("model", f"{p} parameters"),
-                  "one round": ("train.clients_per_round", c),
-                  "data": ("data", f"{n_clients * rows_per_client:.3g} rows x {dim}"),
-                  "topology graph": ("topology.clients.count", n_clients),
-                  "minibatch plan": (plan_key, plan_value)
-                  }[worst]
-    return [(key, value, msg)]
-
-
-def guard_resources(sc: Scenario, n_clients: int, n_nodes: int, dim: int, out_dim: int,
-                    rows: int) -> None:
-    """The resource guard once the data is built (npz sets are only sized then)."""
-    cpr = sc.train.clients_per_round
-    c = n_clients if cpr == "all" else min(int(cpr), n_clients)
-    probs = resource_problems(sc.model, n_clients, n_nodes, c, rows / max(n_clients, 1), dim,
-                              out_dim, [e.local for e in sc.algorithms] or [sc.train.local],
-                              float(rows))
-    if probs:
-        raise ScenarioError([Problem(sc.file, k, v, m) for k, v, m in probs])
 
 
 # ============================================================================ scenario
@@ -510,8 +243,8 @@ def _cross_checks(raw: dict, p: Problems, base_dir: str, topo: Any, data: DataSp
 
 
 def load(path: str, seed: int | None = None, rounds: int | None = None,
-         out: str | None = None) -> tuple[Scenario, Any]:
-    """Read and validate a scenario file in full. Returns (Scenario, TopologySpec)."""
+         out: str | None = None) -> Scenario:
+    """Read and validate a scenario file in full (its topology resolved into `.topology`)."""
     doc = read_doc(path, "scenario file")
     raw, file = doc.data, path
     p = Problems(file, doc.lines)
@@ -523,8 +256,8 @@ def load(path: str, seed: int | None = None, rounds: int | None = None,
         p.add(key, NO_VALUE, f"key given twice (first on line {first}); say it once", line)
     base_dir = os.path.dirname(os.path.abspath(path))
     sf = build(ScenarioFile, raw, p)
-    topo_spec, _ = (load_topology(raw["topology"], base_dir, file, p)
-                    if "topology" in raw else (None, file))
+    topo_spec, topo_file = (load_topology(raw["topology"], base_dir, file, p)
+                            if "topology" in raw else (None, file))
     if "name" in raw and isinstance(raw["name"], str):
         _check_name(p, "name", raw["name"], "the name")
     if rounds is not None:
@@ -545,7 +278,8 @@ def load(path: str, seed: int | None = None, rounds: int | None = None,
     if data.path:
         data = dataclasses.replace(data, path=os.path.join(base_dir, data.path))
     sc = Scenario(name=sf.name, seed=sf.seed if seed is None else seed, file=file,
-                  topology=sf.topology, data=data, model=sf.model, train=train,
+                  topology=topo_spec, data=data, model=sf.model, train=train,
                   algorithms=tuple(entries), stragglers=sf.stragglers, report=sf.report,
-                  output=os.path.normpath(output), monitor=sf.monitor)
-    return sc, topo_spec
+                  output=os.path.normpath(output), monitor=sf.monitor,
+                  topology_file=topo_file)
+    return sc

@@ -27,7 +27,7 @@ from ..data.federated import FederatedData
 from ..exec.local import Executor
 from ..learn.batches import Batch, full_plan, minibatch_plan, steps_for
 from ..learn.solver import SolveResult
-from ..scenario.schema import AlgorithmEntry, Scenario
+from ..config.schema import AlgorithmEntry, Scenario
 from ..topology.graph import Topology
 from .closed_form import RoundTiming, flat_round, hier_round, spawned
 from .failures import Failures

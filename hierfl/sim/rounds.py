@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import simpy
 
-from ..scenario.schema import RoundSpec
+from ..config.schema import RoundSpec
 
 
 class Collector:

@@ -10,8 +10,8 @@ import os
 import re
 from typing import Any
 
-from ..scenario.errors import Problems
-from ..scenario.schema import DistSpec
+from ..config.errors import Problems
+from ..config.schema import DistSpec
 
 TIER_NAME = re.compile(r"^[A-Za-z_][A-Za-z_-]{0,30}$")
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..scenario.schema import Dist, DistSpec
+from ..config.schema import Dist, DistSpec
 
 
 def draw(d: Dist, rng: np.random.Generator, n: int) -> np.ndarray:

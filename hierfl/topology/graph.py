@@ -15,9 +15,9 @@ import networkx as nx
 import numpy as np
 
 from .. import seeding
-from ..scenario.errors import NO_VALUE, Problems, ScenarioError
+from ..config.errors import NO_VALUE, Problems, ScenarioError
 from .dist import draw
-from .schema import LinkSpec, TopologySpec
+from ..config.topology import LinkSpec, TopologySpec
 
 
 def _links(link: LinkSpec, seed: int, purpose: str, n: int) -> tuple[np.ndarray, ...]:
@@ -135,7 +135,7 @@ def read_graph_file(path: str) -> nx.DiGraph:
     """networkx node-link JSON or GraphML, with the node and link attributes above."""
     if not os.path.isfile(path):
         raise ScenarioError.one(path, "graph", path, "graph file not found")
-    from ..scenario.load import MAX_BYTES
+    from ..config.limits import MAX_BYTES
 
     if os.path.getsize(path) > MAX_BYTES:
         raise ScenarioError.one(path, "graph", path, f"graph file larger than {MAX_BYTES} bytes")

@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from ..scenario.fields import all_of, at_most, non_negative, positive, spec, unit_interval
-from ..scenario.schema import Dist
+from .fields import all_of, at_most, non_negative, positive, spec, unit_interval
+from .schema import Dist
 
 
 @dataclass(frozen=True)

@@ -91,7 +91,7 @@ def line_of(lines: dict[str, int] | None, key: str) -> int | None:
 class Problems:
     """Collects problems so that every error of a file is reported at once.
 
-    `lines` (key path -> line, from `load.read_doc`) lets each problem name its line."""
+    `lines` (key path -> line, from `yamldoc.read_doc`) lets each problem name its line."""
 
     def __init__(self, file: str, lines: dict[str, int] | None = None):
         self.file = file

@@ -2,9 +2,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from .fields import Raw, all_of, at_most, each, non_negative, positive, spec, unit_interval
+
+if TYPE_CHECKING:                       # config.topology imports this module's Dist
+    from .topology import TopologySpec
 
 
 # ----------------------------------------------------------------------------- distributions
@@ -192,10 +195,12 @@ class AlgorithmEntry:
 
 @dataclass(frozen=True)
 class Scenario:
+    """A scenario, validated in full: everything `hierfl run` needs, typed."""
+
     name: str
     seed: int
     file: str
-    topology: Raw
+    topology: "TopologySpec"   # resolved from a file path or an inline mapping
     data: DataSpec
     model: ModelSpec
     train: TrainSpec
@@ -204,6 +209,7 @@ class Scenario:
     report: ReportSpec
     output: str
     monitor: MonitorSpec = MonitorSpec()
+    topology_file: str = ""     # the file that holds the topology (this scenario's when inline)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,89 @@
+"""Resource limits: input sizes the readers accept and the memory guard that refuses a scenario
+this machine could not hold (an estimate made before anything is allocated)."""
+from __future__ import annotations
+
+import math
+import os
+
+from .errors import Problem, ScenarioError
+from .schema import LocalSpec, ModelSpec, Scenario
+
+MAX_BYTES = 10_000_000      # largest scenario / topology / graph file read
+MAX_ALIASES = 200           # YAML aliases in one file
+MAX_DEPTH = 64              # nesting depth of one YAML document
+MAX_NODES = 1_000_000       # YAML nodes after alias expansion
+
+STATE_COPIES = 3        # (N, P) tensors an algorithm may keep (models, control variates, ...)
+ROUND_COPIES = 6        # (C, P) tensors of one round (start, iterate, gradient, anchors, ...)
+GRAPH_BYTES = 2_000     # networkx node + two link attribute dicts, per node
+
+
+def memory_limit() -> int:
+    """This machine's physical memory (64 GiB where it cannot be read)."""
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
+    except (ValueError, OSError, AttributeError):
+        return 64 << 30
+
+
+def model_params(model: ModelSpec, dim: int, out_dim: int) -> int:
+    widths = [dim, *model.hidden, out_dim] if model.name == "mlp" else [dim, out_dim]
+    return sum(a * b + (b if model.bias else 0) for a, b in zip(widths[:-1], widths[1:]))
+
+
+def resource_problems(model: ModelSpec, n_clients: int, n_nodes: int, clients_per_round: int,
+                      rows_per_client: float, dim: int, out_dim: int,
+                      locals_: list[LocalSpec], max_rows: float) -> list[tuple[str, float, str]]:
+    """(key, value, message) for a scenario that would not fit in this machine's memory: an
+    estimate of clients x parameters (state), of one round's batches and of the data."""
+    p = model_params(model, dim, out_dim)
+    c = clients_per_round
+    parts = {
+        "client state": 4.0 * p * n_clients * STATE_COPIES,
+        "one round": 4.0 * p * c * ROUND_COPIES,
+        "data": 4.0 * n_clients * rows_per_client * (dim + 1),
+        "topology graph": float(GRAPH_BYTES) * (n_clients + n_nodes + 1),
+    }
+    plan, plan_key, plan_value = 0.0, "train.local", None
+    width = max(model.hidden) if model.name == "mlp" and model.hidden else 0
+    for loc in locals_:
+        b = max_rows if loc.batch_size == "full" else float(loc.batch_size)
+        if loc.steps is not None:
+            s = float(loc.steps)
+        elif loc.batch_size == "full":
+            s = 1.0
+        else:
+            s = (loc.epochs or 1) * math.ceil(max(rows_per_client, 1) / b)
+        size = 12.0 * c * s * b + 8.0 * c * b * (width + dim + out_dim)
+        if size > plan:
+            plan = size
+            plan_key, plan_value = (("train.local.batch_size", loc.batch_size) if b >= s else
+                                    ("train.local.steps", loc.steps) if loc.steps is not None
+                                    else ("train.local.epochs", loc.epochs))
+    parts["minibatch plan"] = plan
+    total, limit = sum(parts.values()), memory_limit()
+    if total <= limit:
+        return []
+    worst = max(parts, key=lambda k: parts[k])
+    detail = ", ".join(f"{k} {v / 2**30:.3g} GiB" for k, v in parts.items() if v >= 2**30 / 10)
+    msg = (f"needs about {total / 2**30:.3g} GiB ({detail}; {n_clients} clients x {p} "
+           f"parameters), more than this machine's {limit / 2**30:.3g} GiB (resource guard)")
+    key, value = {"client state": ("model", f"{p} parameters"),
+                  "one round": ("train.clients_per_round", c),
+                  "data": ("data", f"{n_clients * rows_per_client:.3g} rows x {dim}"),
+                  "topology graph": ("topology.clients.count", n_clients),
+                  "minibatch plan": (plan_key, plan_value)
+                  }[worst]
+    return [(key, value, msg)]
+
+
+def guard_resources(sc: Scenario, n_clients: int, n_nodes: int, dim: int, out_dim: int,
+                    rows: int) -> None:
+    """The resource guard once the data is built (npz sets are only sized then)."""
+    cpr = sc.train.clients_per_round
+    c = n_clients if cpr == "all" else min(int(cpr), n_clients)
+    probs = resource_problems(sc.model, n_clients, n_nodes, c, rows / max(n_clients, 1), dim,
+                              out_dim, [e.local for e in sc.algorithms] or [sc.train.local],
+                              float(rows))
+    if probs:
+        raise ScenarioError([Problem(sc.file, k, v, m) for k, v, m in probs])

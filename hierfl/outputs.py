@@ -1,0 +1,25 @@
+"""The output files of a run, in one place: their columns, and the fast writers that must agree
+byte for byte with the generic CSV writer (tests/test_fast_paths.py)."""
+from __future__ import annotations
+
+METRIC_COLUMNS = ["round", "sim_time_s", "bytes_up", "bytes_down", "bytes_client_edge",
+                  "bytes_edge_cloud", "bytes_wasted", "train_loss", "test_acc",
+                  "personal_test_acc", "personal_sparsity", "selected", "reported", "failed",
+                  "stragglers", "mean_gamma", "dissimilarity_B", "grad_variance",
+                  "bytes_up_client_edge", "bytes_down_client_edge", "bytes_up_edge_cloud",
+                  "bytes_down_edge_cloud", "diverged"]
+CLIENT_COLUMNS = ["round", "edge_round", "client", "steps", "budget", "compute_s", "upload_s",
+                  "dropped", "straggler", "gamma", "up_bytes", "encoding"]
+
+
+def _f(v: float) -> str:
+    return repr(v) if v == v else ""
+
+
+def client_lines(recs: list) -> str:
+    """clients.csv rows of ClientRecords, byte for byte what CsvLog.rows writes for
+    CLIENT_COLUMNS (tests/test_fast_paths.py checks), without a dict and a type test per
+    value: at 1,000 clients a round this was a tenth of W5's time."""
+    return "".join(f"{r.round},{r.edge_round},{r.client},{r.steps},{r.budget},"
+                   f"{_f(r.compute_s)},{_f(r.upload_s)},{int(r.dropped)},{int(r.straggler)},"
+                   f"{_f(r.gamma)},{_f(r.up_bytes)},{r.encoding}\r\n" for r in recs)

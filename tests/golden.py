@@ -1,0 +1,89 @@
+"""Fingerprints of the shipped scenarios' outputs (the ns-3 / OMNeT++ regression habit).
+
+Every shipped scenario is run through the command line for a few rounds; the SHA-256 of its
+metrics.csv, clients.csv, trace.csv and of final_params.npz's arrays (names, dtypes, shapes and
+bytes: the zip container is not hashed) are compared with tests/golden_hashes.json. A change to
+any number or any timing is then a deliberate, reviewed change:
+
+    .venv/bin/python tests/golden.py --update     # after a change that is meant to move numbers
+"""
+from __future__ import annotations
+
+import glob
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+HASHES = os.path.join(ROOT, "tests", "golden_hashes.json")
+ROUNDS = 4
+FILES = ("metrics.csv", "clients.csv", "trace.csv")
+
+
+def npz_digest(path: str) -> str:
+    h = hashlib.sha256()
+    with np.load(path, allow_pickle=False) as z:
+        for name in sorted(z.files):
+            a = np.ascontiguousarray(z[name])
+            h.update(f"{name}|{a.dtype.str}|{a.shape}|".encode())
+            h.update(a.tobytes())
+    return h.hexdigest()
+
+
+def file_digest(path: str) -> str:
+    with open(path, "rb") as fh:
+        return hashlib.sha256(fh.read()).hexdigest()
+
+
+def scenario_digests(scenario: str, out: str) -> dict[str, str]:
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    cmd = [sys.executable, "-m", "hierfl", "run", scenario, "--rounds", str(ROUNDS),
+           "--out", out, "--quiet"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed:\n{proc.stderr[-3000:]}")
+    digests = {}
+    for label in sorted(os.listdir(out)):
+        d = os.path.join(out, label)
+        if not os.path.isfile(os.path.join(d, "metrics.csv")):
+            continue
+        for f in FILES:
+            digests[f"{label}/{f}"] = file_digest(os.path.join(d, f))
+        digests[f"{label}/final_params.npz"] = npz_digest(os.path.join(d, "final_params.npz"))
+    return digests
+
+
+def shipped() -> list[str]:
+    return sorted(os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(ROOT, "scenarios",
+                                                                          "*.yaml")))
+
+
+def all_digests(scenarios: list[str] | None = None) -> dict[str, dict[str, str]]:
+    out = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for i, s in enumerate(scenarios or shipped()):
+            out[s] = scenario_digests(s, os.path.join(tmp, str(i)))
+    return out
+
+
+if __name__ == "__main__":
+    got = all_digests()
+    if "--update" in sys.argv:
+        with open(HASHES, "w") as fh:
+            json.dump({"rounds": ROUNDS, "scenarios": got}, fh, indent=1, sort_keys=True)
+            fh.write("\n")
+        print(f"wrote {HASHES}")
+    else:
+        with open(HASHES) as fh:
+            want = json.load(fh)["scenarios"]
+        bad = [(s, k) for s in want for k in want[s] if got.get(s, {}).get(k) != want[s][k]]
+        bad += [(s, "(new)") for s in got if s not in want]
+        for s, k in bad:
+            print(f"DIFFERS: {s} {k}")
+        print("all identical" if not bad else f"{len(bad)} differ")
+        sys.exit(1 if bad else 0)
