@@ -191,6 +191,8 @@ class AlgorithmEntry:
     local: LocalSpec        # train.local with this entry's overrides
     edge_rounds: int        # aggregations at the edge per cloud round (1 = flat)
     stragglers: "StragglerSpec | None" = None   # this entry's override of scenario.stragglers
+    tier_rounds: tuple[int, ...] | None = None  # deeper trees: rounds per aggregator tier,
+    #                                             from the top (overrides edge_rounds)
 
 
 @dataclass(frozen=True)

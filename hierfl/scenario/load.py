@@ -183,8 +183,11 @@ def _algorithms(raw: dict, p: Problems) -> list[AlgorithmEntry]:
         if local.gamma is not None and not cls.supports_gamma:
             p.add(f"{key}.local.gamma", local.gamma,
                   f"{name} has no single local objective; gamma stops are not defined for it")
+        # the schedule, read once here from the algorithm's hyperparameters
         edge_rounds = getattr(params, "edge_rounds", 1) if cls.hierarchical else 1
-        entries.append(AlgorithmEntry(name, label, params, local, edge_rounds, strag))
+        tier_rounds = getattr(params, "tier_rounds", None)
+        entries.append(AlgorithmEntry(name, label, params, local, edge_rounds, strag,
+                                      None if tier_rounds is None else tuple(tier_rounds)))
     return entries
 
 
