@@ -235,7 +235,7 @@ def test_trace_file_is_what_csv_writer_writes():
 def test_client_lines_are_what_csvlog_writes(tmp_path):
     from hierfl.io_util import CsvLog
     from hierfl.outputs import CLIENT_COLUMNS, client_lines
-    from hierfl.sim.engine import ClientRecord
+    from hierfl.sim.work import ClientRecord
 
     recs = [ClientRecord(3, 0, 17, 20, 20, 0.125, float("nan"), False, True, float("nan")),
             ClientRecord(3, 2, 4, 0, 7, 1e-9, 2.5, True, False, 0.3333333333333333, True,

@@ -107,16 +107,14 @@ def test_background_checkpoint_owns_its_snapshot(tmp_path):
     place (SCAFFOLD's control variates): the snapshot must be a copy taken at its round."""
     import torch
 
-    from hierfl.exec.local import make_executor
-    from hierfl.run import build_world, checkpoint_arrays, make_algorithm
-    from hierfl.sim.engine import Simulation
+    from hierfl.exec import make_executor
+    from hierfl.run import build_world, checkpoint_arrays, make_algorithm, make_simulation
     from hierfl.sim.trace import Trace
 
     sc = load(_scenario(tmp_path, [{"name": "scaffold"}]), out=str(tmp_path / "o"))
     world = build_world(sc)
     algo = make_algorithm(sc, sc.algorithms[0], world)
-    sim = Simulation(sc, sc.algorithms[0], world.topo, world.data, algo,
-                     make_executor("batched"), Trace(), None)
+    sim = make_simulation(sc, sc.algorithms[0], world, algo, make_executor("batched"), Trace())
     arrays = checkpoint_arrays(2, algo, sim, {"metrics": 0, "clients": 0, "trace": 0})
     before = {k: v.copy() for k, v in arrays.items()}
     state = algo.state_tensors()

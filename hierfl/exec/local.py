@@ -34,7 +34,7 @@ class AutogradModel(Model):
     """The same model, with gradients from autograd (the reference path)."""
 
     def __init__(self, base: Model):
-        self.__dict__.update(base.__dict__)
+        super().__init__(base.layers, base.task, base.name)
 
     def loss_grad(self, w, x, y, m):  # type: ignore[override]
         return self.loss_grad_autograd(w, x, y, m)
@@ -104,12 +104,3 @@ class SequentialExecutor:
                 parts.append(solve_alone(prog, plan.select(sel), full.rows(sel),
                                          int(budgets[i]), lr, gamma, check_every, measure))
         return concat_results(parts)
-
-
-def make_executor(kind: str, **kw) -> Executor:
-    if kind == "sequential":
-        return SequentialExecutor()
-    if kind == "ray":
-        from .ray_exec import RayExecutor
-        return RayExecutor(**kw)
-    return BatchedExecutor()

@@ -161,7 +161,7 @@ def flat_round(sim, chosen, work, down_bytes: float) -> RoundTiming | None:
     t_up: dict[int, float] = {}
     while pending:
         node, t, origin, gen, path = pending.pop()
-        for j, kid in enumerate(sim._active(node, chosen)):
+        for j, kid in enumerate(chosen.active(node)):
             init = _spawn(origin, gen + 1, path + (j,))
             k = sim.index.get(kid)
             if k is None:
@@ -203,8 +203,9 @@ def hier_round(sim, t: int, chosen, kids: list[str], model, down: float) -> Roun
     uploads = {}
     for j, kid in enumerate(kids):
         arrive, akey = rnd.hop(sim.links["cloud", kid], now, _spawn(origin, 1, (j,)), 0, down)
-        msg, key, at = _aggregator(sim, rnd, kid, t, chosen, model, akey, arrive, closes)
-        got, rkey = rnd.hop(sim.links[kid, "cloud"], at, key, 1, _bytes(msg))
+        (msg, nbytes), key, at = _aggregator(sim, rnd, kid, t, chosen, model, akey, arrive,
+                                             closes)
+        got, rkey = rnd.hop(sim.links[kid, "cloud"], at, key, 1, nbytes)
         arrivals.append((rkey, got, kid))
         uploads[kid] = msg
     arrivals.sort(key=_FIRST)
@@ -215,25 +216,20 @@ def hier_round(sim, t: int, chosen, kids: list[str], model, down: float) -> Roun
     return rnd.close(timing, _after(end, last_key))
 
 
-def _bytes(msg) -> float:
-    from .messages import message_bytes
-    return message_bytes(msg)
-
-
 def _aggregator(sim, rnd: _Round, node: str, t: int, chosen, model, key: tuple, now: float,
                 closes: list):
-    """Simulation._aggregator from the processing `key` (the broadcast's arrival) at `now`:
-    returns (upload, key and time of the processing that sends it)."""
-    algo = sim.algo
-    es = algo.edge_start(model)
-    kids = sim._active(node, chosen)
+    """HierRounds._aggregator from the processing `key` (the broadcast's arrival) at `now`,
+    with the same learning steps (edge_train, edge_close, tier_close): returns ((upload, its
+    bytes), key and time of the processing that sends it)."""
+    runner = sim.runner
+    es = runner.edge_start(model)
+    kids = chosen.active(node)
     bottom = sim.topo.is_client(kids[0])
     links = sim.links
     for _ in range(sim.tier_rounds(node)):
-        start = algo.edge_model(es)
-        db = _bytes((start,))
+        start, db = runner.edge_model(es)
         if bottom:
-            work = sim._edge_train(node, t, kids, start)
+            work = sim.edge_train(node, t, kids, start)
             ctime, drop, up = work.ctime.tolist(), work.drop.tolist(), work.up_bytes.tolist()
             arrivals = []
             for j, k in enumerate(work.sel.tolist()):
@@ -250,7 +246,7 @@ def _aggregator(sim, rnd: _Round, node: str, t: int, chosen, model, key: tuple, 
                 key = _after(now, last_key)               # the collector closes
             else:                                         # closes at once, before the spawns
                 key = _after(now, key)
-            es = sim._edge_close(t, es, work, [a[3] for a in arrivals])
+            es = sim.edge_close(t, es, work, [a[3] for a in arrivals])
             closes.append((key, work.recs))
             n_arrived = len(arrivals)
         else:
@@ -258,15 +254,15 @@ def _aggregator(sim, rnd: _Round, node: str, t: int, chosen, model, key: tuple, 
             ups = {}
             for j, kid in enumerate(kids):
                 arrive, akey = rnd.hop(links[node, kid], now, _spawn(key, 1, (j,)), 0, db)
-                msg, ckey, at = _aggregator(sim, rnd, kid, t, chosen, start, akey, arrive,
-                                            closes)
-                got, rkey = rnd.hop(links[kid, node], at, ckey, 1, _bytes(msg))
+                (msg, nbytes), ckey, at = _aggregator(sim, rnd, kid, t, chosen, start, akey,
+                                                      arrive, closes)
+                got, rkey = rnd.hop(links[kid, node], at, ckey, 1, nbytes)
                 arrivals.append((rkey, got, kid))
                 ups[kid] = msg
             arrivals.sort(key=_FIRST)
             last_key, now = arrivals[-1][0], arrivals[-1][1]
             key = _after(now, last_key)
-            es = sim._tier_close(t, chosen.ids, es, kids, [a[2] for a in arrivals], ups, start)
+            es = sim.tier_close(t, chosen.ids, es, kids, [a[2] for a in arrivals], ups, start)
             n_arrived = len(arrivals)
         rnd.out.append((now, key[1], 0, (now, node, "aggregate", "", n_arrived), None))
-    return algo.edge_upload(es), key, now
+    return runner.edge_upload(es), key, now

@@ -25,20 +25,14 @@ class Collector:
         self.closed = env.event()
         self.opened = env.now if opened is None else opened
         limit = policy.deadline_s if policy.policy.startswith("deadline") else policy.timeout_s
-        self.timed_out = False
         if expected == 0:
             self.closed.succeed()
         elif limit is not None:
             env.process(self._timer(max(self.opened + limit - env.now, 0.0)))
 
-    @property
-    def is_closed(self) -> bool:
-        return self.closed.triggered
-
     def _timer(self, delay: float):
         yield self.env.timeout(delay)
         if not self.closed.triggered:
-            self.timed_out = True
             self.closed.succeed()
 
     def _check(self) -> None:

@@ -1,0 +1,225 @@
+"""The round runner: the only bridge between timing (sim/) and learning (algorithms/, learn/).
+
+When an aggregator starts a round, the engine asks the runner to train its clients: the runner
+builds the step budgets and minibatch plans, makes one executor call, lets the algorithm
+`finish` (what each client uploads), checks the uploads for finiteness, turns the rows each
+client evaluated into FLOPs and compute seconds, and sizes every upload. It hands the engine a
+torch-free `Work` (steps, budgets, compute seconds, bytes, drops) and an opaque handle to the
+uploads; when the round closes the engine hands back who arrived and the runner aggregates.
+Models and aggregator states pass through the engine as opaque handles, with their sizes."""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+from ..algorithms.base import Algorithm, RoundCtx, Upload
+from ..config.schema import AlgorithmEntry, Scenario
+from ..data.federated import FederatedData
+from ..learn.batches import Batch, full_plan, minibatch_plan, steps_for
+from ..sim import messages
+from ..sim.stragglers import Budgets
+from ..sim.work import ClientRecord, Work
+from ..topology.graph import Topology
+from .local import Executor
+
+
+def tensors_bytes(tensors: tuple[torch.Tensor, ...]) -> float:
+    """A dense message carrying these tensors."""
+    return messages.message_bytes([t.numel() for t in tensors])
+
+
+def finite_rows(tensors: tuple[torch.Tensor, ...], c: int) -> torch.Tensor:
+    """(c,) True where every entry of the row in every (c, P) tensor is finite."""
+    finite = torch.ones(c, dtype=torch.bool)
+    for tensor in tensors:         # a non-finite entry makes its row's sum non-finite;
+        ok = torch.isfinite(tensor.sum(1))      # the sum is 7x cheaper than isfinite
+        if not bool(ok.all()):                  # exact (a large finite row may overflow)
+            ok = torch.isfinite(tensor).all(1)
+        finite &= ok
+    return finite
+
+
+class RoundRunner:
+    """One algorithm's learning side of every round, called by sim.engine.Simulation."""
+
+    def __init__(self, scenario: Scenario, entry: AlgorithmEntry, topo: Topology,
+                 data: FederatedData, algo: Algorithm, executor: Executor):
+        self.sc, self.topo, self.data = scenario, topo, data
+        self.algo, self.executor = algo, executor
+        self.model = algo.setup.model
+        self.local = entry.local
+        self.stragglers = entry.stragglers or scenario.stragglers
+        self.counts = data.counts
+        self.nonfinite: dict[int, list[int]] = {}   # round -> clients whose upload was not finite
+        policy = scenario.train.edge_round if algo.hierarchical else scenario.train.round
+        self.budgets = Budgets(scenario.seed, self.local, self.stragglers, policy, self.counts,
+                               topo, self.model.n_params, self.model.fwd_flops,
+                               algo.upload_tensors, algo.hierarchical)
+
+    # ------------------------------------------------------------------ the algorithm's flags
+    @property
+    def hierarchical(self) -> bool:
+        return self.algo.hierarchical
+
+    @property
+    def linear_aggregate(self) -> bool:
+        return self.algo.linear_aggregate
+
+    def lr(self, t: int) -> float:
+        return self.local.lr * self.local.lr_decay ** (t - 1)
+
+    def _ctx(self, t: int, r: int = 0) -> RoundCtx:
+        return RoundCtx(t, r, self.lr(t), torch.zeros(0))
+
+    def trainees(self, picked: np.ndarray) -> np.ndarray:
+        return self.algo.trainees(picked)
+
+    def reporting(self, t: int, kids: list[str]) -> list[str]:
+        return self.algo.reporting(t, kids)
+
+    def global_model(self) -> torch.Tensor:
+        return self.algo.global_model()
+
+    def down_bytes(self) -> float:
+        return tensors_bytes(self.algo.downlink())
+
+    # ------------------------------------------------------------------ training
+    def train(self, t: int, r: int, sel: np.ndarray, start: torch.Tensor,
+              silent: np.ndarray | None = None) -> Work:
+        """One executor call for the clients `sel` of one aggregation round."""
+        counts = self.counts[sel]
+        planned = steps_for(counts, self.local.batch_size, self.local.steps, self.local.epochs)
+        clients = torch.from_numpy(sel)
+        ctx = RoundCtx(t, r, self.lr(t), torch.from_numpy(planned))
+        program = self.algo.program(clients, start, ctx)
+        budgets, strag = self.budgets.plan(t, r, sel, planned, program.grad_evals_per_step,
+                                           lambda: len(self.algo.downlink()))
+        plan = minibatch_plan(self.data.offsets, sel, self.local.batch_size, budgets,
+                              self.sc.seed, t, r, self.data.x, self.data.y)
+        res = self.executor.run(program, plan, self._full(sel, program, t),
+                                torch.from_numpy(budgets), ctx.lr, self.local.gamma,
+                                self.local.check_every, measure=self._measure(t))
+        up = self.algo.finish(clients, start, res, ctx)
+        finite = finite_rows(up.tensors, len(sel))
+        if not bool(finite.all()):      # numerical health: name the clients where it arose
+            self.nonfinite.setdefault(t, []).extend(sel[~finite.numpy()].tolist())
+        ctime = self._compute_s(sel, counts, plan.weights, res, program.grad_evals_per_step)
+        drop = self._dropped(strag)
+        if silent is not None:
+            drop = drop | silent
+        recs = [ClientRecord(t, r, k, st, bu, ct, float("nan"), dr, sg, ga)
+                for k, st, bu, ct, dr, sg, ga in zip(sel.tolist(), res.steps.tolist(),
+                                                     budgets.tolist(), ctime.tolist(),
+                                                     drop.tolist(), strag.tolist(),
+                                                     res.gamma.tolist())]
+        up_bytes = self._upload_sizes(up, recs)
+        return Work(sel, up, ctime, up_bytes, recs, drop, r)
+
+    def _measure(self, t: int) -> bool:
+        """The achieved gamma is measured in evaluated rounds (train.eval_every) and the last."""
+        return t % self.sc.train.eval_every == 0 or t >= self.sc.train.rounds
+
+    def _full(self, sel: np.ndarray, program, t: int) -> Batch:
+        """The clients' full local data, where a gamma target, a measurement or the program's
+        `prepare` needs it; otherwise an empty batch."""
+        if self._measure(t) or self.local.gamma is not None or hasattr(program, "prepare"):
+            return full_plan(self.data.offsets, sel, self.data.x, self.data.y).at(0)
+        x, y = self.data.x, self.data.y
+        return Batch(x[:0].expand(len(sel), 0, -1), y[:0].expand(len(sel), 0, *y.shape[1:]),
+                     x.new_zeros(len(sel), 0))
+
+    def _compute_s(self, sel: np.ndarray, counts: np.ndarray, weights: torch.Tensor, res,
+                   evals_per_step: int) -> np.ndarray:
+        """Compute seconds: FLOPs of every sample-gradient evaluated (forward + backward =
+        3 x forward) over the device's FLOP/s."""
+        valid = (weights > 0).sum(-1).cumsum(1)                        # (C, S) rows so far
+        steps = res.steps.clamp(min=0)
+        idx = ((steps - 1).clamp(min=0) % valid.shape[1]).unsqueeze(1)
+        if valid.shape[1] == 1:                                        # full batch: reused
+            rows = valid[:, 0] * steps
+        else:
+            rows = torch.where(steps > 0, valid.gather(1, idx).squeeze(1), 0)
+        samples = rows.double() * evals_per_step \
+            + res.full_evals.double() * torch.from_numpy(counts).double()
+        flops = samples * 3 * self.model.fwd_flops
+        return (flops / torch.from_numpy(self.topo.client_flops[sel])).numpy()
+
+    def _dropped(self, stragglers: np.ndarray) -> np.ndarray:
+        """Stragglers whose work the algorithm discards (FedAvg's rule in FedProx's
+        experiment)."""
+        mode = self.stragglers.drop
+        if mode == "never" or not stragglers.any():
+            return np.zeros_like(stragglers)
+        if mode == "always" or self.algo.drops_stragglers:
+            return stragglers.copy()
+        return np.zeros_like(stragglers)
+
+    @staticmethod
+    def _upload_sizes(up: Upload, recs: list[ClientRecord]) -> np.ndarray:
+        """Each row's encoded size (written on its record with the encoding used)."""
+        widths = [t.shape[1] for t in up.tensors]
+        rows = up.tensors[0].shape[0]
+        nnz = [torch.count_nonzero(t, dim=1).double().numpy() for t in up.tensors] \
+            if messages.needs_nnz(up.encoding) else None
+        up_bytes = messages.row_bytes(widths, nnz, rows, up.encoding)
+        for rec, nb, enc in zip(recs, up_bytes,
+                                messages.row_encodings(widths, nnz, rows, up.encoding)):
+            rec.up_bytes, rec.encoding = float(nb), enc
+        return up_bytes
+
+    # ------------------------------------------------------------------ closing rounds
+    @staticmethod
+    def _rows(work: Work, rows: list[int] | None) -> Upload:
+        up = work.uploads
+        if rows is None:
+            return up
+        index = torch.tensor(rows, dtype=torch.long)
+        return Upload(tuple(x[index] for x in up.tensors), up.encoding)
+
+    def aggregate(self, t: int, arrived: np.ndarray, work: Work, rows: list[int] | None) -> None:
+        """Flat: the cloud aggregates the clients that arrived (rows of `work`; None: all)."""
+        self.algo.aggregate(torch.from_numpy(arrived), self._rows(work, rows), self._ctx(t))
+
+    def partial(self, clients: list[int], rows: list[int], work: Work) -> tuple[Any, float]:
+        """A bottom-tier pre-aggregate of some clients' uploads, with its size."""
+        tensors, weight = self.algo.partial(torch.tensor(clients), self._rows(work, rows))
+        return (tensors, weight), tensors_bytes(tensors) + 4.0   # the sums + their total weight
+
+    def aggregate_partials(self, t: int, partials: list[Any]) -> None:
+        self.algo.aggregate_partials(list(partials), self._ctx(t))
+
+    def edge_start(self, model: torch.Tensor) -> Any:
+        return self.algo.edge_start(model)
+
+    def edge_model(self, state: Any) -> tuple[torch.Tensor, float]:
+        """The model an aggregator broadcasts this round, with its size."""
+        start = self.algo.edge_model(state)
+        return start, tensors_bytes((start,))
+
+    def edge_close(self, t: int, state: Any, work: Work, arrived: np.ndarray,
+                   rows: list[int]) -> Any:
+        """A bottom-tier aggregator aggregates the clients that arrived."""
+        weights = torch.from_numpy(self.counts[arrived].astype(np.float64))
+        return self.algo.edge_aggregate(state, torch.from_numpy(arrived),
+                                        self._rows(work, rows), weights, self._ctx(t, work.r))
+
+    def tier_close(self, t: int, state: Any, arrived: list[str], uploads: dict[str, Any],
+                   weights: list[float], start: torch.Tensor) -> Any:
+        """An upper-tier aggregator aggregates its children's uploads that arrived."""
+        w = torch.tensor(weights, dtype=torch.float64)
+        up = Upload(tuple(torch.stack([uploads[n][j] for n in arrived])
+                          for j in range(len(uploads[arrived[0]])))) if arrived else \
+            Upload((torch.zeros(0, start.numel()),))
+        return self.algo.edge_aggregate(state, None, up, w, self._ctx(t))
+
+    def edge_upload(self, state: Any) -> tuple[Any, float]:
+        """What an aggregator sends to its parent, with its size."""
+        msg = self.algo.edge_upload(state)
+        return msg, (0.0 if msg is None else tensors_bytes(msg))
+
+    def cloud_close(self, t: int, arrived: list[str], uploads: dict[str, Any],
+                    weights: list[float]) -> None:
+        self.algo.cloud_aggregate(arrived, [uploads[n] for n in arrived],
+                                  torch.tensor(weights, dtype=torch.float64), self._ctx(t))

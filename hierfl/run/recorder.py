@@ -1,0 +1,164 @@
+"""What happens after every cloud round: the metrics row, clients.csv and trace.csv lines,
+divergence, checkpoints and pauses."""
+from __future__ import annotations
+
+import math
+import os
+import sys
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from ..algorithms.base import Algorithm
+from ..config.schema import Scenario
+from ..io_util import Background, CsvLog
+from ..learn.evaluate import dissimilarity, global_metrics, personal_accuracy
+from ..outputs import CLIENT_COLUMNS, METRIC_COLUMNS, client_lines
+from ..sim.engine import RoundInfo, Simulation
+from ..sim.trace import Trace
+from .checkpoint import save_checkpoint
+from .progress import Progress
+from .world import World
+
+
+@dataclass
+class AlgoResult:
+    label: str
+    rows: list[dict] = field(default_factory=list)
+    diverged_at: int | None = None
+    trace: Trace | None = None
+    paused_at: int | None = None
+    nonfinite_clients: list[int] = field(default_factory=list)
+    closed_form_rounds: int = 0     # rounds timed in closed form (sim/closed_form.py)
+
+
+def sparsity(personal: torch.Tensor | None) -> float:
+    if personal is None:
+        return float("nan")
+    return float((personal == 0).double().mean())
+
+
+class OutputFiles:
+    """OUT/<label>/{metrics,clients,trace}.csv, appended as the run goes (continued on resume)."""
+
+    def __init__(self, paths: dict[str, str], append: bool):
+        self.metrics = CsvLog(paths["metrics"], METRIC_COLUMNS, append=append)
+        self.clients = CsvLog(paths["clients"], CLIENT_COLUMNS, append=append)
+        self.trace = open(paths["trace"], "a" if append else "w", newline="")
+        if not append:
+            self.trace.write(",".join(Trace.HEADER) + "\n")
+
+    def offsets(self) -> dict[str, int]:
+        return {"metrics": self.metrics.fh.tell(), "clients": self.clients.fh.tell(),
+                "trace": self.trace.tell()}
+
+    def close(self) -> None:
+        self.metrics.close()
+        self.clients.close()
+        self.trace.close()
+
+
+class RoundRecorder:
+    """Called by the engine after every cloud round; returns False to stop the run."""
+
+    def __init__(self, sc: Scenario, world: World, algo: Algorithm, sim: Simulation,
+                 files: OutputFiles, result: AlgoResult, bar: Progress, ckpt_path: str,
+                 writer: Background, stop_after: int | None):
+        self.sc, self.world, self.algo, self.sim = sc, world, algo, sim
+        self.files, self.result, self.bar = files, result, bar
+        self.ckpt_path, self.writer, self.stop_after = ckpt_path, writer, stop_after
+        self.rounds = sc.train.rounds
+
+    def __call__(self, t: int, info: RoundInfo | None) -> bool:
+        row, bad = self.row(t, info)
+        self.files.metrics.row(row)
+        self.files.clients.write(client_lines(info.clients if info else []))
+        self.sim.trace.flush_to(self.files.trace)
+        self.result.rows.append(row)
+        self.bar.update(t, row, final=bad or t == self.rounds)
+        if bad:
+            self.diverged(t)
+            return False
+        return self.checkpoint(t)
+
+    def _evaluate(self, t: int, w: torch.Tensor):
+        """(loss, accuracy, personal accuracy, diverged, personal models) of the global model
+        `w` and the personal models."""
+        sc, world = self.sc, self.world
+        evaluate = t % sc.train.eval_every == 0 or t == self.rounds or t == 0
+        bad = not bool(torch.isfinite(w).all()) or float(w.norm()) > sc.train.divergence_bound
+        loss, acc = (global_metrics(world.model, w, world.data) if evaluate and not bad
+                     else (float("nan"), float("nan")))
+        personal = self.algo.personal_models()
+        p_acc = (personal_accuracy(world.model, personal, world.data)
+                 if evaluate and personal is not None and not bad else float("nan"))
+        if personal is not None and not bool(torch.isfinite(personal).all()):
+            bad = True
+        if evaluate and not math.isfinite(loss) and not bad:
+            bad = True
+        return loss, acc, p_acc, bad, personal
+
+    def row(self, t: int, info: RoundInfo | None) -> tuple[dict, bool]:
+        """metrics.csv's row of round t, and whether the algorithm diverged."""
+        w = self.algo.global_model()
+        loss, acc, p_acc, bad, personal = self._evaluate(t, w)
+        lg = self.sim.ledger
+        recs = info.clients if info else []
+        gam = [r.gamma for r in recs if math.isfinite(r.gamma)]
+        row = {"round": t, "sim_time_s": self.sim.env.now, "bytes_up": lg.bytes_up,
+               "bytes_down": lg.bytes_down, "bytes_client_edge": lg.tier("client_edge"),
+               "bytes_edge_cloud": lg.tier("edge_cloud"), "bytes_wasted": lg.wasted,
+               "train_loss": loss, "test_acc": acc, "personal_test_acc": p_acc,
+               "personal_sparsity": sparsity(personal),
+               "selected": info.selected if info else 0,
+               "reported": info.reported if info else 0, "failed": info.failed if info else 0,
+               "stragglers": sum(r.straggler for r in recs),
+               "mean_gamma": float(np.mean(gam)) if gam else float("nan"),
+               "bytes_up_client_edge": lg.up["client_edge"],
+               "bytes_down_client_edge": lg.down["client_edge"],
+               "bytes_up_edge_cloud": lg.up["edge_cloud"],
+               "bytes_down_edge_cloud": lg.down["edge_cloud"],
+               "diverged": int(bad)}
+        m_every = self.sc.monitor.dissimilarity_every
+        if m_every and not bad and (t % m_every == 0 or t == self.rounds):
+            row["dissimilarity_B"], row["grad_variance"] = dissimilarity(self.world.model, w,
+                                                                         self.world.data)
+        return row, bad
+
+    def diverged(self, t: int) -> None:
+        self.result.diverged_at = t
+        who = sorted(set(self.sim.nonfinite.get(t, [])))
+        where = (f"; non-finite uploads from client(s) {', '.join(map(str, who[:20]))}"
+                 f"{' ...' if len(who) > 20 else ''}" if who else "")
+        print(f"warning: {self.result.label} diverged at round {t} (non-finite or norm > "
+              f"{self.sc.train.divergence_bound:g}{where}); stopped, other algorithms continue",
+              file=sys.stderr)
+        if who:
+            self.result.nonfinite_clients = who
+
+    def checkpoint(self, t: int) -> bool:
+        """A checkpoint every `checkpoint_every` rounds and at a pause (which stops the run)."""
+        every, rounds = self.sc.train.checkpoint_every, self.rounds
+        pause = self.stop_after is not None and t >= self.stop_after and t < rounds
+        if ((every and t % every == 0) or pause) and 0 < t < rounds and self.sim.quiescent:
+            save_checkpoint(self.ckpt_path, t, self.algo, self.sim, self.files.offsets(),
+                            self.writer)
+            if pause:
+                self.result.paused_at = t
+                return False
+        return True
+
+
+def final_params(algo: Algorithm) -> dict[str, np.ndarray]:
+    """final_params.npz: the global model and, for personalised algorithms, every client's."""
+    arrays = {"global": algo.global_model().detach().double().numpy()}
+    personal = algo.personal_models()
+    if personal is not None:
+        for k in range(personal.shape[0]):
+            arrays[f"client_{k}"] = personal[k].detach().double().numpy()
+    return arrays
+
+
+def output_paths(out_dir: str) -> dict[str, str]:
+    return {k: os.path.join(out_dir, f"{k}.csv") for k in ("metrics", "clients", "trace")}

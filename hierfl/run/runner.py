@@ -1,0 +1,108 @@
+"""Running a scenario: build the world once, then simulate every algorithm on the same system,
+writing its outputs as the run goes."""
+from __future__ import annotations
+
+import os
+import sys
+
+import torch
+
+from ..config.schema import AlgorithmEntry, Scenario
+from ..exec import Executor, RoundRunner, executor_for
+from ..io_util import Background, atomic_npz
+from ..report.summary import write_run_summary
+from ..sim.engine import Simulation
+from ..sim.failures import Failures
+from ..sim.trace import Trace
+from .checkpoint import CHECKPOINT, load_checkpoint, restore, truncate
+from .progress import Progress
+from .recorder import (AlgoResult, OutputFiles, RoundRecorder, final_params, output_paths)
+from .world import World, build_world, make_algorithm
+
+
+def _finished(entry: AlgorithmEntry, paths: dict[str, str], progress: bool) -> AlgoResult:
+    """An algorithm a resumed run had finished before: its rows, nothing redone."""
+    from ..report.records import read_metrics
+    if progress:
+        print(f"[{entry.label}] already finished; kept", file=sys.stderr)
+    return AlgoResult(entry.label, read_metrics(paths["metrics"], entry.label).rows)
+
+
+def make_simulation(sc: Scenario, entry: AlgorithmEntry, world: World, algo, executor: Executor,
+                    trace: Trace, start_time: float = 0.0) -> Simulation:
+    """The engine for one algorithm, with its round runner (the bridge to the executor)."""
+    spec = sc.topology
+    failures = Failures.from_spec(spec, sc.seed) if spec is not None else None
+    runner = RoundRunner(sc, entry, world.topo, world.data, algo, executor)
+    return Simulation(sc, entry, world.topo, runner, trace, failures,
+                      getattr(spec, "link_sharing", "fifo"), start_time=start_time)
+
+
+def run_algorithm(sc: Scenario, entry: AlgorithmEntry, world: World, out_dir: str,
+                  progress: bool = True, keep_trace: bool = True,
+                  resume: bool = False, stop_after: int | None = None,
+                  executor: Executor | None = None) -> AlgoResult:
+    """Simulate one algorithm entry, writing OUT/<label>/. With `resume`, continue from the
+    checkpoint left by an interrupted run; `stop_after` pauses after that round (leaving a
+    checkpoint, as an interruption would). `executor`: default, the scenario's
+    (train.executor)."""
+    torch.set_num_threads(sc.train.executor.threads)
+    os.makedirs(out_dir, exist_ok=True)
+    ckpt_path = os.path.join(out_dir, CHECKPOINT)
+    final_path = os.path.join(out_dir, "final_params.npz")
+    paths = output_paths(out_dir)
+    if resume and os.path.exists(final_path) and not os.path.exists(ckpt_path):
+        return _finished(entry, paths, progress)
+    algo = make_algorithm(sc, entry, world)
+    meta = None
+    if resume and os.path.exists(ckpt_path):
+        meta, state = load_checkpoint(ckpt_path)
+        algo.load_state_tensors(state)
+        for k, size in meta["offsets"].items():
+            truncate(paths[k], size)
+    trace = Trace(keep=keep_trace)
+    sim = make_simulation(sc, entry, world, algo, executor or executor_for(sc.train.executor),
+                          trace, start_time=meta["now"] if meta else 0.0)
+    if meta:
+        restore(sim, meta)
+    files = OutputFiles(paths, append=meta is not None)
+    result = AlgoResult(entry.label, trace=trace)
+    if meta:
+        from ..report.records import read_metrics
+        result.rows = read_metrics(paths["metrics"], entry.label).rows
+    writer = Background()       # checkpoints are written while the next rounds run
+    record = RoundRecorder(sc, world, algo, sim, files, result,
+                           Progress(entry.label, sc.train.rounds, progress), ckpt_path, writer,
+                           stop_after)
+    try:
+        if meta is not None:
+            sim.run(sc.train.rounds, meta["round"] + 1, record)
+        elif record(0, None):
+            sim.run(sc.train.rounds, 1, record)
+    finally:
+        files.close()
+        result.closed_form_rounds = sim.closed_form_rounds
+        writer.wait()                 # the last checkpoint is complete (or its error raised)
+    if result.paused_at is not None:
+        return result
+    atomic_npz(final_path, final_params(algo))
+    if os.path.exists(ckpt_path):
+        os.unlink(ckpt_path)
+    return result
+
+
+def run_scenario(sc: Scenario, progress: bool = True, graph=None,
+                 resume: bool = False, stop_after: int | None = None,
+                 keep_trace: bool = True,
+                 executor: Executor | None = None) -> dict[str, AlgoResult]:
+    """keep_trace=False: trace events leave memory once written to trace.csv. `executor`:
+    default, the scenario's (train.executor)."""
+    world = build_world(sc, graph)
+    os.makedirs(sc.output, exist_ok=True)
+    write_run_summary(sc, world)      # OUT/scenario.yaml, OUT/summary.json for the report
+    results = {}
+    for entry in sc.algorithms:
+        results[entry.label] = run_algorithm(sc, entry, world, os.path.join(sc.output, entry.label),
+                                             progress, keep_trace=keep_trace, resume=resume,
+                                             stop_after=stop_after, executor=executor)
+    return results

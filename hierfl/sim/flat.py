@@ -1,0 +1,117 @@
+"""Flat rounds: the cloud aggregates the clients; aggregators relay every message down and up
+(or, with `edge_preaggregate` and a linear aggregator, the bottom tier waits for its clients
+and sends one weighted partial sum upward). A mixin of sim.engine.Simulation."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .closed_form import flat_round
+from .rounds import Collector
+from .work import Chosen, RoundInfo, Work
+
+
+@dataclass
+class PreAgg:
+    collector: Collector
+
+
+class FlatRounds:
+    """The flat sections of the engine (uses Simulation's core: spawn, send, _client, ...)."""
+
+    def _flat_round(self, t: int, info: RoundInfo):
+        runner = self.runner
+        picked = self.select(t)
+        if len(picked) == 0:                    # nobody available: an empty round
+            return
+        sel = runner.trainees(picked)           # usually == picked; extra ones train silently
+        silent = ~np.isin(sel, picked)
+        chosen = self._mark_active(sel)
+        work = runner.train(t, 0, sel, runner.global_model(), silent)
+        down_bytes = runner.down_bytes()
+        preagg = self.sc.train.edge_preaggregate and runner.linear_aggregate
+        col = Collector(self.env, 0 if preagg else int((~work.drop).sum()), self.sc.train.round)
+        partials: list = []
+        if preagg:
+            edges = [e for e in self.topo.edges if np.isin(self.under[e], sel[~work.drop]).any()]
+            col = Collector(self.env, len(edges), self.sc.train.round)
+        pos = {int(k): i for i, k in enumerate(sel)}
+        # closed form: only with nothing left in flight from an earlier round (its events would
+        # interleave with this round's)
+        timing = flat_round(self, chosen, work, down_bytes) \
+            if self.closed_form and self.quiescent else None
+        if timing is not None:               # the event loop's outcome, computed directly
+            closed = self._at(timing.end)
+            self._apply(timing)
+            col.arrived.extend(timing.arrived)
+            yield closed
+        else:
+            self.spawn(self._flat_down("cloud", chosen, pos, down_bytes, work, col, partials,
+                                       preagg))
+            yield col.closed
+        if preagg:
+            arrived_edges = set(col.arrived)
+            got = [p for p in partials if p[0] in arrived_edges]
+            runner.aggregate_partials(t, [p[1] for p in got])
+            arrived = np.array(sorted(k for p in got for k in p[2]), dtype=np.int64)
+        else:
+            arrived = np.array(sorted(col.arrived), dtype=np.int64)
+            rows = None if np.array_equal(arrived, sel) else [pos[int(k)] for k in arrived]
+            runner.aggregate(t, arrived, work, rows)         # rows None: everyone, in order
+        self.trace.add(self.env.now, "cloud", "aggregate", "", len(arrived))
+        self._mark_unused(work, arrived)
+        info.selected, info.reported = len(picked), len(arrived)
+        info.failed = len(picked) - len(arrived)
+        info.clients.extend(work.recs)
+
+    def _flat_down(self, node: str, chosen: Chosen, pos: dict, down_bytes: float, work: Work,
+                   col: Collector, partials: list, preagg: bool):
+        """The broadcast process: forward the model from `node` to every active child,
+        recursively. The cloud starts it as a process of its own, so its children's processes
+        start one generation later (closed_form's keys follow this)."""
+        kids = chosen.active(node)
+        bottom = kids and self.topo.is_client(kids[0])
+        pa = None
+        if bottom and preagg:
+            members = [self.index[c] for c in kids]
+            live = [k for k in members if not work.drop[pos[k]]]
+            if live:
+                pa = PreAgg(Collector(self.env, len(live), self.sc.train.round, opened=col.opened))
+                self.spawn(self._preagg_up(node, pa, pos, work, col, partials))
+        for kid in kids:
+            if self.topo.is_client(kid):
+                k = self.index[kid]
+                self.spawn(self._client(k, pos[k], node, down_bytes, work, True, col, pa))
+            else:
+                self.spawn(self._flat_child(node, kid, chosen, pos, down_bytes, work, col,
+                                            partials, preagg))
+        return
+        yield  # pragma: no cover - a generator: the cloud runs the broadcast as a process
+
+    def _flat_child(self, parent: str, node: str, chosen, pos, down_bytes, work, col, partials,
+                    preagg):
+        if (yield from self.send(parent, node, down_bytes)) is None:
+            for k in self.under[node]:
+                if int(k) in pos and not work.drop[pos[int(k)]]:
+                    self._fail(col, int(k), work.recs[pos[int(k)]], None)
+            return
+        yield from self._flat_down(node, chosen, pos, down_bytes, work, col, partials, preagg)
+
+    def _preagg_up(self, edge: str, pa: PreAgg, pos: dict, work: Work, col: Collector,
+                   partials: list):
+        """Bottom-tier pre-aggregation: wait for the clients, send one partial sum upward."""
+        yield pa.collector.closed
+        ks = sorted(pa.collector.arrived)
+        if not ks:
+            col.fail(edge)
+            return
+        part, nbytes = self.runner.partial(ks, [pos[k] for k in ks], work)
+        self.trace.add(self.env.now, edge, "aggregate", "", len(ks))
+        path = self.topo.path_up(edge)
+        for a, b in zip(path[:-1], path[1:]):
+            if (yield from self.send(a, b, nbytes)) is None:
+                col.fail(edge)
+                return
+        if col.arrive(edge):
+            partials.append((edge, part, ks))

@@ -1,0 +1,122 @@
+"""Hierarchical rounds: every aggregator runs its tier's number of rounds over its children,
+recursively, then uploads once; the cloud aggregates its children's uploads. A mixin of
+sim.engine.Simulation. The learning steps of an aggregator's round (`edge_train`,
+`edge_close`, `tier_close`) are shared with the closed form (closed_form.hier_round)."""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .closed_form import hier_round
+from .rounds import Collector
+from .work import Chosen, RoundInfo, Work
+
+
+class HierRounds:
+    """The hierarchical sections of the engine (uses Simulation's core)."""
+
+    def _hier_round(self, t: int, info: RoundInfo):
+        runner = self.runner
+        sel = self.select(t)
+        if len(sel) == 0:                       # nobody available: an empty round
+            return
+        chosen = self._mark_active(sel)
+        kids = chosen.active("cloud")
+        reporting = set(runner.reporting(t, kids))
+        col = Collector(self.env, len(reporting), self.sc.train.round)
+        uploads: dict[str, Any] = {}
+        down = runner.down_bytes()
+        model = runner.global_model()
+        edge = self.sc.train.edge_round
+        if (self.closed_form and self.quiescent and kids and len(reporting) == len(kids)
+                and edge.policy == "wait_all" and edge.timeout_s is None):
+            timing = hier_round(self, t, chosen, kids, model, down)
+            closed = self._at(timing.end)
+            self._apply(timing)
+            info.clients.extend(timing.records)
+            col.arrived.extend(timing.arrived)
+            uploads.update(timing.uploads)
+            yield closed
+        else:
+            for kid in kids:
+                self.spawn(self._hier_child("cloud", kid, t, chosen, model, down, col, uploads,
+                                            info, kid in reporting))
+            yield col.closed
+        arrived = sorted(col.arrived, key=lambda n: kids.index(n))
+        runner.cloud_close(t, arrived, uploads, self.weights(arrived, sel))
+        self.trace.add(self.env.now, "cloud", "aggregate", "", len(arrived))
+        info.selected = len(sel)
+        info.reported = int(sum(np.isin(self.under[n], sel).sum() for n in arrived))
+        info.failed = info.selected - info.reported
+
+    def weights(self, nodes: list[str], sel: np.ndarray) -> list[float]:
+        """The samples of this round's clients under each node (its aggregation weight)."""
+        return [float(self.counts[np.intersect1d(self.under[n], sel)].sum()) for n in nodes]
+
+    def _hier_child(self, parent: str, node: str, t: int, chosen: Chosen, model: Any,
+                    down_bytes: float, col: Collector, uploads: dict, info: RoundInfo,
+                    report: bool = True):
+        if (yield from self.send(parent, node, down_bytes)) is None:
+            col.fail(node)
+            return
+        msg, nbytes = yield from self._aggregator(node, t, chosen, model, info)
+        if not report:
+            return
+        if msg is None:
+            col.fail(node)
+            return
+        if (yield from self.send(node, parent, nbytes)) is None:
+            col.fail(node)
+            return
+        if col.arrive(node):
+            uploads[node] = msg
+
+    def _aggregator(self, node: str, t: int, chosen: Chosen, model: Any, info: RoundInfo):
+        """An aggregator's rounds over its children; returns (its upload, the upload's bytes)."""
+        runner = self.runner
+        es = runner.edge_start(model)
+        kids = chosen.active(node)
+        policy = self.sc.train.edge_round
+        for _ in range(self.tier_rounds(node)):
+            start, db = runner.edge_model(es)
+            if kids and self.topo.is_client(kids[0]):
+                work = self.edge_train(node, t, kids, start)
+                col = Collector(self.env, int((~work.drop).sum()), policy)
+                for i, k in enumerate(work.sel):
+                    self.spawn(self._client(int(k), i, node, db, work, False, col))
+                yield col.closed
+                es = self.edge_close(t, es, work, col.arrived)
+                info.clients.extend(work.recs)
+            else:
+                col = Collector(self.env, len(kids), policy)
+                ups: dict[str, Any] = {}
+                for kid in kids:
+                    self.spawn(self._hier_child(node, kid, t, chosen, start, db, col, ups,
+                                                info))
+                yield col.closed
+                es = self.tier_close(t, chosen.ids, es, kids, col.arrived, ups, start)
+            self.trace.add(self.env.now, node, "aggregate", "", len(col.arrived))
+        return runner.edge_upload(es)
+
+    # the learning side of an aggregator's round, shared by the event loop and the closed form
+    def edge_train(self, node: str, t: int, kids: list[str], start: Any) -> Work:
+        """A bottom-tier aggregator's clients train (one runner call)."""
+        r = self._calls.get((t, node), 0)     # keyed by round: an edge that does not
+        self._calls[t, node] = r + 1          # report may still run into round t + 1
+        members = np.array([self.index[c] for c in kids], np.int64)
+        return self.runner.train(t, r, members, start)
+
+    def edge_close(self, t: int, es: Any, work: Work, arrived_clients: list) -> Any:
+        """Aggregate the clients that arrived; the others are marked dropped."""
+        pos = {int(k): i for i, k in enumerate(work.sel)}
+        arrived = np.array(sorted(arrived_clients), dtype=np.int64)
+        es = self.runner.edge_close(t, es, work, arrived, [pos[int(k)] for k in arrived])
+        self._mark_unused(work, arrived)
+        return es
+
+    def tier_close(self, t: int, sel: np.ndarray, es: Any, kids: list[str], arrived: list,
+                   ups: dict, start: Any) -> Any:
+        """Aggregate the child aggregators' uploads that arrived."""
+        arrived_n = sorted(arrived, key=kids.index)
+        return self.runner.tier_close(t, es, arrived_n, ups, self.weights(arrived_n, sel), start)
