@@ -165,10 +165,10 @@ def worker(job: dict) -> dict:
 
 
 def _run_hierfl(sc, entry, world, tmp: str) -> dict:
-    import hierfl.run as hr
+    from hierfl.exec import executor_for
+    from hierfl.run import run_algorithm
 
     stats = {"exec_s": 0.0, "exec_cpu": 0.0, "steps": 0, "updates": 0}
-    make = hr.make_executor
 
     class Timed:
         """Times executor.run: everything else is outside training."""
@@ -185,14 +185,11 @@ def _run_hierfl(sc, entry, world, tmp: str) -> dict:
             stats["updates"] += int(res.steps.numel())
             return res
 
-    hr.make_executor = lambda kind, **kw: Timed(make(kind, **kw))
-    try:
-        t0, c0 = time.perf_counter(), time.process_time()
-        result = hr.run_algorithm(sc, entry, world, os.path.join(tmp, "out", entry.label),
-                                  progress=False, keep_trace=False)   # as `hierfl run`
-        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
-    finally:
-        hr.make_executor = make
+    timed = Timed(executor_for(sc.train.executor))      # the scenario's executor, timed
+    t0, c0 = time.perf_counter(), time.process_time()
+    result = run_algorithm(sc, entry, world, os.path.join(tmp, "out", entry.label),
+                           progress=False, keep_trace=False, executor=timed)   # as `hierfl run`
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     accs = [r["test_acc"] for r in result.rows if r["test_acc"] == r["test_acc"]]
     events = result.trace.count if result.trace is not None else 0
     return {"wall_s": wall, "cpu_s": cpu, "train_s": stats["exec_s"],
