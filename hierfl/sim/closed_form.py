@@ -154,9 +154,9 @@ def flat_round(sim, chosen, work, down_bytes: float) -> RoundTiming | None:
     up_bytes = work.up_bytes.tolist()
     parent = topo.parent
     depth = topo.depth
-    # the broadcast: the cloud spawns _flat_down, which spawns a process per active child;
-    # a spawner is (node, time, burst origin, generation, spawn path)
-    pending = [("cloud", now, (now, (-1, (), 0)), 1, (0,))]
+    # the broadcast: the cloud, then every aggregator when the model arrives, spawns a process
+    # per active child; a spawner is (node, time, burst origin, generation, spawn path)
+    pending = [("cloud", now, (now, (-1, (), 0)), 0, ())]
     requests: dict[str, list] = {}                # node -> [(time, rest of key, client)]
     t_up: dict[int, float] = {}
     while pending:

@@ -47,8 +47,7 @@ class FlatRounds:
             col.arrived.extend(timing.arrived)
             yield closed
         else:
-            self.spawn(self._flat_down("cloud", chosen, pos, down_bytes, work, col, partials,
-                                       preagg))
+            self._broadcast("cloud", chosen, pos, down_bytes, work, col, partials, preagg)
             yield col.closed
         if preagg:
             arrived_edges = set(col.arrived)
@@ -65,11 +64,10 @@ class FlatRounds:
         info.failed = len(picked) - len(arrived)
         info.clients.extend(work.recs)
 
-    def _flat_down(self, node: str, chosen: Chosen, pos: dict, down_bytes: float, work: Work,
-                   col: Collector, partials: list, preagg: bool):
-        """The broadcast process: forward the model from `node` to every active child,
-        recursively. The cloud starts it as a process of its own, so its children's processes
-        start one generation later (closed_form's keys follow this)."""
+    def _broadcast(self, node: str, chosen: Chosen, pos: dict, down_bytes: float, work: Work,
+                   col: Collector, partials: list, preagg: bool) -> None:
+        """Start a process per active child of `node` that forwards the model to it (a
+        client's process then trains and uploads; an aggregator's broadcasts in turn)."""
         kids = chosen.active(node)
         bottom = kids and self.topo.is_client(kids[0])
         pa = None
@@ -86,8 +84,6 @@ class FlatRounds:
             else:
                 self.spawn(self._flat_child(node, kid, chosen, pos, down_bytes, work, col,
                                             partials, preagg))
-        return
-        yield  # pragma: no cover - a generator: the cloud runs the broadcast as a process
 
     def _flat_child(self, parent: str, node: str, chosen, pos, down_bytes, work, col, partials,
                     preagg):
@@ -96,7 +92,7 @@ class FlatRounds:
                 if int(k) in pos and not work.drop[pos[int(k)]]:
                     self._fail(col, int(k), work.recs[pos[int(k)]], None)
             return
-        yield from self._flat_down(node, chosen, pos, down_bytes, work, col, partials, preagg)
+        self._broadcast(node, chosen, pos, down_bytes, work, col, partials, preagg)
 
     def _preagg_up(self, edge: str, pa: PreAgg, pos: dict, work: Work, col: Collector,
                    partials: list):
