@@ -18,6 +18,7 @@ from ..algorithms.base import Algorithm, RoundCtx, Upload
 from ..config.schema import AlgorithmEntry, Scenario
 from ..data.federated import FederatedData
 from ..learn.batches import Batch, full_plan, minibatch_plan, steps_for
+from ..models.functional import Model
 from ..sim import messages
 from ..sim.stragglers import Budgets
 from ..sim.work import ClientRecord, Work
@@ -45,10 +46,9 @@ class RoundRunner:
     """One algorithm's learning side of every round, called by sim.engine.Simulation."""
 
     def __init__(self, scenario: Scenario, entry: AlgorithmEntry, topo: Topology,
-                 data: FederatedData, algo: Algorithm, executor: Executor):
-        self.sc, self.topo, self.data = scenario, topo, data
+                 data: FederatedData, model: Model, algo: Algorithm, executor: Executor):
+        self.sc, self.topo, self.data, self.model = scenario, topo, data, model
         self.algo, self.executor = algo, executor
-        self.model = algo.setup.model
         self.local = entry.local
         self.stragglers = entry.stragglers or scenario.stragglers
         self.counts = data.counts
