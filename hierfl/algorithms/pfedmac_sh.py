@@ -14,7 +14,7 @@ The three loops, as implemented (the engine runs them on the simulated hierarchy
 - Cloud, t = 0..T-1: every edge i runs EdgeUpdate(i, x^t) (all of them receive x^t and work);
   S = `edges_per_round` of them, drawn with seeding.rng(seed, "edge-sample", t) (the same
   draw in every run of a scenario), upload x_i (`reporting`); the cloud waits for those only:
-      x^{t+1} = (1 - beta) x^t + beta * mean_{i in S} x_i          (`cloud_aggregate`).
+      x^{t+1} = (1 - beta) x^t + beta * mean_{i in S} x_i          (`cloud_update`).
 - EdgeUpdate(i, x^t): x_i = y_i = x^t (`edge_start`); R = `edge_rounds` times: send y_i to the
   clients (`edge_model`), each runs ClientUpdate(j, y_i) -> y_ij; then (`edge_aggregate`)
       y_i = mean_j y_ij,   x_i <- x_i - eta2 lambda2 (x_i - y_i).        Upload x_i.
