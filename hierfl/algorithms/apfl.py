@@ -31,10 +31,11 @@ from dataclasses import dataclass, replace
 import torch
 
 from ..learn.batches import Batch
-from ..learn.solver import GradFn, SolveResult, State
+from ..learn.solver import GradFn, ProgramBase, SolveResult
+from ..learn.solver import State as Steps
 from ..models.functional import Model
 from ..config.fields import positive, spec, unit_interval
-from .base import Algorithm, RoundCtx, Upload, stack_start
+from .base import Algorithm, Capabilities, RoundCtx, State, Upload, set_rows, stack_start
 
 
 @dataclass(frozen=True)
@@ -47,7 +48,7 @@ class APFLParams:
 
 
 @dataclass(frozen=True)
-class APFLProgram:
+class APFLProgram(ProgramBase):
     """State (w, v, alpha): alpha is (C, 1)."""
 
     model: Model
@@ -63,10 +64,10 @@ class APFLProgram:
         fn = self.grad_fn or self.model.loss_grad
         return fn(w, b.x, b.y, b.m)[1]
 
-    def init(self) -> State:
+    def init(self) -> Steps:
         return (self.start.clone(), self.v0.clone(), self.alpha0.clone())
 
-    def step(self, s: State, batch: Batch, lr: float) -> State:
+    def step(self, s: Steps, batch: Batch, lr: float) -> Steps:
         w, v, a = s
         vbar = a * v + (1.0 - a) * w
         g_w = self._grad(w, batch)
@@ -78,14 +79,9 @@ class APFLProgram:
             a = (a - step * ((v - w) * g_bar).sum(1, keepdim=True)).clamp(0.0, 1.0)
         return (w_new, v_new, a)
 
-    def grad_h(self, s: State, full: Batch) -> torch.Tensor | None:
-        return None
-
-    def select(self, sel: torch.Tensor) -> "APFLProgram":
-        return replace(self, start=self.start[sel], v0=self.v0[sel], alpha0=self.alpha0[sel])
 
 
-@dataclass
+@dataclass(frozen=True)
 class APFLClients:
     v: torch.Tensor              # (N, P) personal models
     w_local: torch.Tensor        # (N, P) local models at the end of the last local step
@@ -95,30 +91,31 @@ class APFLClients:
 class APFL(Algorithm):
     name = "apfl"
     Params = APFLParams
-    personalised = True
-    supports_gamma = False
+    caps = Capabilities(personalised=True, supports_gamma=False)
     p: APFLParams
 
-    def init(self, w0: torch.Tensor) -> None:
-        super().init(w0)
+    def init_state(self, w0: torch.Tensor) -> State:
         n = self.setup.n_clients
-        self.clients = APFLClients(w0.expand(n, -1).clone(), w0.expand(n, -1).clone(),
-                                   torch.full((n,), self.p.alpha, dtype=w0.dtype))
+        return State(w0.clone(), clients=APFLClients(
+            w0.expand(n, -1).clone(), w0.expand(n, -1).clone(),
+            torch.full((n,), self.p.alpha, dtype=w0.dtype)))
 
-    def personal_models(self) -> torch.Tensor:
-        a = self.clients.alpha.unsqueeze(1)
-        return a * self.clients.v + (1.0 - a) * self.clients.w_local
+    def personal(self, state: State) -> torch.Tensor:
+        cs = state.clients
+        a = cs.alpha.unsqueeze(1)
+        return a * cs.v + (1.0 - a) * cs.w_local
 
-    def program(self, clients: torch.Tensor, start: torch.Tensor, ctx: RoundCtx) -> APFLProgram:
+    def local(self, state: State, clients: torch.Tensor, start: torch.Tensor,
+              ctx: RoundCtx) -> APFLProgram:
         return APFLProgram(self.setup.model, stack_start(start, len(clients)),
-                           self.clients.v[clients].clone(),
-                           self.clients.alpha[clients].unsqueeze(1).clone(),
+                           state.clients.v[clients].clone(),
+                           state.clients.alpha[clients].unsqueeze(1).clone(),
                            self.p.adaptive, self.p.alpha_lr)
 
-    def finish(self, clients: torch.Tensor, start: torch.Tensor, res: SolveResult,
-               ctx: RoundCtx) -> Upload:
+    def client_update(self, state: State, clients: torch.Tensor, start: torch.Tensor,
+                      res: SolveResult, ctx: RoundCtx) -> tuple[State, Upload]:
         w, v, a = res.state
-        self.clients.v[clients] = v
-        self.clients.w_local[clients] = w
-        self.clients.alpha[clients] = a.squeeze(1)
-        return Upload((w,))
+        cs = state.clients
+        cs = APFLClients(set_rows(cs.v, clients, v), set_rows(cs.w_local, clients, w),
+                         set_rows(cs.alpha, clients, a.squeeze(1)))
+        return replace(state, clients=cs), Upload((w,))

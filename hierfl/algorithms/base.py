@@ -1,18 +1,30 @@
-"""What an algorithm is: a small spec on the shared mechanism.
+"""What an algorithm is: explicit state and pure transitions on it (FedJAX / optax manner).
 
-- `program(...)`: the local objective / local step of the selected clients (a LocalProgram, run
-  by an executor that never knows which algorithm it runs);
-- `finish(...)`: the client-side state change after local work, and what each client uploads;
-- `aggregate(...)` (flat) or `edge_aggregate` / `cloud_aggregate` (hierarchical): the server side;
-- `downlink()` / uploads: the tensors each message carries, which the byte ledger counts.
+An algorithm module defines a frozen `Params` dataclass, its `State` parts (frozen dataclasses of
+tensors: a server part and a client part whose tensors are stacked, one row per client) and the
+transitions that differ from FedAvg's:
 
-State is explicit: `init` creates `self.server` and `self.clients` (dataclasses of tensors;
-client tensors are stacked, one row per client) before anything runs, so checkpoints can save
-them field by field."""
+    init_state(w0)                                   -> State
+    local(state, clients, start, ctx)                -> LocalProgram   (the local objective)
+    client_update(state, clients, start, res, ctx)   -> (State, Upload)
+    server_update(state, clients, up, ctx)           -> State          (flat rounds)
+    cloud_update(state, uploads, weights, ctx)       -> State          (hierarchical rounds)
+    broadcast(state) -> tensors sent down;  personal(state) -> personal models or None
+
+They read `self.p` (hyperparameters) and `self.setup` (fixed facts) but never `self.state`.
+A transition hands back a new State; it may write the selected rows of the (N, P) client
+tables of the State it was given (that State is donated, as with jax's donate_argnums: the
+driver never uses it again), so a round costs no copy of the whole client table.
+
+`Algorithm` is also the thin driver the engine calls (`init`, `program`, `finish`, `aggregate`,
+`cloud_aggregate`, `downlink`, `state_tensors`, ...): it holds the current State and applies the
+transitions, so a checkpoint is the State's tensors and nothing else. The engine-facing flags
+(`hierarchical`, `linear_aggregate`, ...) are derived from one declaration, `caps`; an edge's
+state during a cloud round (`edge_start` ... `edge_upload`) is passed in and returned."""
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
 import numpy as np
@@ -45,109 +57,142 @@ class RoundCtx:
 
 @dataclass
 class Upload:
-    """What the selected clients send: a tuple of (C, P) tensors (the ledger counts each row)."""
+    """What the selected clients send: a tuple of (C, P) tensors (the ledger counts each row),
+    the last `header` of them small per-client headers rather than model-sized tensors."""
 
     tensors: tuple[torch.Tensor, ...]
     encoding: str = "dense"     # how the ledger counts them: dense | sparse | auto (sim/messages)
+    header: int = 0
 
 
-@dataclass
+@dataclass(frozen=True)
 class NoState:
     pass
 
 
-class Algorithm:
-    """Base: FedAvg's server and no client state; subclasses override what differs."""
+@dataclass(frozen=True)
+class State:
+    """All an algorithm knows between rounds: the global model, the server's own tensors and
+    the clients' (stacked (N, ...), one row per client of the system)."""
 
-    name: ClassVar[str] = ""
-    Params: ClassVar[type] = type(None)
-    personalised: ClassVar[bool] = False
-    hierarchical: ClassVar[bool] = False
-    supports_gamma: ClassVar[bool] = True
-    upload_tensors: ClassVar[int] = 1       # model-sized tensors per client upload (planning)
-    linear_aggregate: ClassVar[bool] = False  # aggregate() is the n_k-weighted mean of uploads
-    drops_stragglers: ClassVar[bool] = False  # stragglers.drop: auto discards their work
+    w: torch.Tensor
+    server: Any = NoState()
+    clients: Any = NoState()
 
-    def __init__(self, params: Any, setup: Setup):
-        self.p = params
-        self.setup = setup
-        self.w = torch.zeros(0)
-        self.server: Any = NoState()
-        self.clients: Any = NoState()
-
-    # ------------------------------------------------------------------ state
-    def init(self, w0: torch.Tensor) -> None:
-        self.w = w0.clone()
-
-    def global_model(self) -> torch.Tensor:
-        return self.w
-
-    def personal_models(self) -> torch.Tensor | None:
-        return None
-
-    def state_tensors(self) -> dict[str, torch.Tensor]:
-        """Every tensor of the algorithm's state, by stable name (checkpoints)."""
+    def tensors(self) -> dict[str, torch.Tensor]:
+        """Every tensor by stable name ("w", "server.<field>", "clients.<field>")."""
         out = {"w": self.w}
-        for prefix, obj in (("server", self.server), ("clients", self.clients)):
-            for f in dataclasses.fields(obj):
-                v = getattr(obj, f.name)
+        for prefix, part in (("server", self.server), ("clients", self.clients)):
+            for f in dataclasses.fields(part):
+                v = getattr(part, f.name)
                 if isinstance(v, torch.Tensor):
                     out[f"{prefix}.{f.name}"] = v
         return out
 
-    def load_state_tensors(self, tensors: dict[str, torch.Tensor]) -> None:
-        self.w = tensors["w"].clone()
-        for prefix, obj in (("server", self.server), ("clients", self.clients)):
-            for f in dataclasses.fields(obj):
-                key = f"{prefix}.{f.name}"
-                if key in tensors:
-                    setattr(obj, f.name, tensors[key].clone())
+    def with_tensors(self, tensors: dict[str, torch.Tensor]) -> "State":
+        """The same State with the tensors named in `tensors` (copies) in place of its own."""
+        parts = {}
+        for prefix in ("server", "clients"):
+            part = getattr(self, prefix)
+            kw = {f.name: tensors[f"{prefix}.{f.name}"].clone() for f in dataclasses.fields(part)
+                  if f"{prefix}.{f.name}" in tensors}
+            parts[prefix] = replace(part, **kw)
+        return State(tensors["w"].clone(), parts["server"], parts["clients"])
 
-    # ------------------------------------------------------------------ messages
-    def downlink(self) -> tuple[torch.Tensor, ...]:
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What the engine may assume of an algorithm (one declaration per algorithm, `caps`)."""
+
+    hierarchical: bool = False      # edge rounds inside each cloud round (edge_* transitions)
+    linear_aggregate: bool = False  # server_update is the n_k-weighted mean of the uploads
+    drops_stragglers: bool = False  # stragglers.drop: auto discards their work
+    supports_gamma: bool = True     # the local program has one objective (gamma stops)
+    personalised: bool = False      # personal(state) gives one model per client
+    upload_tensors: int = 1         # model-sized tensors per client upload (planning, checked)
+
+
+class Algorithm:
+    """FedAvg's transitions, no server or client state; subclasses override what differs."""
+
+    name: ClassVar[str] = ""
+    Params: ClassVar[type] = type(None)
+    caps: ClassVar[Capabilities] = Capabilities()
+    # derived from caps (class attributes, for the engine and the registry's readers)
+    hierarchical: ClassVar[bool]
+    linear_aggregate: ClassVar[bool]
+    drops_stragglers: ClassVar[bool]
+    supports_gamma: ClassVar[bool]
+    personalised: ClassVar[bool]
+    upload_tensors: ClassVar[int]
+
+    def __init_subclass__(cls, **kw: Any) -> None:
+        super().__init_subclass__(**kw)
+        _derive_flags(cls)
+
+    def __init__(self, params: Any, setup: Setup):
+        self.p = params
+        self.setup = setup
+        self.state: State | None = None
+
+    # ================================================================== pure transitions
+    def init_state(self, w0: torch.Tensor) -> State:
+        return State(w0.clone())
+
+    def broadcast(self, state: State) -> tuple[torch.Tensor, ...]:
         """Tensors the cloud broadcasts at the start of a round."""
-        return (self.w,)
+        return (state.w,)
 
-    # ------------------------------------------------------------------ client side
+    def personal(self, state: State) -> torch.Tensor | None:
+        return None
+
+    def local(self, state: State, clients: torch.Tensor, start: torch.Tensor,
+              ctx: RoundCtx) -> LocalProgram:
+        raise NotImplementedError
+
+    def client_update(self, state: State, clients: torch.Tensor, start: torch.Tensor,
+                      res: SolveResult, ctx: RoundCtx) -> tuple[State, Upload]:
+        return state, Upload((res.state[0],))
+
+    def server_update(self, state: State, clients: torch.Tensor, up: Upload,
+                      ctx: RoundCtx) -> State:
+        """n_k-weighted mean of the uploaded models (FedAvg)."""
+        if len(clients) == 0:
+            return state
+        return replace(state, w=weighted_mean(up.tensors[0], self.weights(clients)))
+
+    def partials_update(self, state: State, parts: list[tuple[tuple[torch.Tensor, ...], float]],
+                        ctx: RoundCtx) -> State:
+        """Combine edges' partial sums: the same model as server_update over all their clients."""
+        total = sum(w for _, w in parts)
+        if total <= 0:
+            return state
+        return replace(state, w=(sum(p[0] for p, _ in parts) / total).to(state.w.dtype))
+
+    def cloud_update(self, state: State, uploads: list[tuple[torch.Tensor, ...]],
+                     weights: torch.Tensor, ctx: RoundCtx) -> State:
+        """Combine the uploads of the cloud's children (weights: their sample totals)."""
+        if not uploads:
+            return state
+        stacked = torch.stack([u[0] for u in uploads])
+        return replace(state, w=weighted_mean(stacked, weights / weights.sum()))
+
+    # ================================================================== stateless rules
     def trainees(self, selected: np.ndarray) -> np.ndarray:
         """Clients that do local work in a flat round: the selected ones. An algorithm may add
         others (pFedMe's published code trains every client): those receive the model and
         compute, but upload nothing and are not aggregated."""
         return selected
 
-    def program(self, clients: torch.Tensor, start: torch.Tensor, ctx: RoundCtx) -> LocalProgram:
-        raise NotImplementedError
-
-    def finish(self, clients: torch.Tensor, start: torch.Tensor, res: SolveResult,
-               ctx: RoundCtx) -> Upload:
-        return Upload((res.state[0],))
-
-    # ------------------------------------------------------------------ server side (flat)
     def weights(self, clients: torch.Tensor) -> torch.Tensor:
         n = self.setup.counts[clients].double()
         return n / n.sum()
 
-    def aggregate(self, clients: torch.Tensor, up: Upload, ctx: RoundCtx) -> None:
-        """n_k-weighted mean of the uploaded models (FedAvg)."""
-        if len(clients) == 0:
-            return
-        self.w = weighted_mean(up.tensors[0], self.weights(clients))
-
-    # ------------------------------------------------------------------ edge pre-aggregation
     def partial(self, clients: torch.Tensor, up: Upload) -> tuple[tuple[torch.Tensor, ...], float]:
         """An edge's weighted partial sum of its clients' uploads (linear aggregators only)."""
         n = self.setup.counts[clients].double()
         return ((n @ up.tensors[0].double()),), float(n.sum())
 
-    def aggregate_partials(self, parts: list[tuple[tuple[torch.Tensor, ...], float]],
-                           ctx: RoundCtx) -> None:
-        """Combine edges' partial sums: the same model as aggregate() over all their clients."""
-        total = sum(w for _, w in parts)
-        if total <= 0:
-            return
-        self.w = (sum(p[0] for p, _ in parts) / total).to(self.w.dtype)
-
-    # ------------------------------------------------------------------ hierarchy
     def reporting(self, t: int, children: list[str]) -> list[str]:
         """Which of the cloud's active children upload this round (all; pFedMac-SH samples)."""
         return children
@@ -171,13 +216,69 @@ class Algorithm:
     def edge_upload(self, es: Any) -> tuple[torch.Tensor, ...]:
         return (es,)
 
+    # ================================================================== the driver
+    def init(self, w0: torch.Tensor) -> State:
+        self.state = self.init_state(w0)
+        return self.state
+
+    def _now(self) -> State:
+        if self.state is None:
+            raise RuntimeError(f"{self.name}: init(w0) first")
+        return self.state
+
+    def global_model(self) -> torch.Tensor:
+        return self._now().w
+
+    def personal_models(self) -> torch.Tensor | None:
+        return self.personal(self._now())
+
+    def state_tensors(self) -> dict[str, torch.Tensor]:
+        """Every tensor of the algorithm's state, by stable name (checkpoints)."""
+        return self._now().tensors()
+
+    def load_state_tensors(self, tensors: dict[str, torch.Tensor]) -> None:
+        self.state = self._now().with_tensors(tensors)
+
+    def downlink(self) -> tuple[torch.Tensor, ...]:
+        return self.broadcast(self._now())
+
+    def program(self, clients: torch.Tensor, start: torch.Tensor, ctx: RoundCtx) -> LocalProgram:
+        return self.local(self._now(), clients, start, ctx)
+
+    def finish(self, clients: torch.Tensor, start: torch.Tensor, res: SolveResult,
+               ctx: RoundCtx) -> Upload:
+        self.state, up = self.client_update(self._now(), clients, start, res, ctx)
+        check_upload(self, up, len(clients))
+        return up
+
+    def aggregate(self, clients: torch.Tensor, up: Upload, ctx: RoundCtx) -> None:
+        self.state = self.server_update(self._now(), clients, up, ctx)
+
+    def aggregate_partials(self, parts: list[tuple[tuple[torch.Tensor, ...], float]],
+                           ctx: RoundCtx) -> None:
+        self.state = self.partials_update(self._now(), parts, ctx)
+
     def cloud_aggregate(self, nodes: list[str], uploads: list[tuple[torch.Tensor, ...]],
                         weights: torch.Tensor, ctx: RoundCtx) -> None:
-        """Combine the uploads of the cloud's children (weights: their sample totals)."""
-        if not uploads:
-            return
-        stacked = torch.stack([u[0] for u in uploads])
-        self.w = weighted_mean(stacked, weights / weights.sum())
+        self.state = self.cloud_update(self._now(), uploads, weights, ctx)
+
+
+def _derive_flags(cls: type[Algorithm]) -> None:
+    for f in dataclasses.fields(Capabilities):
+        setattr(cls, f.name, getattr(cls.caps, f.name))
+
+
+_derive_flags(Algorithm)
+
+
+def check_upload(algo: Algorithm, up: Upload, c: int) -> None:
+    """An upload holds `upload_tensors` model-sized (C, P) tensors, then `header` others: the
+    planner's byte estimate (caps.upload_tensors) and what is sent cannot drift apart."""
+    p = algo.global_model().numel()
+    body = up.tensors[:len(up.tensors) - up.header]
+    if len(body) != algo.upload_tensors or any(tuple(t.shape) != (c, p) for t in body):
+        raise RuntimeError(f"{algo.name}: upload of {[tuple(t.shape) for t in up.tensors]} "
+                           f"(header {up.header}) is not {algo.upload_tensors} x ({c}, {p})")
 
 
 def weighted_mean(rows: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
@@ -188,3 +289,10 @@ def weighted_mean(rows: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
 def stack_start(start: torch.Tensor, c: int) -> torch.Tensor:
     """A (C, P) start from a shared (P,) model or per-client rows."""
     return start.expand(c, -1).clone() if start.dim() == 1 else start.clone()
+
+
+def set_rows(table: torch.Tensor, clients: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+    """A donated (N, ...) client table with the rows of `clients` replaced: written in place
+    (see the module docstring), returned for the new State."""
+    table[clients] = rows
+    return table

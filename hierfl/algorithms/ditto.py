@@ -18,17 +18,18 @@ Messages: w down (one model), w_k up (one model); v_k never leaves the client.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import torch
 
 from ..learn.batches import Batch
-from ..learn.solver import GradFn, SolveResult, State, TermsProgram
+from ..learn.solver import GradFn, ProgramBase, SolveResult, TermsProgram
+from ..learn.solver import State as Steps
 from ..learn.terms import Prox
 from ..models.functional import Model
 from ..config.fields import non_negative, positive, spec
-from ._personal import PersonalAlgorithm
-from .base import RoundCtx, Upload, stack_start
+from ._personal import PersonalAlgorithm, PersonalState
+from .base import RoundCtx, State, Upload, set_rows, stack_start
 
 
 @dataclass(frozen=True)
@@ -40,7 +41,7 @@ class DittoParams:
 
 
 @dataclass(frozen=True)
-class DittoProgram:
+class DittoProgram(ProgramBase):
     """State (w, v): the global copy and the personal model of C clients."""
 
     model: Model
@@ -51,10 +52,10 @@ class DittoProgram:
     grad_fn: GradFn | None = None
     grad_evals_per_step: int = 2
 
-    def init(self) -> State:
+    def init(self) -> Steps:
         return (self.start.clone(), self.v0.clone())
 
-    def step(self, s: State, batch: Batch, lr: float) -> State:
+    def step(self, s: Steps, batch: Batch, lr: float) -> Steps:
         w, v = s
         plr = self.personal_lr if self.personal_lr is not None else lr
         personal = TermsProgram(self.model, v, (Prox(self.lam, self.start),), self.grad_fn)
@@ -62,11 +63,6 @@ class DittoProgram:
         (w,) = TermsProgram(self.model, w, (), self.grad_fn).step((w,), batch, lr)
         return (w, v)
 
-    def grad_h(self, s: State, full: Batch) -> torch.Tensor | None:
-        return None
-
-    def select(self, sel: torch.Tensor) -> "DittoProgram":
-        return replace(self, start=self.start[sel], v0=self.v0[sel])
 
 
 class Ditto(PersonalAlgorithm):
@@ -74,13 +70,14 @@ class Ditto(PersonalAlgorithm):
     Params = DittoParams
     p: DittoParams
 
-    def program(self, clients: torch.Tensor, start: torch.Tensor, ctx: RoundCtx) -> DittoProgram:
+    def local(self, state: State, clients: torch.Tensor, start: torch.Tensor,
+              ctx: RoundCtx) -> DittoProgram:
         return DittoProgram(self.setup.model, stack_start(start, len(clients)),
-                            self.clients.personal[clients].clone(), self.p.lam,
+                            state.clients.personal[clients].clone(), self.p.lam,
                             self.p.personal_lr)
 
-    def finish(self, clients: torch.Tensor, start: torch.Tensor, res: SolveResult,
-               ctx: RoundCtx) -> Upload:
+    def client_update(self, state: State, clients: torch.Tensor, start: torch.Tensor,
+                      res: SolveResult, ctx: RoundCtx) -> tuple[State, Upload]:
         w, v = res.state
-        self.clients.personal[clients] = v
-        return Upload((w,))
+        personal = PersonalState(set_rows(state.clients.personal, clients, v))
+        return State(state.w, state.server, personal), Upload((w,))

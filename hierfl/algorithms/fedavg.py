@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import torch
 
 from ..learn.solver import TermsProgram
-from .base import Algorithm, RoundCtx, stack_start
+from .base import Algorithm, Capabilities, RoundCtx, State, stack_start
 
 
 @dataclass(frozen=True)
@@ -20,8 +20,9 @@ class FedAvgParams:
 class FedAvg(Algorithm):
     name = "fedavg"
     Params = FedAvgParams
-    linear_aggregate = True
-    drops_stragglers = True     # FedProx's experiment: FedAvg drops stragglers (HierFAVG too)
+    # FedProx's experiment: FedAvg drops stragglers (HierFAVG too)
+    caps = Capabilities(linear_aggregate=True, drops_stragglers=True)
 
-    def program(self, clients: torch.Tensor, start: torch.Tensor, ctx: RoundCtx) -> TermsProgram:
+    def local(self, state: State, clients: torch.Tensor, start: torch.Tensor,
+              ctx: RoundCtx) -> TermsProgram:
         return TermsProgram(self.setup.model, stack_start(start, len(clients)))

@@ -26,7 +26,7 @@ State: client h_i, g_i (N, P); server g (P,), hsum (P,) (= sum_i h_i, used by th
 all start at 0. Messages: (w, g) down, two model-sized tensors up."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 import torch
@@ -34,7 +34,8 @@ import torch
 from ..learn.solver import SolveResult, TermsProgram
 from ..learn.terms import Linear, Prox
 from ..config.fields import non_negative, positive, spec
-from .base import Algorithm, RoundCtx, Upload, stack_start, weighted_mean
+from .base import (Algorithm, Capabilities, RoundCtx, State, Upload, set_rows, stack_start,
+                   weighted_mean)
 from .feddyn import client_alpha
 
 
@@ -49,13 +50,13 @@ class FedDCParams:
                               check=positive)
 
 
-@dataclass
+@dataclass(frozen=True)
 class ServerState:
     g: torch.Tensor             # (P,) sum_i (|D_i|/|D|) g_i
     hsum: torch.Tensor          # (P,) sum_i h_i as known to the server (code rule)
 
 
-@dataclass
+@dataclass(frozen=True)
 class ClientState:
     h: torch.Tensor             # (N, P) local drifts h_i
     g: torch.Tensor             # (N, P) last local updates g_i
@@ -64,49 +65,50 @@ class ClientState:
 class FedDC(Algorithm):
     name = "feddc"
     Params = FedDCParams
-    upload_tensors = 2
+    caps = Capabilities(upload_tensors=2)
 
-    def init(self, w0: torch.Tensor) -> None:
-        super().init(w0)
+    def init_state(self, w0: torch.Tensor) -> State:
         n, p = self.setup.n_clients, w0.numel()
-        self.server = ServerState(torch.zeros_like(w0), torch.zeros_like(w0))
-        self.clients = ClientState(torch.zeros(n, p, dtype=w0.dtype),
-                                   torch.zeros(n, p, dtype=w0.dtype))
+        return State(w0.clone(), ServerState(torch.zeros_like(w0), torch.zeros_like(w0)),
+                     ClientState(torch.zeros(n, p, dtype=w0.dtype),
+                                 torch.zeros(n, p, dtype=w0.dtype)))
 
-    def downlink(self) -> tuple[torch.Tensor, ...]:
-        return (self.w, self.server.g)
+    def broadcast(self, state: State) -> tuple[torch.Tensor, ...]:
+        return (state.w, state.server.g)
 
-    def program(self, clients: torch.Tensor, start: torch.Tensor, ctx: RoundCtx) -> TermsProgram:
-        alpha = client_alpha(self.p.alpha, self.setup.counts, clients, self.p.alpha_scaling,
-                             self.w.dtype)
-        k = ctx.steps.to(self.w.dtype).clamp_min(1).unsqueeze(1)
-        terms = (Prox(alpha, start - self.clients.h[clients]),
-                 Linear((self.clients.g[clients] - self.server.g) / (ctx.lr * k)))
+    def local(self, state: State, clients: torch.Tensor, start: torch.Tensor,
+              ctx: RoundCtx) -> TermsProgram:
+        dtype = state.w.dtype
+        alpha = client_alpha(self.p.alpha, self.setup.counts, clients, self.p.alpha_scaling, dtype)
+        k = ctx.steps.to(dtype).clamp_min(1).unsqueeze(1)
+        terms = (Prox(alpha, start - state.clients.h[clients]),
+                 Linear((state.clients.g[clients] - state.server.g) / (ctx.lr * k)))
         return TermsProgram(self.setup.model, stack_start(start, len(clients)), terms,
                             clip=self.p.clip)
 
-    def finish(self, clients: torch.Tensor, start: torch.Tensor, res: SolveResult,
-               ctx: RoundCtx) -> Upload:
+    def client_update(self, state: State, clients: torch.Tensor, start: torch.Tensor,
+                      res: SolveResult, ctx: RoundCtx) -> tuple[State, Upload]:
         theta = res.state[0]
         step = theta - start
-        h_new = self.clients.h[clients] + step
-        dg = step - self.clients.g[clients]
-        self.clients.h[clients] = h_new
-        self.clients.g[clients] = step
+        h, g = state.clients.h, state.clients.g
+        h_new = h[clients] + step
+        dg = step - g[clients]
+        cs = ClientState(set_rows(h, clients, h_new), set_rows(g, clients, step))
         first = theta + h_new if self.p.server_rule == "paper" else theta
-        return Upload((first, dg))
+        return replace(state, clients=cs), Upload((first, dg))
 
-    def aggregate(self, clients: torch.Tensor, up: Upload, ctx: RoundCtx) -> None:
+    def server_update(self, state: State, clients: torch.Tensor, up: Upload,
+                      ctx: RoundCtx) -> State:
         if len(clients) == 0:
-            return
+            return state
         first, dg = up.tensors
-        counts = self.setup.counts
+        counts, dtype = self.setup.counts, state.w.dtype
         p_all = (counts[clients].double() / counts.double().sum())
-        self.server.g = (self.server.g.double() + p_all @ dg.double()).to(self.w.dtype)
+        g = (state.server.g.double() + p_all @ dg.double()).to(dtype)
         if self.p.server_rule == "paper":
-            self.w = weighted_mean(first, self.weights(clients))
-            return
+            return State(weighted_mean(first, self.weights(clients)),
+                         replace(state.server, g=g), state.clients)
         theta = first.double()
-        hsum = self.server.hsum.double() + (theta - self.w.double()).sum(0)
-        self.server.hsum = hsum.to(self.w.dtype)
-        self.w = (theta.mean(0) + hsum / self.setup.n_clients).to(self.w.dtype)
+        hsum = state.server.hsum.double() + (theta - state.w.double()).sum(0)
+        w = (theta.mean(0) + hsum / self.setup.n_clients).to(dtype)
+        return State(w, ServerState(g, hsum.to(dtype)), state.clients)

@@ -20,7 +20,7 @@ State: server h (P,); client g_k (N, P); both start at 0.
 Messages: w^t down, theta_k up (one model-sized tensor each way)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 import torch
@@ -28,7 +28,7 @@ import torch
 from ..learn.solver import SolveResult, TermsProgram
 from ..learn.terms import Linear, Prox
 from ..config.fields import positive, spec
-from .base import Algorithm, RoundCtx, Upload, stack_start
+from .base import Algorithm, RoundCtx, State, Upload, set_rows, stack_start
 
 
 def client_alpha(alpha: float, counts: torch.Tensor, clients: torch.Tensor, scaling: str,
@@ -47,12 +47,12 @@ class FedDynParams:
         "paper", "paper: one alpha; code: alpha / (n_k / mean n) per client (published code)")
 
 
-@dataclass
+@dataclass(frozen=True)
 class ServerState:
     h: torch.Tensor             # (P,)
 
 
-@dataclass
+@dataclass(frozen=True)
 class ClientState:
     g: torch.Tensor             # (N, P) the g_k of the linear term
 
@@ -61,30 +61,33 @@ class FedDyn(Algorithm):
     name = "feddyn"
     Params = FedDynParams
 
-    def init(self, w0: torch.Tensor) -> None:
-        super().init(w0)
-        self.server = ServerState(torch.zeros_like(w0))
-        self.clients = ClientState(torch.zeros(self.setup.n_clients, w0.numel(), dtype=w0.dtype))
+    def init_state(self, w0: torch.Tensor) -> State:
+        return State(w0.clone(), ServerState(torch.zeros_like(w0)),
+                     ClientState(torch.zeros(self.setup.n_clients, w0.numel(), dtype=w0.dtype)))
 
-    def alpha_of(self, clients: torch.Tensor) -> float | torch.Tensor:
-        return client_alpha(self.p.alpha, self.setup.counts, clients, self.p.alpha_scaling,
-                            self.w.dtype)
+    def alpha_of(self, clients: torch.Tensor, dtype: torch.dtype) -> float | torch.Tensor:
+        return client_alpha(self.p.alpha, self.setup.counts, clients, self.p.alpha_scaling, dtype)
 
-    def program(self, clients: torch.Tensor, start: torch.Tensor, ctx: RoundCtx) -> TermsProgram:
-        terms = (Linear(-self.clients.g[clients]), Prox(self.alpha_of(clients), start.clone()))
+    def local(self, state: State, clients: torch.Tensor, start: torch.Tensor,
+              ctx: RoundCtx) -> TermsProgram:
+        terms = (Linear(-state.clients.g[clients]),
+                 Prox(self.alpha_of(clients, state.w.dtype), start.clone()))
         return TermsProgram(self.setup.model, stack_start(start, len(clients)), terms)
 
-    def finish(self, clients: torch.Tensor, start: torch.Tensor, res: SolveResult,
-               ctx: RoundCtx) -> Upload:
+    def client_update(self, state: State, clients: torch.Tensor, start: torch.Tensor,
+                      res: SolveResult, ctx: RoundCtx) -> tuple[State, Upload]:
         theta = res.state[0]
-        self.clients.g[clients] = self.clients.g[clients] - self.alpha_of(clients) * (theta - start)
-        return Upload((theta,))
+        g = state.clients.g
+        alpha = self.alpha_of(clients, state.w.dtype)
+        g = set_rows(g, clients, g[clients] - alpha * (theta - start))
+        return replace(state, clients=ClientState(g)), Upload((theta,))
 
-    def aggregate(self, clients: torch.Tensor, up: Upload, ctx: RoundCtx) -> None:
+    def server_update(self, state: State, clients: torch.Tensor, up: Upload,
+                      ctx: RoundCtx) -> State:
         if len(clients) == 0:
-            return
+            return state
         theta = up.tensors[0].double()
-        w = self.w.double()
-        h = self.server.h.double() - self.p.alpha / self.setup.n_clients * (theta - w).sum(0)
-        self.server.h = h.to(self.w.dtype)
-        self.w = (theta.mean(0) - h / self.p.alpha).to(self.w.dtype)
+        w = state.w.double()
+        h = state.server.h.double() - self.p.alpha / self.setup.n_clients * (theta - w).sum(0)
+        return State((theta.mean(0) - h / self.p.alpha).to(state.w.dtype),
+                     ServerState(h.to(state.w.dtype)), state.clients)

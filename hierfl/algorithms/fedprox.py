@@ -22,7 +22,7 @@ import torch
 from ..learn.solver import TermsProgram
 from ..learn.terms import Prox
 from ..config.fields import non_negative, spec
-from .base import Algorithm, RoundCtx, stack_start
+from .base import Algorithm, Capabilities, RoundCtx, State, stack_start
 
 
 @dataclass(frozen=True)
@@ -33,8 +33,10 @@ class FedProxParams:
 class FedProx(Algorithm):
     name = "fedprox"
     Params = FedProxParams
-    linear_aggregate = True     # the server rule is FedAvg's weighted mean (edges may pre-sum)
+    # the server rule is FedAvg's weighted mean (edges may pre-sum)
+    caps = Capabilities(linear_aggregate=True)
 
-    def program(self, clients: torch.Tensor, start: torch.Tensor, ctx: RoundCtx) -> TermsProgram:
+    def local(self, state: State, clients: torch.Tensor, start: torch.Tensor,
+              ctx: RoundCtx) -> TermsProgram:
         w0 = stack_start(start, len(clients))
         return TermsProgram(self.setup.model, w0, (Prox(self.p.mu, start.clone()),))

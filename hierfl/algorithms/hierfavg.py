@@ -7,7 +7,7 @@ Messages: w cloud->edge, w_edge edge->client each edge round, w_k client->edge e
 w_edge edge->cloud once per cloud round."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..config.fields import positive, spec
 from .fedavg import FedAvg
@@ -27,5 +27,4 @@ class HierFAVGParams:
 class HierFAVG(FedAvg):
     name = "hierfavg"
     Params = HierFAVGParams
-    hierarchical = True
-    linear_aggregate = False
+    caps = replace(FedAvg.caps, hierarchical=True, linear_aggregate=False)

@@ -43,7 +43,7 @@ from ..learn.envelope import EnvelopeProgram
 from ..learn.terms import L1, LogCosh, Term
 from ..config.fields import all_of, at_most, non_negative, positive, spec
 from ._personal import EnvelopeAlgorithm
-from .base import RoundCtx, stack_start
+from .base import RoundCtx, State, stack_start
 
 
 @dataclass(frozen=True)
@@ -84,7 +84,12 @@ class PFedMac(EnvelopeAlgorithm):
     Params = PFedMacParams
     p: PFedMacParams
 
-    def program(self, clients: torch.Tensor, start: torch.Tensor, ctx: RoundCtx) -> EnvelopeProgram:
+    @property
+    def encoding(self) -> str:  # type: ignore[override]
+        return self.p.encoding
+
+    def local(self, state: State, clients: torch.Tensor, start: torch.Tensor,
+              ctx: RoundCtx) -> EnvelopeProgram:
         x0 = stack_start(start, len(clients))
         return EnvelopeProgram(self.setup.model, x0, x0.clone(), self.p.lam, "linear",
                                self.p.inner_steps, self.p.inner_lr,

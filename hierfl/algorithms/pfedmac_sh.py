@@ -14,7 +14,7 @@ The three loops, as implemented (the engine runs them on the simulated hierarchy
 - Cloud, t = 0..T-1: every edge i runs EdgeUpdate(i, x^t) (all of them receive x^t and work);
   S = `edges_per_round` of them, drawn with seeding.rng(seed, "edge-sample", t) (the same
   draw in every run of a scenario), upload x_i (`reporting`); the cloud waits for those only:
-      x^{t+1} = (1 - beta) x^t + beta * mean_{i in S} x_i          (`cloud_aggregate`).
+      x^{t+1} = (1 - beta) x^t + beta * mean_{i in S} x_i          (`cloud_update`).
 - EdgeUpdate(i, x^t): x_i = y_i = x^t (`edge_start`); R = `edge_rounds` times: send y_i to the
   clients (`edge_model`), each runs ClientUpdate(j, y_i) -> y_ij; then (`edge_aggregate`)
       y_i = mean_j y_ij,   x_i <- x_i - eta2 lambda2 (x_i - y_i).        Upload x_i.
@@ -60,7 +60,7 @@ edges only.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 import numpy as np
@@ -68,10 +68,11 @@ import torch
 
 from .. import seeding
 from ..learn.envelope import EnvelopeProgram
-from ..learn.solver import SolveResult, State
+from ..learn.solver import SolveResult
+from ..learn.solver import State as Steps
 from ..config.fields import all_of, at_most, positive, spec
-from ._personal import PersonalAlgorithm, mix, uniform_weights
-from .base import RoundCtx, Upload, stack_start, weighted_mean
+from ._personal import PersonalAlgorithm, keep_personal, mix, uniform_weights
+from .base import RoundCtx, State, Upload, stack_start, weighted_mean
 from .pfedmac import SparsityParams, sparsity_terms
 
 
@@ -117,18 +118,18 @@ class IncrementProgram(EnvelopeProgram):
     """The envelope program that also accumulates z_{k+1} = (1 - a) z_k + a theta~_k (a = eta1
     lambda), so y_K = (1 - a)^K y_0 + z_K exactly and z has the zeros the theta~_k share."""
 
-    def init(self) -> State:
+    def init(self) -> Steps:
         x, theta = super().init()
         return (x, theta, torch.zeros_like(x))
 
-    def step(self, s: State, batch, lr: float) -> State:
+    def step(self, s: Steps, batch, lr: float) -> Steps:
         x, theta, z = s
         x, theta = super().step((x, theta), batch, lr)
         a = lr * (self.lam if self.outer_lam is None else self.outer_lam)
         return (x, theta, (1.0 - a) * z + a * theta)
 
 
-@dataclass
+@dataclass(frozen=True)
 class EdgeState:
     """An edge during one cloud round: its x_i and the y_i it sends to its clients."""
 
@@ -139,7 +140,7 @@ class EdgeState:
 class PFedMacSH(PersonalAlgorithm):
     name = "pfedmac_sh"
     Params = PFedMacSHParams
-    hierarchical = True
+    caps = replace(PersonalAlgorithm.caps, hierarchical=True)
     p: PFedMacSHParams
 
     # ------------------------------------------------------------------ state
@@ -152,22 +153,22 @@ class PFedMacSH(PersonalAlgorithm):
         return weighted_mean(rows, w)
 
     # ------------------------------------------------------------------ client
-    def program(self, clients: torch.Tensor, start: torch.Tensor, ctx: RoundCtx) -> EnvelopeProgram:
+    def local(self, state: State, clients: torch.Tensor, start: torch.Tensor,
+              ctx: RoundCtx) -> EnvelopeProgram:
         y0 = stack_start(start, len(clients))
         cls = IncrementProgram if self.p.upload == "increment" else EnvelopeProgram
         return cls(self.setup.model, y0, y0.clone(), self.p.lambda1, "linear", self.p.inner_steps,
                    self.p.inner_lr, sparsity_terms(self.p.sparsity), outer_lam=self.client_lam)
 
-    def finish(self, clients: torch.Tensor, start: torch.Tensor, res: SolveResult,
-               ctx: RoundCtx) -> Upload:
+    def client_update(self, state: State, clients: torch.Tensor, start: torch.Tensor,
+                      res: SolveResult, ctx: RoundCtx) -> tuple[State, Upload]:
         y, theta = res.state[0], res.state[1]
-        trained = res.steps > 0
-        self.clients.personal[clients[trained]] = theta[trained]
+        state = keep_personal(state, clients, theta, res.steps > 0)
         if self.p.upload == "y":
-            return Upload((y,), encoding=self.p.encoding)
+            return state, Upload((y,), encoding=self.p.encoding)
         k = res.steps.to(y.dtype).unsqueeze(1)              # the 4-byte header: steps done
         payload = theta if self.p.upload == "theta" else res.state[2]
-        return Upload((payload, k), encoding=self.p.encoding)
+        return state, Upload((payload, k), encoding=self.p.encoding, header=1)
 
     def client_models(self, y0: torch.Tensor, up: Upload, lr: float) -> torch.Tensor:
         """The edge's y_ij from what the clients sent and the y_0 it sent them."""
@@ -210,9 +211,9 @@ class PFedMacSH(PersonalAlgorithm):
                                                                      replace=False)
         return [children[i] for i in np.sort(pick)]
 
-    def cloud_aggregate(self, nodes: list[str], uploads: list[tuple[torch.Tensor, ...]],
-                        weights: torch.Tensor, ctx: RoundCtx) -> None:
+    def cloud_update(self, state: State, uploads: list[tuple[torch.Tensor, ...]],
+                     weights: torch.Tensor, ctx: RoundCtx) -> State:
         if not uploads:
-            return
+            return state
         mean = self._mean(torch.stack([u[0] for u in uploads]), weights)
-        self.w = mix(self.w, mean, self.p.beta)
+        return replace(state, w=mix(state.w, mean, self.p.beta))

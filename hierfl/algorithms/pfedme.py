@@ -35,7 +35,7 @@ from ..learn.envelope import EnvelopeProgram
 from ..learn.terms import Prox
 from ..config.fields import all_of, at_most, non_negative, positive, spec
 from ._personal import EnvelopeAlgorithm
-from .base import RoundCtx, stack_start
+from .base import RoundCtx, State, stack_start
 
 
 @dataclass(frozen=True)
@@ -64,9 +64,10 @@ class PFedMe(EnvelopeAlgorithm):
             return np.arange(self.setup.n_clients)
         return selected
 
-    def program(self, clients: torch.Tensor, start: torch.Tensor, ctx: RoundCtx) -> EnvelopeProgram:
+    def local(self, state: State, clients: torch.Tensor, start: torch.Tensor,
+              ctx: RoundCtx) -> EnvelopeProgram:
         x0 = stack_start(start, len(clients))
-        extra = (Prox(self.p.hidden_l2, torch.zeros_like(self.w)),) if self.p.hidden_l2 else ()
+        extra = (Prox(self.p.hidden_l2, torch.zeros_like(state.w)),) if self.p.hidden_l2 else ()
         return EnvelopeProgram(self.setup.model, x0, x0.clone(), self.p.lam, "prox",
                                self.p.personal_steps, self.p.personal_lr, extra)
 

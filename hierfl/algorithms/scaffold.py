@@ -17,16 +17,17 @@ State: server c (P,); client c_k (N, P); both start at 0.
 Messages: (x, c) down, (dy, dc) up: two model-sized tensors each way."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 import torch
 
 from ..learn.batches import Batch
-from ..learn.solver import SolveResult, State, TermsProgram
+from ..learn.solver import SolveResult, TermsProgram
+from ..learn.solver import State as Steps
 from ..learn.terms import Linear
 from ..config.fields import positive, spec
-from .base import Algorithm, RoundCtx, Upload, stack_start
+from .base import Algorithm, Capabilities, RoundCtx, State, Upload, stack_start
 
 
 @dataclass(frozen=True)
@@ -36,12 +37,12 @@ class ScaffoldParams:
     server_lr: float = spec(1.0, "global step size eta_g", check=positive)
 
 
-@dataclass
+@dataclass(frozen=True)
 class ServerState:
     c: torch.Tensor             # (P,) server control variate
 
 
-@dataclass
+@dataclass(frozen=True)
 class ClientState:
     c: torch.Tensor             # (N, P) client control variates c_k
 
@@ -50,56 +51,62 @@ class ClientState:
 class FullGradProgram(TermsProgram):
     """A TermsProgram that also records grad F_k at the start point (option I): state (y, g)."""
 
-    def init(self) -> State:
+    def init(self) -> Steps:
         return (self.start.clone(), torch.zeros_like(self.start))
 
-    def prepare(self, s: State, full: Batch) -> State:
+    def prepare(self, s: Steps, full: Batch) -> Steps:  # type: ignore[override]
         fn = self.grad_fn or self.model.loss_grad
         _, g = fn(s[0], full.x, full.y, full.m)
         return (s[0], g)
 
-    def step(self, s: State, batch: Batch, lr: float) -> State:
+    def step(self, s: Steps, batch: Batch, lr: float) -> Steps:
         (y,) = super().step((s[0],), batch, lr)
         return (y, s[1])
 
-    def grad_h(self, s: State, full: Batch) -> torch.Tensor:
+    def run_steps(self, s: Steps, span: Batch, lr: float) -> Steps | None:
+        return None                     # one step at a time (its step carries g along)
+
+    def grad_h(self, s: Steps, full: Batch) -> torch.Tensor:
         return super().grad_h((s[0],), full)
 
 
 class Scaffold(Algorithm):
     name = "scaffold"
     Params = ScaffoldParams
-    upload_tensors = 2
+    caps = Capabilities(upload_tensors=2)
 
-    def init(self, w0: torch.Tensor) -> None:
-        super().init(w0)
-        self.server = ServerState(torch.zeros_like(w0))
-        self.clients = ClientState(torch.zeros(self.setup.n_clients, w0.numel(), dtype=w0.dtype))
+    def init_state(self, w0: torch.Tensor) -> State:
+        return State(w0.clone(), ServerState(torch.zeros_like(w0)),
+                     ClientState(torch.zeros(self.setup.n_clients, w0.numel(), dtype=w0.dtype)))
 
-    def downlink(self) -> tuple[torch.Tensor, ...]:
-        return (self.w, self.server.c)
+    def broadcast(self, state: State) -> tuple[torch.Tensor, ...]:
+        return (state.w, state.server.c)
 
-    def program(self, clients: torch.Tensor, start: torch.Tensor, ctx: RoundCtx) -> TermsProgram:
-        correction = Linear(self.server.c - self.clients.c.index_select(0, clients))
+    def local(self, state: State, clients: torch.Tensor, start: torch.Tensor,
+              ctx: RoundCtx) -> TermsProgram:
+        correction = Linear(state.server.c - state.clients.c.index_select(0, clients))
         cls = FullGradProgram if self.p.option == 1 else TermsProgram
         return cls(self.setup.model, stack_start(start, len(clients)), (correction,))
 
-    def finish(self, clients: torch.Tensor, start: torch.Tensor, res: SolveResult,
-               ctx: RoundCtx) -> Upload:
+    def client_update(self, state: State, clients: torch.Tensor, start: torch.Tensor,
+                      res: SolveResult, ctx: RoundCtx) -> tuple[State, Upload]:
         y = res.state[0]
-        c_old = self.clients.c.index_select(0, clients)  # a third of the time of c[clients]
+        table = state.clients.c
+        c_old = table.index_select(0, clients)  # a third of the time of c[clients]
         if self.p.option == 1:
             c_new = res.state[1]
         else:
             k = res.steps.to(y.dtype).unsqueeze(1)
-            c_new = c_old - self.server.c + (start - y) / (k.clamp_min(1) * ctx.lr)
+            c_new = c_old - state.server.c + (start - y) / (k.clamp_min(1) * ctx.lr)
             c_new = torch.where(k > 0, c_new, c_old)     # no step done: nothing learnt
-        self.clients.c.index_copy_(0, clients, c_new)
-        return Upload((y - start, c_new - c_old))
+        table.index_copy_(0, clients, c_new)             # the donated table (base docstring)
+        return replace(state, clients=ClientState(table)), Upload((y - start, c_new - c_old))
 
-    def aggregate(self, clients: torch.Tensor, up: Upload, ctx: RoundCtx) -> None:
+    def server_update(self, state: State, clients: torch.Tensor, up: Upload,
+                      ctx: RoundCtx) -> State:
         if len(clients) == 0:
-            return
+            return state
         dy, dc = up.tensors
-        self.w = self.w + self.p.server_lr * dy.double().mean(0).to(self.w.dtype)
-        self.server.c = self.server.c + (dc.double().sum(0) / self.setup.n_clients).to(self.w.dtype)
+        w = state.w + self.p.server_lr * dy.double().mean(0).to(state.w.dtype)
+        c = state.server.c + (dc.double().sum(0) / self.setup.n_clients).to(state.w.dtype)
+        return replace(state, w=w, server=ServerState(c))

@@ -25,19 +25,19 @@ There is no single local objective h_k for a gamma-inexact stop: `grad_h` return
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Literal
 
 import torch
 
 from ..models.functional import Model
 from .batches import Batch
-from .solver import GradFn, State, TermsProgram, select_term
+from .solver import GradFn, ProgramBase, State, TermsProgram
 from .terms import Linear, Prox, Term
 
 
 @dataclass(frozen=True)
-class EnvelopeProgram:
+class EnvelopeProgram(ProgramBase):
     """pFedMe / pFedMac local steps for C clients: state (x, theta)."""
 
     model: Model
@@ -76,10 +76,3 @@ class EnvelopeProgram:
         lam_out = self.lam if self.outer_lam is None else self.outer_lam
         x = x - lr * lam_out * (x - theta)
         return (x, theta)
-
-    def grad_h(self, s: State, full: Batch) -> torch.Tensor | None:
-        return None
-
-    def select(self, sel: torch.Tensor) -> "EnvelopeProgram":
-        return replace(self, start=self.start[sel], theta0=self.theta0[sel],
-                       extra=tuple(select_term(t, sel) for t in self.extra))

@@ -5,15 +5,15 @@ A `LocalProgram` says what one step does (vectorised over clients); the solver o
 the budgets, the masks and the gamma checks, so every algorithm shares it."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
 from functools import cached_property
-from typing import Callable, Protocol
+from typing import Callable, ClassVar, Protocol
 
 import torch
 
 from ..models.functional import Model
 from .batches import Batch, BatchPlan
-from .terms import L1, Linear, Prox, Smooth, Term, split
+from .terms import Term, affine_sum, select_rows
 
 State = tuple[torch.Tensor, ...]
 GradFn = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor],
@@ -21,13 +21,21 @@ GradFn = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor],
 
 
 class LocalProgram(Protocol):
-    """What a client does at one local step, for C clients at once."""
+    """What a client does at one local step, for C clients at once. `ProgramBase` gives the
+    defaults of everything but `init` and `step`."""
 
     grad_evals_per_step: int   # minibatch gradient evaluations per step (for compute cost)
+    # state that needs the full local data at the start point (SCAFFOLD option I's
+    # grad F_k(w^t)), charged as one full-data gradient; None for most programs
+    prepare: Callable[[State, Batch], State] | None
 
     def init(self) -> State: ...
 
     def step(self, s: State, batch: Batch, lr: float) -> State: ...
+
+    def run_steps(self, s: State, span: Batch, lr: float) -> State | None:
+        """Several steps at once (span: x (C, T, B, d), ...), or None: one `step` at a time."""
+        ...
 
     def grad_h(self, s: State, full: Batch) -> torch.Tensor | None:
         """Gradient of the local objective h_k at the current iterate, on full local data."""
@@ -38,20 +46,32 @@ class LocalProgram(Protocol):
         ...
 
 
-def select_rows(t: torch.Tensor, sel: torch.Tensor) -> torch.Tensor:
-    """Rows of a per-client tensor; a shared (P,) tensor stays as is."""
-    return t[sel] if t.dim() == 2 else t
+class ProgramBase:
+    """Defaults of the LocalProgram protocol for dataclass programs: no `prepare`, no fused
+    steps, no local objective (no gamma stops), and `select` keeping the selected rows of every
+    per-client tensor field (2-D) and of every term in a tuple field."""
 
+    prepare: ClassVar[Callable[[State, Batch], State] | None] = None
 
-def select_term(term: Term, sel: torch.Tensor) -> Term:
-    from dataclasses import fields, replace
-    kw = {f.name: select_rows(getattr(term, f.name), sel) for f in fields(term)
-          if isinstance(getattr(term, f.name), torch.Tensor)}
-    return replace(term, **kw)
+    def run_steps(self, s: State, span: Batch, lr: float) -> State | None:
+        return None
+
+    def grad_h(self, s: State, full: Batch) -> torch.Tensor | None:
+        return None
+
+    def select(self, sel: torch.Tensor):
+        kw = {}
+        for f in fields(self):  # type: ignore[arg-type]
+            v = getattr(self, f.name)
+            if isinstance(v, torch.Tensor):
+                kw[f.name] = select_rows(v, sel)
+            elif isinstance(v, tuple) and v and all(isinstance(t, Term) for t in v):
+                kw[f.name] = tuple(t.select(sel) for t in v)
+        return replace(self, **kw)  # type: ignore[type-var]
 
 
 @dataclass(frozen=True)
-class TermsProgram:
+class TermsProgram(ProgramBase):
     """SGD (or proximal SGD) on h_k(w) = F_k(w) + sum of terms, from `start` (C, P)."""
 
     model: Model
@@ -62,15 +82,19 @@ class TermsProgram:
     grad_evals_per_step: int = 1
 
     @cached_property
-    def _split(self) -> tuple[list[Smooth], list[L1]]:
-        return split(list(self.terms))
+    def _smooth(self) -> tuple[Term, ...]:
+        return tuple(t for t in self.terms if t.smooth)
+
+    @cached_property
+    def _proxes(self) -> tuple[Term, ...]:
+        return tuple(t for t in self.terms if not t.smooth)
 
     def _grad(self, w: torch.Tensor, b: Batch) -> torch.Tensor:
         if self.grad_fn is not None:
             _, g = self.grad_fn(w, b.x, b.y, b.m)
         else:
             g = self.model.grad(w, b.x, b.y, b.m)
-        for t in self._split[0]:
+        for t in self._smooth:
             g = g + t.grad(w)
         return g
 
@@ -84,7 +108,7 @@ class TermsProgram:
             norm = g.norm(dim=1, keepdim=True).clamp_min(1e-12)
             g = g * torch.clamp(self.clip / norm, max=1.0)
         w = w - lr * g
-        for t in self._split[1]:
+        for t in self._proxes:
             w = t.prox(w, lr)
         return (w,)
 
@@ -93,30 +117,16 @@ class TermsProgram:
 
     def run_steps(self, s: State, span: Batch, lr: float) -> State | None:
         """Several steps at once, span = x (C, T, B, d), y (C, T, B), m (C, T, B): the model's
-        fused SGD (`Model.sgd_steps`) when the step is plain SGD on F_k plus affine terms
-        (prox, linear); None otherwise, and the solver takes the steps one by one."""
-        cls = type(self)
-        if (cls.step is not TermsProgram.step or cls._grad is not TermsProgram._grad
-                or len(s) != 1 or self.grad_fn is not None or self.clip is not None
-                or self._split[1]):
+        fused SGD (`Model.sgd_steps`) when the step is plain SGD on F_k plus terms that are all
+        affine (`Term.affine`); None otherwise, and the solver takes the steps one by one.
+        A subclass that changes `step` must override this too."""
+        if len(s) != 1 or self.grad_fn is not None or self.clip is not None:
             return None
-        decay: float | torch.Tensor | None = None
-        shift: torch.Tensor | None = None
-        for t in self.terms:
-            if isinstance(t, Prox):
-                decay = t.mu if decay is None else decay + t.mu
-                shift = -t.mu * t.anchor if shift is None else shift - t.mu * t.anchor
-            elif isinstance(t, Linear):
-                shift = t.v if shift is None else shift + t.v
-            else:
-                return None
-        w = self.model.sgd_steps(s[0], span.x, span.y, span.m, lr, decay, shift)
+        parts = affine_sum(self.terms)
+        if parts is None:
+            return None
+        w = self.model.sgd_steps(s[0], span.x, span.y, span.m, lr, *parts)
         return None if w is None else (w,)
-
-    def select(self, sel: torch.Tensor) -> "TermsProgram":
-        from dataclasses import replace
-        return replace(self, start=self.start[sel],
-                       terms=tuple(select_term(t, sel) for t in self.terms))
 
 
 @dataclass(frozen=True)
@@ -144,15 +154,55 @@ def _advance(program: LocalProgram, s: State, plan: BatchPlan, start: int, stop:
              lr: float) -> State:
     """Steps start..stop-1 of every client of `program`: fused when the program can
     (`run_steps`), else one `step` per minibatch."""
-    run = getattr(program, "run_steps", None)
     for span in _spans(plan, start, stop):
-        new = run(s, span, lr) if run is not None else None
+        new = program.run_steps(s, span, lr)
         if new is not None:
             s = new
             continue
         for batch in map(Batch, span.x.unbind(1), span.y.unbind(1), span.m.unbind(1)):
             s = program.step(s, batch, lr)
     return s
+
+
+@dataclass
+class _Lockstep:
+    """The clients still running: their program, plan, full data and state (restricted to
+    them), and the final state of every client, once some client has left."""
+
+    program: LocalProgram
+    plan: BatchPlan
+    full: Batch
+    active: list[int]
+    state: State
+    out: list[torch.Tensor] | None = None
+
+    def restrict(self, root: "_Root", stay: list[int]) -> None:
+        self.active = [self.active[j] for j in stay]
+        if self.active:
+            keep = torch.tensor(stay)
+            idx = torch.tensor(self.active)
+            self.state = tuple(t[keep] for t in self.state)
+            self.program = root.program.select(idx)
+            self.plan, self.full = root.plan.select(idx), root.full.rows(idx)
+
+    def leave(self, root: "_Root", leaving: list[int]) -> None:
+        """Clients (positions in `active`) that stop here: keep their state, drop them."""
+        if self.out is None:
+            self.out = [t.clone() for t in root.s0]
+        gone = torch.tensor(sorted(leaving))
+        rows = torch.tensor([self.active[j] for j in sorted(leaving)])
+        for o, t in zip(self.out, self.state):
+            o[rows] = t[gone]
+        gone_set = set(leaving)
+        self.restrict(root, [j for j in range(len(self.active)) if j not in gone_set])
+
+
+@dataclass
+class _Root:
+    program: LocalProgram
+    plan: BatchPlan
+    full: Batch
+    s0: State
 
 
 def solve(program: LocalProgram, plan: BatchPlan, full: Batch, budgets: torch.Tensor,
@@ -164,18 +214,18 @@ def solve(program: LocalProgram, plan: BatchPlan, full: Batch, budgets: torch.Te
     every client, not charged in simulated time) even without a gamma target; with a target
     it is always reported. Without either, `full` is not used and may hold no rows.
 
-    A program may define `prepare(state, full) -> state`: state that needs the full local data
-    at the start point (SCAFFOLD option I's grad F_k(w^t)). It is charged as the one full-data
-    gradient at w^t, the same evaluation a gamma target needs for its reference norm.
+    A program's `prepare(state, full) -> state` (when not None) computes state that needs the
+    full local data at the start point (SCAFFOLD option I's grad F_k(w^t)). It is charged as the
+    one full-data gradient at w^t, the same evaluation a gamma target needs for its reference
+    norm.
 
     Clients advance in lock-step; a client that has used its budget (or met its gamma target)
     leaves the batch: its final state is kept and the others go on with the program, plan and
     data restricted to them (`select`), so no step is spent on finished clients and no mask is
     applied per step. Minibatches are gathered a chunk of steps at a time."""
     s = program.init()
-    prepare = getattr(program, "prepare", None)
-    if prepare is not None:
-        s = prepare(s, full)
+    if program.prepare is not None:
+        s = program.prepare(s, full)
     c = budgets.shape[0]
     g0 = program.grad_h(s, full) if measure or gamma is not None else None
     g0n = g0.norm(dim=1) if g0 is not None else None
@@ -183,48 +233,24 @@ def solve(program: LocalProgram, plan: BatchPlan, full: Batch, budgets: torch.Te
     budget = [int(b) for b in budgets.tolist()]
     stop_step = list(budget)
     checks = [0] * c
-    active = [k for k in range(c) if budget[k] > 0]
-    out: list[torch.Tensor] | None = None          # final states, once some client has left
-    prog, pl, fl, st = program, plan, full, s
-    if len(active) < c:
-        out = [t.clone() for t in s]
-        prog, pl, fl, st = _restrict(program, plan, full, s, active)
+    root = _Root(program, plan, full, s)
+    run = _Lockstep(program, plan, full, list(range(c)), s)
+    if any(b <= 0 for b in budget):
+        run.out = [t.clone() for t in s]
+        run.restrict(root, [k for k in range(c) if budget[k] > 0])
     i = 0
-    while active:
-        end = min(budget[k] for k in active)
+    while run.active:
+        end = min(budget[k] for k in run.active)
         if check:
             end = min(end, (i // check_every + 1) * check_every)
-        st = _advance(prog, st, pl, i, end, lr)
+        run.state = _advance(run.program, run.state, run.plan, i, end, lr)
         i = end
-        leave = [j for j, k in enumerate(active) if budget[k] == i]
+        leave = [j for j, k in enumerate(run.active) if budget[k] == i]
         if check and i % check_every == 0:
-            live = [j for j, k in enumerate(active) if budget[k] > i]
-            if live:
-                gn = prog.grad_h(st, fl).norm(dim=1)
-                g0a = g0n[torch.tensor(active)]
-                hit = (gn <= gamma * g0a).tolist()
-                for j in live:
-                    checks[active[j]] += 1
-                    if hit[j]:
-                        stop_step[active[j]] = i
-                        leave.append(j)
-        if not leave:
-            continue
-        if out is None:
-            out = [t.clone() for t in s]
-        gone = torch.tensor(sorted(leave))
-        rows = torch.tensor([active[j] for j in sorted(leave)])
-        for o, t in zip(out, st):
-            o[rows] = t[gone]
-        gone_set = set(leave)
-        stay = [j for j in range(len(active)) if j not in gone_set]
-        active = [active[j] for j in stay]
-        if active:
-            keep = torch.tensor(stay)
-            st = tuple(t[keep] for t in st)
-            prog, pl, fl = (program.select(torch.tensor(active)), plan.select(torch.tensor(active)),
-                            full.rows(torch.tensor(active)))
-    final: State = tuple(out) if out is not None else st
+            leave += _gamma_check(run, budget, i, gamma, g0n, checks, stop_step)
+        if leave:
+            run.leave(root, leave)
+    final: State = tuple(run.out) if run.out is not None else run.state
     steps = torch.tensor(stop_step, dtype=budgets.dtype)
     if g0n is not None:
         g_end = program.grad_h(final, full).norm(dim=1)
@@ -234,10 +260,24 @@ def solve(program: LocalProgram, plan: BatchPlan, full: Batch, budgets: torch.Te
     evals = steps * program.grad_evals_per_step
     # the full gradient at w^t is needed only for a gamma target or a program's `prepare`
     full_evals = torch.tensor(checks, dtype=torch.long) + \
-        (1 if gamma is not None or prepare is not None else 0)
+        (1 if gamma is not None or program.prepare is not None else 0)
     return SolveResult(final, steps, evals, full_evals, ach)
 
 
-def _restrict(program: LocalProgram, plan: BatchPlan, full: Batch, s: State, active: list[int]):
-    idx = torch.tensor(active, dtype=torch.long)
-    return program.select(idx), plan.select(idx), full.rows(idx), tuple(t[idx] for t in s)
+def _gamma_check(run: _Lockstep, budget: list[int], i: int, gamma: float, g0n: torch.Tensor,
+                 checks: list[int], stop_step: list[int]) -> list[int]:
+    """The gamma test at step i of the clients that would go on: those that meet it leave
+    (their positions in `run.active`)."""
+    live = [j for j, k in enumerate(run.active) if budget[k] > i]
+    if not live:
+        return []
+    gn = run.program.grad_h(run.state, run.full).norm(dim=1)
+    g0a = g0n[torch.tensor(run.active)]
+    hit = (gn <= gamma * g0a).tolist()
+    out = []
+    for j in live:
+        checks[run.active[j]] += 1
+        if hit[j]:
+            stop_step[run.active[j]] = i
+            out.append(j)
+    return out
