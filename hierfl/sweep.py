@@ -41,7 +41,7 @@ from typing import Any, Callable
 import numpy as np
 import yaml
 
-from .io_util import atomic_text, fmt
+from .outputs import atomic_text, fmt
 from .config.errors import Problem, Problems, ScenarioError
 from .config.fields import Raw, build, is_fail, spec, unit_interval
 
@@ -326,7 +326,7 @@ def load_sweep(path: str, out: str | None = None) -> Sweep:
 def execute_point(text: str, folder: str, report: bool = True) -> dict:
     """Run one point into `folder` (created): its scenario, every algorithm, the report, then
     the DONE marker (atomically, last). Importable by spawned processes and Ray workers."""
-    from .report.markdown import write_report
+    from .report import write_report
     from .run import run_scenario
     from .scenario.load import load
 
@@ -554,7 +554,7 @@ def _pm(mean: float, std: float, spec_: str, show_std: bool) -> str:
 
 def point_rows(sw: Sweep) -> tuple[list[dict], dict[tuple[str, str], Any], float]:
     """Per (finished point, algorithm): final accuracy and time/bytes/rounds to target."""
-    from .report.records import read_run
+    from .outputs import read_run
 
     series = {}
     for pt in sw.points:

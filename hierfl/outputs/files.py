@@ -1,4 +1,5 @@
-"""Crash-safe file writing: whole files atomically (temp + rename), logs appended and flushed."""
+"""Crash-safe file writing: whole files atomically (temp + rename), CSV logs appended and flushed
+row by row, and one background writer thread (checkpoints)."""
 from __future__ import annotations
 
 import csv

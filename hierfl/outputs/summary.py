@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from ..io_util import atomic_text
+from .files import atomic_text
 
 SUMMARY = "summary.json"
 SCENARIO_COPY = "scenario.yaml"
