@@ -1,8 +1,8 @@
-"""report.html: the report model as one self-contained file (figures embedded as base64 PNG, no external resources)
-readable offline. A small inline script checks, once the page has loaded, that every figure
-decoded to a non-zero size and is shown at (nearly) its intended width, and that no script error
-occurred; it writes the result into the page (#render-check, data-status="ok"), which the
-headless-browser test reads back."""
+"""report.html: the report model as one self-contained file (figures embedded as base64 PNG, no
+external resources) readable offline. A small inline script checks, once the page has loaded,
+that every figure decoded to a non-zero size and is shown at (nearly) its intended width, and
+that no script error occurred; it writes the result into the page (#render-check,
+data-status="ok"), which the headless-browser test reads back."""
 from __future__ import annotations
 
 import base64
