@@ -20,6 +20,7 @@ STYLE = {
     "axes.spines.right": False, "axes.grid": True, "grid.alpha": 0.3, "grid.linewidth": 0.6,
     "lines.linewidth": 1.7, "savefig.dpi": 150, "figure.dpi": 100, "svg.fonttype": "none",
     "savefig.pad_inches": 0.05, "legend.frameon": False,
+    "svg.hashsalt": "hierfl",        # SVG ids from the content, not a random salt: same bytes
 }
 COLOURS = list(plt.get_cmap("tab10").colors) + list(plt.get_cmap("Dark2").colors)
 KIND_COLOURS = {"download": "#4C72B0", "compute": "#55A868", "upload": "#DD8452",
