@@ -10,7 +10,7 @@ Public API:
     write_report        -- OUT/report.md and figures from saved outputs
 """
 from .algorithms.registry import REGISTRY
-from .report.markdown import write_report
+from .report import write_report
 from .run import build_world, run_scenario
 from .config.errors import ScenarioError
 from .scenario.load import load

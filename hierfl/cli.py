@@ -41,7 +41,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from .report.markdown import write_report
+    from .report import write_report
     from .run import run_scenario
     from .scenario.load import load
 
@@ -66,7 +66,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from .report.markdown import write_report
+    from .report import write_report
 
     if not os.path.isdir(args.out):
         raise ScenarioError.one("", "OUT", args.out, "no such folder")
@@ -87,7 +87,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from .report.markdown import compare_runs
+    from .report import compare_runs
 
     for p in args.runs:
         if not os.path.isdir(p):

@@ -17,7 +17,12 @@ import pytest
 
 from hierfl.cli import main
 from hierfl.report import timeline
-from hierfl.report.records import groups_of, load_run
+from hierfl.outputs import load_run
+from hierfl.report.html import render_html
+from hierfl.report.markdown import render_md
+from hierfl.report.model import NO_NOTES, Figure, Report, sections
+from hierfl.report.stats import groups_of, mean_std
+from hierfl.report.tables import num, pm, size
 
 SCENARIO = """
 name: tiny
@@ -173,8 +178,10 @@ def test_compare_pools_seeds_mean_and_sample_std(runs):
         assert int(row["count"]) == len(times)
         if times:
             assert float(row["mean"]) == pytest.approx(np.mean(times), abs=1e-12)
-            assert float(row["std"]) == pytest.approx(
-                np.std(times, ddof=1) if len(times) > 1 else 0.0, abs=1e-12)
+        if len(times) > 1:
+            assert float(row["std"]) == pytest.approx(np.std(times, ddof=1), abs=1e-12)
+        else:                 # the sample std of one value is undefined: an empty cell
+            assert row["std"] == ""
     with open(out / "metrics_all.csv", newline="") as fh:
         tidy = list(csv.DictReader(fh))
     assert list(tidy[0])[:2] == ["run", "algorithm"]
@@ -200,6 +207,44 @@ def test_runs_of_different_scenarios_are_not_pooled(runs):
 def test_report_of_a_folder_without_runs_exits_2(tmp_path, capsys):
     assert main(["report", str(tmp_path)]) == 2
     assert "metrics.csv" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------------ statistics, model
+def test_mean_and_sample_std_and_their_cells():
+    mu, sd, k = mean_std([1.0, 3.0, math.nan])
+    assert (mu, k) == (2.0, 2) and sd == pytest.approx(math.sqrt(2), abs=1e-15)
+    mu, sd, k = mean_std([5.0])             # one value: the sample std is undefined
+    assert (mu, k) == (5.0, 1) and math.isnan(sd)
+    mu, sd, k = mean_std([])
+    assert k == 0 and math.isnan(mu) and math.isnan(sd)
+    assert pm([1.0, 3.0, math.nan], num) == "2.000 ± 1.414 (2/3)"
+    assert pm([5.0], num) == "5.000" and pm([math.nan], num) == "—"
+    assert pm([1500.0, 2500.0], size) == "2.0 kB ± 707 B"
+
+
+def test_markdown_and_html_render_the_same_model(tmp_path):
+    png = tmp_path / "f.png"               # a PNG header is all the HTML renderer reads
+    png.write_bytes(b"\x89PNG\r\n\x1a\n" + b"\x00\x00\x00\rIHDR" + (300).to_bytes(4, "big")
+                    + (200).to_bytes(4, "big"))
+    secs = sections()
+    rep = Report("t", str(tmp_path), ["intro"], secs, 0.5)
+    rep.section("scenario").facts = [("seed", "0")]
+    table = rep.section("table")
+    table.head, table.rows, table.text = ["algorithm", "final acc"], [["a|b", "0.5"]], "x < y"
+    rep.section("curves").figures = [Figure(str(png), "Acc & loss")]
+    rep.section("notes").notes, rep.section("notes").empty = [], NO_NOTES
+    md, page = render_md(rep), render_html(rep)
+    assert [ln for ln in md.splitlines() if ln.startswith("## ")] == [
+        "## Scenario", "## Time and bytes to accuracy", "## Accuracy and loss",
+        "## Divergence and failures"]                 # empty sections are left out
+    for part in ("| seed | 0 |", "| a\\|b | 0.5 |", "\nx < y\n", "### Acc & loss",
+                 "![Acc & loss](f.png)", "\n" + NO_NOTES + "\n"):
+        assert part in md, part
+    assert re.findall(r'<nav>(.*)</nav>', page)[0].count("<a ") == 4
+    assert re.findall(r'<h2 id="(\w+)">', page) == ["scenario", "table", "curves", "notes"]
+    for part in ("<td>a|b</td>", "<p>x &lt; y Machine-readable:", 'alt="Acc &amp; loss"',
+                 'width="192"', f"<li>{NO_NOTES}</li>", "<td>seed</td><td>0</td>"):
+        assert part in page, part
 
 
 # ------------------------------------------------------------------------------ timeline

@@ -120,6 +120,38 @@ def test_points_are_self_contained_scenarios(tmp_path):
     assert sc.seed == 5 and sc.algorithms[1].edge_rounds == 3 and sc.algorithms[0].name == "fedavg"
 
 
+# ------------------------------------------------------------------------------ summary
+def test_summary_uses_the_report_statistics(tmp_path):
+    """Two finished seeds of one grid point, metrics written by hand: the final accuracy's mean
+    and sample std; only seed 1 reaches the target, so its time stands alone (std undefined:
+    an empty cell, as in a report's table.csv) and the cells say (1/2)."""
+    out = tmp_path / "out"
+    runs = {0: [(0, 0.0, 0.2), (1, 1.5, 0.5), (2, 3.0, 0.6)],
+            1: [(0, 0.0, 0.2), (1, 2.0, 0.9), (2, 4.0, 0.7)]}        # round, time, accuracy
+    points = []
+    for seed, rows in runs.items():
+        folder = out / f"seed={seed}"
+        (folder / "fedavg").mkdir(parents=True)
+        (folder / "fedavg" / "metrics.csv").write_text(
+            "round,sim_time_s,bytes_up,bytes_down,test_acc\n"
+            + "".join(f"{t},{s},{100 * t},{50 * t},{a}\n" for t, s, a in rows))
+        (folder / sw.DONE).write_text("{}\n")
+        points.append(sw.Point(folder.name, (("seed", seed),), "", 1))
+    s = sw.Sweep(str(tmp_path / "sw.yaml"), ("seed",), tuple(points), str(out), 0.8, ("fedavg",))
+    sw.summarize(s)
+    (row,) = _csv(out / "sweep.csv")
+    assert float(row["final_acc_mean"]) == pytest.approx(0.65, abs=1e-12)
+    assert float(row["final_acc_std"]) == pytest.approx(np.std([0.6, 0.7], ddof=1), abs=1e-12)
+    assert (row["seeds"], row["reached"]) == ("2", "1")
+    assert float(row["time_to_target_s_mean"]) == 2.0 and row["time_to_target_s_std"] == ""
+    assert float(row["bytes_to_target_mean"]) == 150.0 and row["bytes_to_target_std"] == ""
+    pts = _csv(out / "points.csv")
+    assert [(r["point"], r["time_to_target_s"], r["rounds"]) for r in pts] == [
+        ("seed=0", "", "2.0"), ("seed=1", "2.0", "2.0")]
+    md = (out / "sweep.md").read_text()
+    assert "| fedavg | 2 | 0.650 ± 0.071 | 2.0 (1/2) | 150 B (1/2) | 1.0 (1/2) | 1/2 |" in md
+
+
 # ------------------------------------------------------------------------------ running
 def test_local_sweep_summary_and_resume(tmp_path):
     f = _files(tmp_path, "seed: [0, 1]")

@@ -89,10 +89,6 @@ def _type_name(tp: Any) -> str:
     return getattr(tp, "__name__", str(tp))
 
 
-def type_name(tp: Any) -> str:
-    return _type_name(tp)
-
-
 _FAIL = object()
 _SCIENTIFIC = re.compile(r"^[-+]?\d+(\.\d*)?[eE][-+]?\d+$")
 

@@ -1,9 +1,12 @@
-"""The report of a run, regenerated from its saved files.
+"""The report of a run, regenerated from its saved files (read through hierfl.outputs only).
 
     write_report(OUT)            -- report.md, report.html, figures, table.csv, metrics_all.csv
     compare_runs([A, B], DIR)    -- several runs on the same axes; seeds pooled (mean +- std)
-    write_run_summary(sc, world) -- OUT/scenario.yaml + OUT/summary.json (what `hierfl run` records)
 
-Modules: records (reading, seed groups, tidy export), summary (set-up record), plots (figures),
-timeline (one round's Gantt bars from trace.csv), markdown (the report model and report.md),
-html (the self-contained report.html)."""
+Modules: stats (mean and sample std, seed groups), tables (numbers, cells, table.csv,
+metrics_all.csv), model (the report as sections, figures and notes), build (the model from the
+runs), markdown and html (two renderers of the model, independent of each other), plots/ (the
+figures by subject), timeline (one round's Gantt bars from trace.csv), write (the entry points)."""
+from .write import compare_runs, write_report
+
+__all__ = ["compare_runs", "write_report"]

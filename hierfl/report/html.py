@@ -1,15 +1,15 @@
-"""report.html: one self-contained file (figures embedded as base64 PNG, no external resources)
-readable offline. A small inline script checks, once the page has loaded, that every figure
-decoded to a non-zero size and is shown at (nearly) its intended width, and that no script error
-occurred; it writes the result into the page (#render-check, data-status="ok"), which the
-headless-browser test reads back."""
+"""report.html: the report model as one self-contained file (figures embedded as base64 PNG, no
+external resources) readable offline. A small inline script checks, once the page has loaded,
+that every figure decoded to a non-zero size and is shown at (nearly) its intended width, and
+that no script error occurred; it writes the result into the page (#render-check,
+data-status="ok"), which the headless-browser test reads back."""
 from __future__ import annotations
 
 import base64
 import html
 import os
 
-from .markdown import SECTIONS, Report
+from .model import Report, Section
 
 CSS = """
 body{font-family:-apple-system,"Segoe UI",Roboto,"DejaVu Sans",Arial,sans-serif;color:#222;
@@ -65,6 +65,8 @@ SCRIPT = """
 })();
 """
 
+TABLE_FILES = (' Machine-readable: <a href="table.csv">table.csv</a>, '
+               '<a href="metrics_all.csv">metrics_all.csv</a>.')
 CSS_PX_PER_PNG_PX = 96 / 150   # figures are saved at 150 dpi; shown at their print size
 
 
@@ -97,35 +99,36 @@ def _table(head: list[str], rows: list[list[str]], cls: str = "") -> str:
     return "\n".join(out)
 
 
+def _section(sec: Section) -> list[str]:
+    e = html.escape
+    body = [f'<h2 id="{sec.key}">{e(sec.name)}</h2>']
+    if sec.facts:
+        body.append(_table(["", ""], [[k, v] for k, v in sec.facts], "kv"))
+    if sec.head:
+        body.append(_table(sec.head, sec.rows))
+    if sec.text:
+        body.append(f"<p>{e(sec.text, quote=False)}{TABLE_FILES if sec.key == 'table' else ''}"
+                    "</p>")
+    if sec.notes is not None:
+        body.append("<ul>" + "".join(f"<li>{e(n)}</li>" for n in sec.notes or [sec.empty])
+                    + "</ul>")
+    if sec.figures:
+        body.append('<div class="figs">')
+        body += [_figure(f.path, f.caption) for f in sec.figures]
+        body.append("</div>")
+    return body
+
+
 def render_html(rep: Report) -> str:
     e = html.escape
     title = f"hierfl report{': ' + rep.title if rep.title else ''}"
-    by = {k: [f for f in rep.figures if f.section == k] for k, _ in SECTIONS}
-    shown = [(k, n) for k, n in SECTIONS if k in ("table", "notes") or by[k] or (
-        k == "scenario" and rep.summary)]
+    shown = rep.shown
     body = [f"<h1>{e(title)}</h1>"]
     body += [f"<p>{e(p)}</p>" for p in rep.intro]
-    body.append("<nav>" + "".join(f'<a href="#{k}">{e(n)}</a>' for k, n in shown) + "</nav>")
-    for key, name in shown:
-        body.append(f'<h2 id="{key}">{e(name)}</h2>')
-        if key == "scenario" and rep.summary:
-            body.append(_table(["", ""], [[k, v] for k, v in rep.summary], "kv"))
-        if key == "table":
-            body.append(_table(rep.head, rep.rows))
-            body.append("<p>Bytes count every link a message crosses (a client's upload relayed "
-                        "through its edge counts on both tiers). With several seeds: mean ± "
-                        "sample standard deviation (ddof=1); (k/n): only k of n seeds reached "
-                        "the target. Machine-readable: <a href=\"table.csv\">table.csv</a>, "
-                        "<a href=\"metrics_all.csv\">metrics_all.csv</a>.</p>")
-        if key == "notes":
-            items = rep.notes or ["None: every algorithm ran to the end with all selected "
-                                  "clients aggregated."]
-            body.append("<ul>" + "".join(f"<li>{e(n)}</li>" for n in items) + "</ul>")
-        if by[key]:
-            body.append('<div class="figs">')
-            for f in by[key]:
-                body.append(_figure(f.path, f.caption))
-            body.append("</div>")
+    body.append("<nav>" + "".join(f'<a href="#{s.key}">{e(s.name)}</a>' for s in shown)
+                + "</nav>")
+    for sec in shown:
+        body += _section(sec)
     body.append('<p id="render-check" data-status="pending">Render check: pending (needs '
                 'JavaScript).</p>')
     return ("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"

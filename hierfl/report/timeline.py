@@ -8,11 +8,10 @@ nodes that compute (or leaves two hops or more below the cloud); the cloud is th
 rounds; aggregators are the rest, ordered by hops from the cloud."""
 from __future__ import annotations
 
-import csv
 import os
 from dataclasses import dataclass
 
-Event = tuple[float, str, str, str, float]
+from ..outputs import Event, read_round
 
 
 @dataclass(frozen=True)
@@ -34,24 +33,6 @@ class Timeline:
     clients: set[str]
     marks: list[tuple[float, str]]   # (time, node) of aggregations
     in_flight: int = 0          # sends with no recv before the round ended
-
-
-def read_round(path: str, round_: int) -> list[Event]:
-    """Events from the cloud's round_start of `round_` to its round_end (file order), streamed:
-    the file is read only up to that round's end."""
-    out: list[Event] = []
-    inside = False
-    with open(path, newline="") as fh:
-        for row in csv.DictReader(fh):
-            ev = (float(row["time_s"]), row["node"], row["kind"], row["peer"] or "",
-                  float(row["value"] or 0))
-            if ev[2] == "round_start" and int(ev[4]) == round_:
-                inside = True
-            if inside:
-                out.append(ev)
-                if ev[2] == "round_end" and int(ev[4]) == round_:
-                    break
-    return out
 
 
 def _natural(name: str) -> tuple[str, int]:

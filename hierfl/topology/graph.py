@@ -179,9 +179,6 @@ class Topology:
     def n_edges(self) -> int:
         return len(self.edges)
 
-    def clients_of(self, edge: int) -> np.ndarray:
-        return np.flatnonzero(self.edge_of == edge)
-
     def link(self, src: str, dst: str) -> tuple[float, float]:
         a = self.graph.edges[src, dst]
         return a["latency_s"], a["bandwidth_Bps"]

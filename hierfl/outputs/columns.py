@@ -1,6 +1,9 @@
-"""The output files of a run, in one place: their columns, and the fast writers that must agree
-byte for byte with the generic CSV writer (tests/test_fast_paths.py)."""
+"""The columns of a run's CSV files (metrics.csv, clients.csv, trace.csv), and the fast
+clients.csv writer that must agree byte for byte with the generic CSV writer
+(tests/test_fast_paths.py). The trace is written by the engine's Trace (hierfl/sim/trace.py)."""
 from __future__ import annotations
+
+from ..sim.trace import Trace
 
 METRIC_COLUMNS = ["round", "sim_time_s", "bytes_up", "bytes_down", "bytes_client_edge",
                   "bytes_edge_cloud", "bytes_wasted", "train_loss", "test_acc",
@@ -10,6 +13,8 @@ METRIC_COLUMNS = ["round", "sim_time_s", "bytes_up", "bytes_down", "bytes_client
                   "bytes_down_edge_cloud", "diverged"]
 CLIENT_COLUMNS = ["round", "edge_round", "client", "steps", "budget", "compute_s", "upload_s",
                   "dropped", "straggler", "gamma", "up_bytes", "encoding"]
+
+TRACE_COLUMNS = Trace.HEADER            # time_s, node, kind, peer, value
 
 
 def _f(v: float) -> str:

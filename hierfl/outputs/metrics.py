@@ -1,0 +1,153 @@
+"""Reading what a run wrote: metrics.csv as a Series per algorithm, a run folder as a Run (its
+series in the scenario's order and its summary.json), and the columns of clients.csv the figures
+need."""
+from __future__ import annotations
+
+import csv
+import math
+import os
+from dataclasses import dataclass
+
+import numpy as np
+
+from .summary import comparable, read_summary
+
+
+@dataclass
+class Series:
+    """The metrics.csv rows of one algorithm of one run (round 0 = the initial model)."""
+
+    label: str
+    rows: list[dict[str, float]]
+    seed: int | None = None
+    run: str = ""
+    folder: str = ""            # OUT/<label>, where clients.csv and trace.csv are
+
+    def col(self, key: str) -> list[float]:
+        return [r.get(key, math.nan) for r in self.rows]
+
+    @property
+    def evaluated(self) -> list[dict[str, float]]:
+        return [r for r in self.rows if math.isfinite(r.get("test_acc", math.nan))]
+
+    @property
+    def final_acc(self) -> float:
+        ev = self.evaluated
+        return ev[-1]["test_acc"] if ev else math.nan
+
+    @property
+    def final_personal(self) -> float:
+        ev = [r for r in self.rows if math.isfinite(r.get("personal_test_acc", math.nan))]
+        return ev[-1]["personal_test_acc"] if ev else math.nan
+
+    @property
+    def diverged_at(self) -> int | None:
+        for r in self.rows:
+            if r.get("diverged", 0) == 1:
+                return int(r["round"])
+        return None
+
+    def first_reaching(self, target: float, key: str = "test_acc") -> dict[str, float] | None:
+        for r in self.rows:
+            if math.isfinite(r.get(key, math.nan)) and r[key] >= target:
+                return r
+        return None
+
+    def last(self, key: str) -> float:
+        return self.rows[-1].get(key, math.nan) if self.rows else math.nan
+
+
+def _num(v: str | None) -> float | None:
+    """A CSV cell as a float (nan when empty), None when it is not a number."""
+    if v in ("", None):
+        return math.nan
+    try:
+        return float(v)
+    except ValueError:
+        return None
+
+
+def read_metrics(path: str, label: str, seed: int | None = None, run: str = "") -> Series:
+    rows = []
+    with open(path, newline="") as fh:
+        for r in csv.DictReader(fh):
+            row = {k: _num(v) for k, v in r.items() if k is not None}
+            rows.append({k: v for k, v in row.items() if v is not None})
+    return Series(label, rows, seed, run, os.path.dirname(path))
+
+
+def _algorithm_order(out: str, summary: dict | None) -> list[str]:
+    """Algorithm folders in the scenario's order when known, else in the order written."""
+    found = []
+    for name in os.listdir(out):
+        p = os.path.join(out, name, "metrics.csv")
+        if os.path.isfile(p):
+            found.append((os.path.getctime(p), name))
+    names = [n for _, n in sorted(found)]
+    if summary:
+        listed = [a.get("label") or a.get("name") for a in
+                  (summary.get("scenario", {}).get("algorithms") or []) if isinstance(a, dict)]
+        names = [n for n in listed if n in names] + [n for n in names if n not in listed]
+    return names
+
+
+def read_run(out: str) -> list[Series]:
+    """Every algorithm folder of a run (scenario order when summary.json is there)."""
+    return load_run(out).series
+
+
+@dataclass
+class Run:
+    """One output folder: its algorithms' series and what it recorded about its set-up."""
+
+    name: str
+    path: str
+    series: list[Series]
+    summary: dict | None = None
+
+    @property
+    def seed(self) -> int | None:
+        s = (self.summary or {}).get("scenario", {}).get("seed")
+        return int(s) if isinstance(s, (int, float)) and not isinstance(s, bool) else None
+
+    @property
+    def scenario_key(self) -> str | None:
+        return comparable(self.summary)
+
+
+def load_run(out: str, name: str | None = None) -> Run:
+    summary = read_summary(out)
+    run = Run(name or os.path.basename(os.path.normpath(out)), out, [], summary)
+    for label in _algorithm_order(out, summary):
+        run.series.append(read_metrics(os.path.join(out, label, "metrics.csv"), label,
+                                       run.seed, run.name))
+    return run
+
+
+CLIENT_FIELDS = ("round", "edge_round", "client", "steps", "budget", "straggler", "dropped",
+                 "gamma", "compute_s")
+
+
+def read_clients(folder: str) -> dict[str, np.ndarray]:
+    """The numeric columns of OUT/<label>/clients.csv the figures need, as float arrays (one
+    entry per client per aggregation round), streamed; {} when the file is absent."""
+    p = os.path.join(folder, "clients.csv")
+    if not os.path.isfile(p):
+        return {}
+    cols: dict[str, list[float]] = {}
+    with open(p, newline="") as fh:
+        reader = csv.reader(fh)
+        head = next(reader, [])
+        idx = {k: head.index(k) for k in CLIENT_FIELDS if k in head}
+        cols = {k: [] for k in idx}
+        for row in reader:
+            for k, i in idx.items():
+                v = _num(row[i]) if i < len(row) else math.nan
+                cols[k].append(math.nan if v is None else v)
+    return {k: np.asarray(v, float) for k, v in cols.items()}
+
+
+def concat_clients(parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    parts = [p for p in parts if p]
+    keys = set.intersection(*(set(p) for p in parts)) if parts else set()
+    return {k: np.concatenate([p[k] for p in parts]) for k in keys}

@@ -1,0 +1,151 @@
+"""What a run records about its own set-up, for the report: a verbatim copy of the scenario (and
+topology) file, and `summary.json` with the resolved scenario, every node's drawn speed and link,
+and the data split (samples per client, label counts per client when small enough)."""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import shutil
+from typing import Any
+
+import numpy as np
+
+from .files import atomic_text
+
+SUMMARY = "summary.json"
+SCENARIO_COPY = "scenario.yaml"
+TOPOLOGY_COPY = "topology.yaml"
+MAX_LABEL_CELLS = 200_000      # clients x classes kept in the label-mix table
+
+
+def _plain(obj: Any) -> Any:
+    """JSON-ready copy of dataclasses, tuples, numpy scalars; non-finite floats become None."""
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {f.name: _plain(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, dict):
+        return {str(k): _plain(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_plain(v) for v in obj]
+    if isinstance(obj, np.ndarray):
+        return [_plain(v) for v in obj.tolist()]
+    if isinstance(obj, (np.integer,)):
+        return int(obj)
+    if isinstance(obj, (float, np.floating)):
+        v = float(obj)
+        return v if math.isfinite(v) else None
+    if obj is None or isinstance(obj, (bool, int, str)):
+        return obj
+    return str(obj)
+
+
+def scenario_dict(sc: Any) -> dict:
+    """The resolved scenario as plain data (algorithms with their typed parameters)."""
+    d = _plain(sc)
+    d["algorithms"] = [{"name": e.name, "label": e.label, "edge_rounds": e.edge_rounds,
+                        "params": _plain(e.params), "local": _plain(e.local)}
+                       for e in sc.algorithms]
+    return d
+
+
+def topology_dict(topo: Any) -> dict:
+    """Every node below the cloud: role, parent, depth (cloud 0), FLOP/s and the link to its
+    parent (latency, bandwidth up and down); works for any number of aggregator tiers."""
+    g = topo.graph
+    aggs = [n for n, a in g.nodes(data=True) if a.get("role") == "edge"]
+
+    def depth(n: str) -> int:
+        d = 0
+        while n != "cloud" and d <= len(g):
+            n = g.nodes[n]["parent"]
+            d += 1
+        return d
+
+    aggs.sort(key=lambda n: (depth(n), _natural(n)))
+    nodes: dict[str, list] = {k: [] for k in ("name", "role", "parent", "depth", "flops",
+                                              "latency_up_s", "up_Bps", "latency_down_s",
+                                              "down_Bps")}
+    for n in [*aggs, *topo.clients]:
+        a = g.nodes[n]
+        parent = a["parent"]
+        nodes["name"].append(n)
+        nodes["role"].append(a["role"])
+        nodes["parent"].append(parent)
+        nodes["depth"].append(depth(n))
+        nodes["flops"].append(float(a["flops"]))
+        nodes["latency_up_s"].append(float(g.edges[n, parent]["latency_s"]))
+        nodes["up_Bps"].append(float(g.edges[n, parent]["bandwidth_Bps"]))
+        nodes["latency_down_s"].append(float(g.edges[parent, n]["latency_s"]))
+        nodes["down_Bps"].append(float(g.edges[parent, n]["bandwidth_Bps"]))
+    return {"cloud": {"flops": float(g.nodes["cloud"]["flops"])}, "nodes": nodes,
+            "clients": list(topo.clients), "client_edge": [topo.edges[e] for e in topo.edge_of]}
+
+
+def _natural(name: str) -> tuple[str, int]:
+    head = name.rstrip("0123456789")
+    tail = name[len(head):]
+    return head, int(tail) if tail else -1
+
+
+def data_dict(data: Any) -> dict:
+    out = {"train_counts": data.counts.tolist(), "test_counts": data.test_counts.tolist(),
+           "dim": data.dim, "classes": int(data.n_classes)}
+    n, c = data.n_clients, int(data.n_classes)
+    if c and n * c <= MAX_LABEL_CELLS:
+        y = data.y.numpy()
+        owner = np.repeat(np.arange(n), data.counts)
+        table = np.zeros((n, c), np.int64)
+        np.add.at(table, (owner, y), 1)
+        out["label_counts"] = table.tolist()
+    return out
+
+
+def build_summary(sc: Any, world: Any) -> dict:
+    return {"scenario": scenario_dict(sc), "topology": topology_dict(world.topo),
+            "data": data_dict(world.data),
+            "model": {"name": world.model.name, "n_params": int(world.model.n_params),
+                      "fwd_flops": float(world.model.fwd_flops)}}
+
+
+def write_run_summary(sc: Any, world: Any, out: str | None = None) -> str:
+    """Copy the scenario (and topology) file into OUT and write OUT/summary.json, from the
+    world the run built (never built again here)."""
+    out = out or sc.output
+    os.makedirs(out, exist_ok=True)
+    if sc.file and os.path.isfile(sc.file):
+        shutil.copyfile(sc.file, os.path.join(out, SCENARIO_COPY))
+        topo_file = sc.topology_file
+        if topo_file and os.path.abspath(topo_file) != os.path.abspath(sc.file) \
+                and os.path.isfile(topo_file):
+            shutil.copyfile(topo_file, os.path.join(out, TOPOLOGY_COPY))
+    path = os.path.join(out, SUMMARY)
+    atomic_text(path, json.dumps(build_summary(sc, world), indent=1, sort_keys=True) + "\n")
+    return path
+
+
+def read_summary(out: str) -> dict | None:
+    """OUT/summary.json, or a minimal summary from OUT/scenario.yaml, or None."""
+    p = os.path.join(out, SUMMARY)
+    if os.path.isfile(p):
+        with open(p) as fh:
+            return json.load(fh)
+    p = os.path.join(out, SCENARIO_COPY)
+    if os.path.isfile(p):
+        from ..config.yamldoc import read_yaml
+        try:
+            raw = read_yaml(p, "scenario copy")
+        except Exception:  # a damaged copy must not stop a report
+            return None
+        if isinstance(raw, dict):
+            return {"scenario": {k: raw.get(k) for k in ("name", "seed", "data", "model",
+                                                         "train", "algorithms")}}
+    return None
+
+
+def comparable(summary: dict | None) -> str | None:
+    """A key equal for two runs that differ only by seed (and output folder), else None."""
+    if not summary or "scenario" not in summary:
+        return None
+    sc = {k: v for k, v in summary["scenario"].items() if k not in ("seed", "output", "file")}
+    return json.dumps(sc, sort_keys=True, default=str)

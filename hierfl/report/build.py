@@ -1,0 +1,195 @@
+"""Fills the report model from runs read back from their files: the set-up facts, the table, the
+figures of every section (PNG + SVG, drawn by plots/) and the notes on divergence and failures.
+An optional figure that cannot be drawn becomes a note, not a missing report."""
+from __future__ import annotations
+
+import math
+import os
+from typing import Any, Callable
+
+import numpy as np
+
+from ..outputs import Run, Series, concat_clients, read_clients
+from . import plots
+from . import timeline as tline
+from .model import NO_NOTES, Figure, Report, Section, sections, summary_rows
+from .stats import Group, add_totals, groups_of, target_of
+from .tables import TABLE_NOTE, num, size, table_rows
+
+
+def _safe(notes: list[str], what: str, fn: Callable[..., Any], *args: Any) -> Any:
+    """Optional figures: a failure becomes a note in the report instead of no report."""
+    try:
+        return fn(*args)
+    except Exception as exc:  # noqa: BLE001 - reported, not hidden
+        notes.append(f"The {what} figure could not be drawn: {type(exc).__name__}: {exc}")
+        return None
+
+
+def _add(sec: Section, path: str | None, caption: str) -> None:
+    if path:
+        sec.figures.append(Figure(path, caption))
+
+
+def _gamma_targets(runs: list[Run]) -> dict[str, float]:
+    out = {}
+    for r in runs:
+        for a in ((r.summary or {}).get("scenario") or {}).get("algorithms") or []:
+            if isinstance(a, dict) and isinstance(a.get("local"), dict) and \
+                    a["local"].get("gamma") is not None:
+                out[a.get("label") or a.get("name")] = float(a["local"]["gamma"])
+    return out
+
+
+def _scenario(sec: Section, summary: dict, p: Callable[[str], str], notes: list[str]) -> None:
+    for key, fn, cap in (("topology", plots.topology_figure, "The simulated system"),
+                         ("devices", plots.devices_figure,
+                          "Device speeds and links, as drawn from the seed"),
+                         ("data_split", plots.data_figure, "Data split over the clients")):
+        _add(sec, _safe(notes, key, fn, summary, p(f"{key}.png")), cap)
+
+
+def _curves(sec: Section, groups: list[Group], colours: dict[str, str], personal: str,
+            p: Callable[[str], str], notes: list[str]) -> None:
+    _add(sec, plots.accuracy_figure(groups, colours, "sim_time_s", "simulated time (s)",
+                                    p("accuracy_vs_time.png")),
+         "Test accuracy vs simulated wall-clock time" + personal)
+    _add(sec, plots.accuracy_figure(groups, colours, "bytes_total",
+                                    "bytes sent, all links, both directions (B, log)",
+                                    p("accuracy_vs_bytes.png"), logx=True),
+         "Test accuracy vs total bytes sent" + personal)
+    _add(sec, plots.tier_figure(groups, colours, p("accuracy_vs_bytes_tier.png")),
+         "Test accuracy vs bytes per tier")
+    _add(sec, plots.loss_figure(groups, colours, p("loss_vs_round.png")),
+         "Training loss vs round")
+    _add(sec, _safe(notes, "bytes per tier", plots.tier_bytes_figure, groups, colours,
+                    p("bytes_per_tier.png")), "Bytes over the run, per tier and direction")
+    _add(sec, _safe(notes, "dissimilarity", plots.dissimilarity_figure, groups, colours,
+                    p("dissimilarity.png")),
+         "Gradient dissimilarity of the global model "
+         "(FedProx's B(w), left; variance of client gradients, right)")
+
+
+def _stragglers(sec: Section, groups: list[Group], colours: dict[str, str], runs: list[Run],
+                p: Callable[[str], str], notes: list[str]) -> None:
+    clients = {g.label: concat_clients([read_clients(s.folder) for s in g.members])
+               for g in groups}
+    summary = runs[0].summary if len(runs) == 1 else None
+    for key, fn, args, cap in (
+            ("gamma", plots.gamma_figure, (groups, colours, clients, _gamma_targets(runs)),
+             "Achieved γ per client and round (box: quartiles, whiskers: 5–95 %, ◇: mean; "
+             "dashed: target)"),
+            ("steps_vs_budget", plots.steps_figure, (groups, colours, clients),
+             "Local steps done vs step budget (area: number of client-rounds; ×: stragglers)"),
+            ("steps_vs_speed", plots.steps_speed_figure, (groups, colours, clients, summary),
+             "Local steps done per round vs device speed (one point per client)"),
+            ("stragglers", plots.stragglers_figure, (groups, colours),
+             "Stragglers and clients not aggregated, per cloud round")):
+        _add(sec, _safe(notes, key, fn, *args, p(f"{key}.png")), cap)
+
+
+def _timelines(sec: Section, groups: list[Group], round_: int, p: Callable[[str], str],
+               notes: list[str]) -> None:
+    for g in groups:
+        s = g.members[0]
+        tl = _safe(notes, f"timeline ({g.label})", tline.load, s.folder, round_)
+        if tl is None or not tl.bars:
+            if os.path.isfile(os.path.join(s.folder, "trace.csv")):
+                notes.append(f"{g.label}: trace.csv has no events of cloud round "
+                             f"{round_}; no timeline drawn.")
+            continue
+        name = "timeline_" + "".join(c if c.isalnum() or c in "-_." else "_" for c in g.label)
+        path = _safe(notes, f"timeline ({g.label})", plots.timeline_figure, tl, g.label,
+                     p(name + ".png"))
+        if path:
+            seed = f", seed {s.seed}" if g.n > 1 else ""
+            _add(sec, path, f"{g.label}{seed}: cloud round {round_}, {tl.end - tl.start:.3g} s")
+            if tl.in_flight:
+                notes.append(f"{g.label}: {tl.in_flight} transfer(s) of round {round_} "
+                             "were still on the wire when the round closed (drawn to its end).")
+
+
+def _series_notes(s: Series, who: str, planned: Any) -> list[str]:
+    """Divergence, clients not aggregated, stragglers, wasted compute and bytes, a short run."""
+    notes = []
+    if s.diverged_at is not None:
+        notes.append(f"{who}: non-finite or exploding parameters at round {s.diverged_at}; "
+                     "this algorithm's run was stopped there (the others continued).")
+    failed = [r.get("failed", 0) for r in s.rows if math.isfinite(r.get("failed", 0))]
+    if sum(failed) > 0:
+        notes.append(f"{who}: {int(sum(failed))} selected client-rounds were not "
+                     f"aggregated (dropped, late or failed) in {sum(f > 0 for f in failed)}"
+                     f" of {len(failed) - 1} rounds.")
+    strag = [r.get("stragglers", 0) for r in s.rows if math.isfinite(r.get("stragglers", 0))]
+    if sum(strag) > 0:
+        notes.append(f"{who}: {int(sum(strag))} straggler client-rounds.")
+    c = read_clients(s.folder)
+    if "dropped" in c and "compute_s" in c:
+        lost = float(np.nansum(c["compute_s"][c["dropped"] > 0.5]))
+        if lost > 0:
+            notes.append(f"{who}: {lost:.3g} s of client compute did not reach an "
+                         "aggregator (wasted compute, summed over clients).")
+    wasted = s.last("bytes_wasted")
+    if math.isfinite(wasted) and wasted > 0:
+        notes.append(f"{who}: {size(wasted)} were sent but not used by any aggregator.")
+    last = int(s.rows[-1]["round"]) if s.rows else 0
+    if isinstance(planned, int) and last < planned and s.diverged_at is None:
+        notes.append(f"{who}: metrics end at round {last} of {planned} (interrupted "
+                     "or still running).")
+    return notes
+
+
+def _failure_notes(groups: list[Group], runs: list[Run]) -> list[str]:
+    planned = {r.name: ((r.summary or {}).get("scenario") or {}).get("train", {}).get("rounds")
+               for r in runs}
+    return [n for g in groups for s in g.members
+            for n in _series_notes(s, s.label if g.n == 1 else f"{s.label} (seed {s.seed})",
+                                   planned.get(s.run))]
+
+
+def _intro(groups: list[Group], runs: list[Run], tgt: float, given: bool) -> list[str]:
+    intro = [f"Algorithms: {', '.join(g.label for g in groups)}. Target accuracy for the table: "
+             f"{num(tgt)} ({'given' if given else '0.9 × best final accuracy'})."]
+    if len(runs) > 1:
+        intro.append("Runs: " + ", ".join(f"{r.name} ({r.path}, seed "
+                                          f"{'?' if r.seed is None else r.seed})" for r in runs)
+                     + ".")
+    return intro
+
+
+def _facts(runs: list[Run]) -> list[tuple[str, str]]:
+    if len(runs) == 1:
+        return summary_rows(runs[0].summary)
+    return [(f"run {r.name}", "; ".join(f"{k}: {v}" for k, v in summary_rows(r.summary)
+                                        if k in ("scenario", "seed", "training")) or r.path)
+            for r in runs]
+
+
+def build(out: str, runs: list[Run], title: str, target: float | None, prefix: bool,
+          timeline_round: int = 1) -> Report:
+    """The report of `runs` (one run, or several on the same axes), figures written into OUT."""
+    groups, notes = groups_of(runs, prefix)
+    if not groups:
+        raise FileNotFoundError("no <algorithm>/metrics.csv under " +
+                                ", ".join(r.path for r in runs))
+    all_series = [s for g in groups for s in g.members]
+    add_totals(all_series)
+    tgt = target_of(all_series, target)
+    rep = Report(title, out, _intro(groups, runs, tgt, target is not None), sections(), tgt,
+                 groups)
+    sec = {s.key: s for s in rep.sections}
+    sec["scenario"].facts = _facts(runs)
+    sec["table"].head, sec["table"].rows = table_rows(groups, tgt)
+    sec["table"].text = TABLE_NOTE
+    colours = plots.palette(g.label for g in groups)
+    p = lambda name: os.path.join(out, name)  # noqa: E731
+    if len(runs) == 1 and runs[0].summary:
+        _scenario(sec["scenario"], runs[0].summary, p, notes)
+    personal = " (dashed: personalised models)" if any(
+        math.isfinite(s.final_personal) for s in all_series) else ""
+    _curves(sec["curves"], groups, colours, personal, p, notes)
+    _stragglers(sec["stragglers"], groups, colours, runs, p, notes)
+    _timelines(sec["timeline"], groups, timeline_round, p, notes)
+    notes += _failure_notes(groups, runs)
+    sec["notes"].notes, sec["notes"].empty = notes, NO_NOTES
+    return rep

@@ -1,0 +1,137 @@
+"""The report as data: a title, intro paragraphs and sections, each with what it shows (a
+key-value table, a table with a note, a list of notes, figures). The Markdown and HTML renderers
+both render this model and nothing else; `build.py` fills it from the runs' files."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .stats import Group
+
+
+@dataclass
+class Figure:
+    path: str                   # the PNG (its SVG sits next to it)
+    caption: str
+
+
+@dataclass
+class Section:
+    key: str                    # anchor: scenario, table, curves, stragglers, timeline, notes
+    name: str                   # heading
+    facts: list[tuple[str, str]] = field(default_factory=list)   # key-value table
+    head: list[str] = field(default_factory=list)                # a table: head and rows
+    rows: list[list[str]] = field(default_factory=list)
+    text: str = ""              # a paragraph under the table
+    notes: list[str] | None = None     # a list (None: the section has none)
+    empty: str = ""             # said instead of an empty list
+    figures: list[Figure] = field(default_factory=list)
+
+    @property
+    def shown(self) -> bool:
+        return bool(self.facts or self.head or self.notes is not None or self.figures)
+
+
+@dataclass
+class Report:
+    title: str
+    out: str
+    intro: list[str]
+    sections: list[Section]
+    target: float               # accuracy target of the table
+    groups: list[Group] = field(default_factory=list)   # the curves (for table.csv)
+
+    def section(self, key: str) -> Section:
+        return next(s for s in self.sections if s.key == key)
+
+    @property
+    def shown(self) -> list[Section]:
+        return [s for s in self.sections if s.shown]
+
+
+SECTIONS = [("scenario", "Scenario"), ("table", "Time and bytes to accuracy"),
+            ("curves", "Accuracy and loss"), ("stragglers", "Stragglers and γ"),
+            ("timeline", "Timeline of one round"), ("notes", "Divergence and failures")]
+NO_NOTES = "None: every algorithm ran to the end with all selected clients aggregated."
+
+
+def sections() -> list[Section]:
+    """The report's sections, empty, in order."""
+    return [Section(k, n) for k, n in SECTIONS]
+
+
+# ------------------------------------------------------------------------------ set-up facts
+def _compact(d: dict) -> str:
+    parts = []
+    for k, v in d.items():
+        if isinstance(v, dict):
+            v = "{" + _compact(v) + "}"
+        parts.append(f"{k}={v}")
+    return ", ".join(parts)
+
+
+def _topology_fact(nodes: dict) -> str:
+    roles = nodes["role"]
+    aggs = sorted({d for d, r in zip(nodes["depth"], roles) if r != "client"})
+    per = [sum(1 for d, r in zip(nodes["depth"], roles) if r != "client" and d == t)
+           for t in aggs]
+    flops = sorted(f for f, r in zip(nodes["flops"], roles) if r == "client")
+    return (f"1 cloud, {' + '.join(map(str, per))} aggregators in {len(aggs)} tier(s), "
+            f"{len(flops)} clients; client speed {flops[0] / 1e9:.3g}–{flops[-1] / 1e9:.3g} "
+            f"GFLOP/s (median {flops[len(flops) // 2] / 1e9:.3g})")
+
+
+def _training_facts(tr: dict) -> list[tuple[str, str]]:
+    loc = tr.get("local") or {}
+    work = (f"{loc['steps']} steps" if loc.get("steps") else
+            f"{loc['epochs']} epochs" if loc.get("epochs") else "1 epoch")
+    rows = [("training", f"{tr.get('rounds')} cloud rounds, {tr.get('clients_per_round')}"
+             f" clients per round; local: {work}, batch {loc.get('batch_size')}, "
+             f"lr {loc.get('lr')}" + (f", γ target {loc['gamma']}" if loc.get("gamma")
+                                      is not None else ""))]
+    rp = tr.get("round") or {}
+    if rp and rp.get("policy") not in (None, "wait_all"):
+        rows.append(("round policy", _compact({k: v for k, v in rp.items() if v is not None})))
+    return rows
+
+
+def summary_rows(summary: dict | None) -> list[tuple[str, str]]:
+    """The set-up of a run (summary.json) as (what, value) facts."""
+    if not summary:
+        return []
+    sc = summary.get("scenario") or {}
+    rows: list[tuple[str, str]] = []
+    rows.append(("scenario", f"{sc.get('name', '?')}" + (f" ({sc['file']})" if sc.get("file")
+                                                         else "")))
+    rows.append(("seed", str(sc.get("seed", "?"))))
+    nodes = (summary.get("topology") or {}).get("nodes")
+    if nodes:
+        rows.append(("topology", _topology_fact(nodes)))
+    data = summary.get("data") or {}
+    d = sc.get("data") or {}
+    if data.get("train_counts"):
+        tc = data["train_counts"]
+        rows.append(("data", f"{d.get('name', '?')}: {sum(tc)} training samples over "
+                     f"{len(tc)} clients ({min(tc)}–{max(tc)} each), "
+                     f"{sum(data.get('test_counts') or [])} test samples, dim {data.get('dim')}"
+                     + (f", {data['classes']} classes" if data.get("classes") else "")))
+    elif d:
+        rows.append(("data", str(d.get("name", "?"))))
+    m = summary.get("model") or {}
+    ms = sc.get("model") or {}
+    if m or ms:
+        rows.append(("model", f"{m.get('name') or ms.get('name', '?')}"
+                     + (f", {m['n_params']} parameters" if m.get("n_params") else "")))
+    tr = sc.get("train") or {}
+    if tr:
+        rows += _training_facts(tr)
+    st = sc.get("stragglers") or {}
+    if st and st.get("fraction"):
+        rows.append(("stragglers", _compact(st)))
+    for a in sc.get("algorithms") or []:
+        if isinstance(a, dict):
+            params = a.get("params") if isinstance(a.get("params"), dict) else {
+                k: v for k, v in a.items() if k not in ("name", "label")}
+            params = {k: v for k, v in params.items() if v is not None}
+            rows.append((f"algorithm {a.get('label') or a.get('name')}",
+                         f"{a.get('name')}" + (f" ({_compact(params)})" if params else "")))
+    return rows

@@ -1,0 +1,129 @@
+"""Stragglers and gamma: the achieved gamma per client and round, steps done vs budget and vs
+device speed, stragglers and clients not aggregated per round."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..stats import Group
+from .curves import per_round_panels
+from .style import H1, STYLE, W1, legend, plt, save
+
+
+def gamma_figure(groups: list[Group], colours: dict[str, str],
+                 clients: dict[str, dict[str, np.ndarray]], targets: dict[str, float],
+                 path: str) -> str | None:
+    """Distribution of the achieved gamma = ||grad h(w_end)|| / ||grad h(w_start)|| per client
+    per round (box: quartiles, whiskers: 5-95 %, diamond: mean)."""
+    data = []
+    for g in groups:
+        gam = clients.get(g.label, {}).get("gamma", np.zeros(0))
+        gam = gam[np.isfinite(gam)]
+        if len(gam):
+            data.append((g, gam))
+    if not data:
+        return None
+    with plt.rc_context(STYLE):
+        fig, ax = plt.subplots(figsize=(max(W1 * 0.7, 1.1 * len(data) + 2), H1))
+        bp = ax.boxplot([v for _, v in data], whis=(5, 95), showfliers=False, patch_artist=True,
+                        showmeans=True, widths=0.55,
+                        meanprops={"marker": "D", "markerfacecolor": "white",
+                                   "markeredgecolor": "black", "markersize": 4})
+        for patch, (g, _) in zip(bp["boxes"], data):
+            patch.set_facecolor(colours[g.label])
+            patch.set_alpha(0.75)
+        for med in bp["medians"]:
+            med.set_color("black")
+        ax.set_xticks(range(1, len(data) + 1), [g.label for g, _ in data],
+                      rotation=20 if len(data) > 4 else 0,
+                      ha="right" if len(data) > 4 else "center")
+        for i, (g, _) in enumerate(data, 1):
+            t = targets.get(g.key)
+            if t is not None:
+                ax.hlines(t, i - 0.35, i + 0.35, colors="crimson", linestyles="--", linewidth=1.2,
+                          label="target γ" if i == 1 or "target γ" not in
+                          ax.get_legend_handles_labels()[1] else None)
+        ax.set_ylabel("achieved γ  (‖∇h(w_end)‖ / ‖∇h(w_start)‖)")
+        ax.set_xlabel("algorithm (one value per client per round)")
+        legend(ax, loc="lower center", bbox_to_anchor=(0.5, 1.0), fontsize=8)
+        return save(fig, path)
+
+
+def steps_figure(groups: list[Group], colours: dict[str, str],
+                 clients: dict[str, dict[str, np.ndarray]], path: str) -> str | None:
+    """Local steps done against the step budget, one panel per algorithm; marker area grows with
+    the number of client-rounds at that point; stragglers drawn as crosses."""
+    data = [(g, clients[g.label]) for g in groups if len(clients.get(g.label, {}).get(
+        "budget", ())) and "steps" in clients[g.label]]
+    if not data:
+        return None
+    n = len(data)
+    cols = min(n, 4)
+    rows_ = math.ceil(n / cols)
+    with plt.rc_context(STYLE):
+        fig, axes = plt.subplots(rows_, cols, figsize=(2.9 * cols + 0.4, 2.7 * rows_ + 0.3),
+                                 squeeze=False)
+        top = max(float(np.nanmax(c["budget"])) for _, c in data)
+        for ax, (g, c) in zip(axes.flat, data):
+            strag_col = c.get("straggler", np.zeros(len(c["budget"])))
+            for strag, marker in ((False, "o"), (True, "x")):
+                keep = (strag_col > 0.5) == strag
+                keep &= np.isfinite(c["budget"]) & np.isfinite(c["steps"])
+                if not keep.any():
+                    continue
+                pts, counts = np.unique(np.stack([c["budget"][keep], c["steps"][keep]], 1),
+                                        axis=0, return_counts=True)
+                sizes = 12 + 60 * np.sqrt(counts / counts.max())
+                ax.scatter(pts[:, 0], pts[:, 1], s=sizes, marker=marker, color=colours[g.label],
+                           alpha=0.7, linewidths=1.2,
+                           label="straggler" if strag else "on time")
+            ax.plot([0, top * 1.05], [0, top * 1.05], color="grey", linewidth=0.8,
+                    linestyle="--")
+            ax.set_xlim(0, top * 1.08 + 1)
+            ax.set_ylim(0, top * 1.08 + 1)
+            ax.set_title(g.label, fontsize=10)
+            ax.set_xlabel("step budget")
+            ax.set_ylabel("local steps done")
+            legend(ax, loc="upper left", fontsize=7.5)
+        for ax in list(axes.flat)[n:]:
+            ax.set_visible(False)
+        return save(fig, path)
+
+
+def steps_speed_figure(groups: list[Group], colours: dict[str, str],
+                       clients: dict[str, dict[str, np.ndarray]], summary: dict | None,
+                       path: str) -> str | None:
+    """Mean local steps done per client-round against the client's device speed."""
+    nodes = ((summary or {}).get("topology") or {}).get("nodes") or {}
+    names, flops = nodes.get("name"), nodes.get("flops")
+    if not names or not flops:
+        return None
+    speed = {int(n[len("client"):]): f for n, f, r in zip(names, flops, nodes.get("role", []))
+             if r == "client" and n.startswith("client") and n[len("client"):].isdigit()}
+    data = [(g, clients[g.label]) for g in groups
+            if "client" in clients.get(g.label, {}) and "steps" in clients[g.label]]
+    if not data or not speed:
+        return None
+    with plt.rc_context(STYLE):
+        fig, ax = plt.subplots(figsize=(W1, H1))
+        for g, c in data:
+            ks = c["client"].astype(int)
+            uniq = np.unique(ks)
+            mean_steps = np.array([np.nanmean(c["steps"][ks == k]) for k in uniq])
+            sp = np.array([speed.get(int(k), math.nan) for k in uniq])
+            ok = np.isfinite(sp) & np.isfinite(mean_steps)
+            ax.scatter(sp[ok], mean_steps[ok], s=14, color=colours[g.label], alpha=0.75,
+                       label=g.label)
+        ax.set_xscale("log")
+        ax.set_xlabel("client device speed (FLOP/s, log)")
+        ax.set_ylabel("local steps done per round (mean)")
+        legend(ax, loc="best")
+        return save(fig, path)
+
+
+def stragglers_figure(groups: list[Group], colours: dict[str, str], path: str) -> str | None:
+    """Stragglers and failed (selected but not aggregated) clients per cloud round."""
+    return per_round_panels(groups, colours, (("stragglers", "stragglers per round"),
+                                              ("failed", "clients not aggregated per round")),
+                            path, counts=True)

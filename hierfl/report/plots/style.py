@@ -1,0 +1,71 @@
+"""The look shared by every figure: the matplotlib style (Agg), one colour per curve label, PNG +
+SVG saving, and small axis helpers."""
+from __future__ import annotations
+
+import math
+import os
+from typing import Iterable
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+from ..stats import Group  # noqa: E402
+
+STYLE = {
+    "font.size": 10, "axes.titlesize": 11, "axes.labelsize": 10, "legend.fontsize": 8.5,
+    "xtick.labelsize": 9, "ytick.labelsize": 9, "axes.spines.top": False,
+    "axes.spines.right": False, "axes.grid": True, "grid.alpha": 0.3, "grid.linewidth": 0.6,
+    "lines.linewidth": 1.7, "savefig.dpi": 150, "figure.dpi": 100, "svg.fonttype": "none",
+    "savefig.pad_inches": 0.05, "legend.frameon": False,
+    "svg.hashsalt": "hierfl",        # SVG ids from the content, not a random salt: same bytes
+}
+COLOURS = list(plt.get_cmap("tab10").colors) + list(plt.get_cmap("Dark2").colors)
+KIND_COLOURS = {"download": "#4C72B0", "compute": "#55A868", "upload": "#DD8452",
+                "idle": "#E8E8E8"}
+W1, H1 = 6.4, 4.0            # one-panel figure, inches
+MAX_BARS = 400               # per-client bar charts above this many clients become areas
+
+
+def colour(i: int) -> str:
+    return matplotlib.colors.to_hex(COLOURS[i % len(COLOURS)])
+
+
+def palette(labels: Iterable[str]) -> dict[str, str]:
+    """A fixed colour per label, in order of first appearance."""
+    out: dict[str, str] = {}
+    for lab in labels:
+        if lab not in out:
+            out[lab] = colour(len(out))
+    return out
+
+
+def save(fig: plt.Figure, path: str, rect: tuple[float, float, float, float] | None = None) -> str:
+    """PNG and SVG of `fig` (laid out tightly within `rect`, figure coordinates)."""
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    fig.tight_layout(rect=rect)
+    fig.savefig(path, metadata={"Software": None})
+    fig.savefig(os.path.splitext(path)[0] + ".svg", metadata={"Date": None})
+    plt.close(fig)
+    return path
+
+
+def finite(xs: list[float], ys: list[float], *more: list[float]) -> list[np.ndarray]:
+    cols = [np.asarray(c, float) for c in (xs, ys, *more)]
+    ok = np.isfinite(cols[0]) & np.isfinite(cols[1])
+    return [c[ok] for c in cols]
+
+
+def legend(ax: plt.Axes, **kw) -> None:
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(**kw)
+
+
+def has(groups: list[Group], key: str) -> bool:
+    return any(math.isfinite(v) for g in groups for s in g.members for v in s.col(key))
+
+
+def has_positive(groups: list[Group], key: str) -> bool:
+    return any(v > 0 for g in groups for s in g.members for v in s.col(key) if math.isfinite(v))

@@ -1,0 +1,194 @@
+"""The simulated system and its data, from summary.json: the topology tree, the drawn device
+speeds and links, the data split over the clients."""
+from __future__ import annotations
+
+import numpy as np
+from matplotlib.collections import LineCollection
+from matplotlib.ticker import MaxNLocator
+
+from .style import H1, MAX_BARS, STYLE, W1, legend, plt, save
+
+
+def topology_figure(summary: dict, path: str) -> str | None:
+    """The tree: cloud on top, aggregator tiers, clients coloured by speed, sized by samples."""
+    topo = summary.get("topology") or {}
+    nodes = topo.get("nodes")
+    if not nodes:
+        return None
+    names, parents, depth = nodes["name"], nodes["parent"], nodes["depth"]
+    roles, flops = nodes["role"], nodes["flops"]
+    par = dict(zip(names, parents))
+    dep = dict(zip(names, depth))
+    dep["cloud"] = 0
+    clients = [n for n, r in zip(names, roles) if r == "client"]
+    aggs = [n for n, r in zip(names, roles) if r != "client"]
+    counts = (summary.get("data") or {}).get("train_counts")
+
+    def chain(n: str) -> list[str]:
+        out = []
+        while n in par:
+            n = par[n]
+            out.append(n)
+        return out[::-1]
+    agg_rank = {a: i for i, a in enumerate(aggs)}
+    order = sorted(range(len(clients)), key=lambda k: ([agg_rank.get(a, -1) for a in
+                                                         chain(clients[k])], k))
+    x = {clients[k]: float(i) for i, k in enumerate(order)}
+    max_d = max(depth) if depth else 1
+    kids_of: dict[str, list[str]] = {}
+    for n in names:
+        kids_of.setdefault(par[n], []).append(n)
+    for d in range(max_d - 1, -1, -1):
+        for a in [n for n in aggs if dep[n] == d] + (["cloud"] if d == 0 else []):
+            kids = [k for k in kids_of.get(a, []) if k in x]
+            x[a] = float(np.mean([x[k] for k in kids])) if kids else 0.0
+    with plt.rc_context(STYLE):
+        fig, ax = plt.subplots(figsize=(W1 * 1.2, 1.2 + 1.1 * max_d))
+        ax.grid(False)
+        segs = [((x[n], -dep[n]), (x[par[n]], -dep[par[n]])) for n in names if par.get(n) in x]
+        thin = len(clients) > 200
+        ax.add_collection(LineCollection(segs, colors="#999999", linewidths=0.3 if thin else 0.6,
+                                         alpha=0.5 if thin else 1.0, zorder=1))
+        fl = dict(zip(names, flops))
+        cf = np.array([fl[c] for c in clients]) / 1e9
+        size = np.full(len(clients), 30.0)
+        if counts and len(counts) == len(clients):
+            cnt = np.asarray(counts, float)
+            size = 12 + 120 * np.sqrt(cnt / cnt.max())
+        many = len(clients) > 300
+        if many:       # a strip of ticks, one per client, coloured by speed
+            sc = ax.scatter([x[c] for c in clients], [-max_d] * len(clients), c=cf, s=160,
+                            marker="|", cmap="viridis", zorder=3, linewidths=1.2)
+        else:
+            sc = ax.scatter([x[c] for c in clients], [-max_d] * len(clients), c=cf, s=size,
+                            cmap="viridis", zorder=3, edgecolors="black", linewidths=0.4)
+        fig.colorbar(sc, ax=ax, label="client speed (GFLOP/s)", pad=0.01, fraction=0.04)
+        ax.scatter([x[a] for a in aggs], [-dep[a] for a in aggs], marker="s", s=70,
+                   color="#4C72B0", zorder=3, edgecolors="black", linewidths=0.5)
+        ax.scatter([x["cloud"]], [0], marker="h", s=220, color="#C44E52", zorder=3,
+                   edgecolors="black", linewidths=0.5)
+        if len(aggs) <= 12:
+            for a in aggs:
+                ax.annotate(a, (x[a], -dep[a]), textcoords="offset points", xytext=(0, 8),
+                            ha="center", fontsize=7.5)
+        if len(clients) <= 40:
+            for c in clients:
+                ax.annotate(c.replace("client", ""), (x[c], -max_d), textcoords="offset points",
+                            xytext=(0, -13), ha="center", fontsize=6.5)
+        tiers = ["cloud"] + [f"tier {d}" for d in range(1, max_d)] + ["clients"]
+        if max_d == 2:
+            tiers[1] = "edges"
+        ax.set_yticks([-d for d in range(max_d + 1)], tiers)
+        ax.set_xticks([])
+        ax.spines[["bottom", "left"]].set_visible(False)
+        ax.set_ylim(-max_d - 0.45, 0.4)
+        ax.set_xlim(-1, max(len(clients), 1))
+        sized = "" if many else " (marker area ∝ training samples)"
+        ax.set_title(f"{len(clients)} clients{sized}, {len(aggs)} aggregators", fontsize=10)
+        return save(fig, path)
+
+
+def _hist(ax: plt.Axes, sets: list[tuple[np.ndarray, str, str]], log: bool, xlabel: str) -> None:
+    allv = np.concatenate([v for v, _, _ in sets if len(v)]) if sets else np.zeros(0)
+    allv = allv[np.isfinite(allv)]
+    if not len(allv):
+        ax.set_visible(False)
+        return
+    lo, hi = float(allv.min()), float(allv.max())
+    if log:
+        lo, hi = max(lo, 1e-300), max(hi, 1e-300)
+        bins = np.geomspace(lo / 1.15, hi * 1.15, 21) if hi > lo else np.geomspace(
+            lo / 1.3, lo * 1.3, 4)
+    else:
+        pad = (hi - lo) * 0.05 if hi > lo else max(abs(lo) * 0.1, 1e-9)
+        bins = np.linspace(lo - pad, hi + pad, 21 if hi > lo else 4)
+    for v, lab, c in sets:
+        if len(v):
+            ax.hist(v, bins=bins, color=c, alpha=0.65, label=f"{lab} (n={len(v)})")
+    if log:
+        ax.set_xscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("count")
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    legend(ax, fontsize=7.5)
+
+
+def devices_figure(summary: dict, path: str) -> str | None:
+    """Distributions of device speed, link latency and bandwidth as drawn for this run."""
+    nodes = (summary.get("topology") or {}).get("nodes")
+    if not nodes:
+        return None
+    role = np.array(nodes["role"])
+    cl, ag = role == "client", role != "client"
+
+    def a(key: str) -> np.ndarray:
+        return np.asarray(nodes[key], float)
+    with plt.rc_context(STYLE):
+        fig, axes = plt.subplots(1, 3, figsize=(W1 * 1.75, H1 * 0.8))
+        _hist(axes[0], [(a("flops")[cl] / 1e9, "clients", "#55A868")], False,
+              "compute speed (GFLOP/s)")
+        _hist(axes[1], [(a("latency_up_s")[cl] * 1e3, "client–edge", "#4C72B0"),
+                        (a("latency_up_s")[ag] * 1e3, "aggregator–parent", "#C44E52")], False,
+              "link latency, one way (ms)")
+        _hist(axes[2], [(a("up_Bps")[cl] / 1e6, "client uplink", "#DD8452"),
+                        (a("down_Bps")[cl] / 1e6, "client downlink", "#4C72B0"),
+                        (a("up_Bps")[ag] / 1e6, "aggregator uplink", "#C44E52")], True,
+              "bandwidth (MB/s, log)")
+        return save(fig, path)
+
+
+def data_figure(summary: dict, path: str) -> str | None:
+    """Samples per client (train and test) and, for classification, each client's label mix."""
+    data = summary.get("data") or {}
+    train = data.get("train_counts")
+    if not train:
+        return None
+    test = data.get("test_counts") or [0] * len(train)
+    labels = data.get("label_counts")
+    n = len(train)
+    k = np.arange(n)
+    with plt.rc_context(STYLE):
+        panels = 2 if labels else 1
+        fig, axes = plt.subplots(panels, 1, figsize=(W1 * 1.25, 2.6 * panels + 0.4),
+                                 squeeze=False, sharex=True)
+        ax = axes[0, 0]
+        width = 0.85 if n <= 200 else 1.0
+        if n <= MAX_BARS:
+            ax.bar(k, train, width=width, color="#4C72B0", label="train", linewidth=0)
+            ax.bar(k, test, width=width, bottom=train, color="#A1C9F4", label="test",
+                   linewidth=0)
+        else:          # one bar per client would be too many rectangles: filled steps
+            tr, te = np.asarray(train, float), np.asarray(test, float)
+            ax.fill_between(k, 0, tr, step="mid", color="#4C72B0", label="train", linewidth=0)
+            ax.fill_between(k, tr, tr + te, step="mid", color="#A1C9F4", label="test",
+                            linewidth=0)
+        ax.set_ylabel("samples")
+        ax.grid(True, axis="y", alpha=0.3)
+        ax.grid(False, axis="x")
+        ax.set_title(f"{n} clients, {sum(train)} training and {sum(test)} test samples",
+                     fontsize=10)
+        legend(ax, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=7.5)
+        if labels:
+            lab = np.asarray(labels, float)
+            frac = lab / np.maximum(lab.sum(1, keepdims=True), 1)
+            ax2 = axes[1, 0]
+            cmap = plt.get_cmap("tab20" if lab.shape[1] > 10 else "tab10")
+            bottom = np.zeros(n)
+            for j in range(lab.shape[1]):
+                if n <= MAX_BARS:
+                    ax2.bar(k, frac[:, j], width=width, bottom=bottom, color=cmap(j % cmap.N),
+                            linewidth=0, label=str(j) if lab.shape[1] <= 20 else None)
+                else:
+                    ax2.fill_between(k, bottom, bottom + frac[:, j], step="mid",
+                                     color=cmap(j % cmap.N), linewidth=0,
+                                     label=str(j) if lab.shape[1] <= 20 else None)
+                bottom += frac[:, j]
+            ax2.set_ylabel("label share (train)")
+            ax2.set_ylim(0, 1)
+            ax2.grid(False)
+            if lab.shape[1] <= 20:
+                ax2.legend(title="class", ncol=1, fontsize=7, title_fontsize=7.5,
+                           loc="center left", bbox_to_anchor=(1.0, 0.5))
+        axes[-1, 0].set_xlabel("client id")
+        axes[-1, 0].xaxis.set_major_locator(MaxNLocator(integer=True))
+        return save(fig, path)

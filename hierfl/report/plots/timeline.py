@@ -1,0 +1,61 @@
+"""The Gantt chart of one cloud round (bars from report/timeline.py)."""
+from __future__ import annotations
+
+import matplotlib
+import numpy as np
+from matplotlib.collections import LineCollection, PolyCollection
+
+from ..timeline import Timeline
+from .style import KIND_COLOURS, STYLE, W1, plt, save
+
+
+def timeline_figure(tl: Timeline, label: str, path: str, max_clients: int = 40) -> str:
+    """Gantt chart of one cloud round: per node, receive (download), compute, send (upload);
+    white-grey background = idle. Aggregations are black ticks."""
+    clients = [n for n in tl.nodes if n in tl.clients]
+    shown_clients = clients[:max_clients]
+    nodes = [n for n in tl.nodes if n not in tl.clients] + shown_clients
+    row = {n: i for i, n in enumerate(nodes)}
+    span = max(tl.end - tl.start, 1e-12)
+    with plt.rc_context(STYLE):
+        fig, ax = plt.subplots(figsize=(W1 * 1.25, 0.9 + 0.24 * len(nodes)))
+        ax.grid(True, axis="x", alpha=0.3)
+        ax.grid(False, axis="y")
+        def rects(items: list[tuple[float, float, float, float]]) -> list[np.ndarray]:
+            return [np.array([(x, y), (x + w, y), (x + w, y + h), (x, y + h)])
+                    for x, w, y, h in items]
+        # one collection per kind (a few artists, however many nodes): idle background first
+        ax.add_collection(PolyCollection(rects([(tl.start, span, i - 0.4, 0.8)
+                                                for i in row.values()]),
+                                         facecolors=KIND_COLOURS["idle"], edgecolors="none"))
+        # aggregators: receive in the upper half of a row, send in the lower half (they overlap)
+        geometry = {"download": (-0.4, 0.4), "upload": (0.0, 0.4), "compute": (-0.4, 0.8)}
+        for kind in ("compute", "download", "upload"):
+            items = []
+            for b in tl.bars:
+                if b.kind == kind and b.node in row:
+                    off, h = geometry[kind] if b.node not in tl.clients else (-0.4, 0.8)
+                    items.append((b.start, max(b.end - b.start, span * 1e-3), row[b.node] + off,
+                                  h))
+            if items:
+                ax.add_collection(PolyCollection(rects(items), facecolors=KIND_COLOURS[kind],
+                                                 edgecolors="none", alpha=0.9))
+        ticks = [[(t, row[n] - 0.45), (t, row[n] + 0.45)] for t, n in tl.marks if n in row]
+        if ticks:
+            ax.add_collection(LineCollection(ticks, colors="black", linewidths=1.6))
+        ax.set_yticks(range(len(nodes)), nodes, fontsize=8 if len(nodes) > 20 else 9)
+        ax.set_ylim(len(nodes) - 0.5, -0.5)
+        ax.set_xlim(tl.start, tl.start + span * 1.01)
+        ax.set_xlabel("simulated time (s)")
+        more = f"; {len(clients) - len(shown_clients)} more clients not shown" if len(
+            clients) > len(shown_clients) else ""
+        ax.set_title(f"{label}: cloud round {tl.round}{more}", fontsize=10)
+        handles = [matplotlib.patches.Patch(color=KIND_COLOURS[k], label=lab) for k, lab in
+                   (("download", "receive (download)"), ("compute", "compute"),
+                    ("upload", "send (upload)"), ("idle", "idle"))]
+        handles.append(matplotlib.lines.Line2D([], [], color="black", linewidth=1.6,
+                                               label="aggregate"))
+        height = fig.get_figheight()
+        fig.legend(handles=handles, loc="lower center", bbox_to_anchor=(0.5, 0.0), ncol=5,
+                   fontsize=8)
+        return save(fig, path, rect=(0, 0.3 / height, 1, 1))

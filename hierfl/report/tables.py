@@ -1,0 +1,139 @@
+"""The numbers of the tables and how they are shown: per-series numbers (final accuracy, time,
+bytes and rounds to a target), "mean ± std" cells with (k/n) when some values are missing, the
+time/bytes-to-accuracy table of a report, table.csv and the tidy metrics_all.csv. The sweep's
+summary uses the same numbers and cells."""
+from __future__ import annotations
+
+import csv
+import io
+import math
+from typing import Callable
+
+from ..outputs import Series, atomic_text, fmt
+from .stats import Group, mean_std
+
+
+# ------------------------------------------------------------------------------ cells
+def num(v: float | None, spec: str = ".3f") -> str:
+    return "—" if v is None or not math.isfinite(v) else format(v, spec)
+
+
+def size(v: float | None) -> str:
+    """Bytes in decimal units: 950 B, 1.9 kB, 3.2 MB."""
+    if v is None or not math.isfinite(v):
+        return "—"
+    for unit in ("B", "kB", "MB", "GB", "TB"):
+        if abs(v) < 1000:
+            return f"{v:.1f} {unit}" if unit != "B" else f"{v:.0f} B"
+        v /= 1000
+    return f"{v:.1f} PB"
+
+
+def pm(values: list[float], show: Callable[[float], str], n_total: int | None = None) -> str:
+    """'mean ± std' of the finite values (sample std; the mean alone for one value), with '(k/n)'
+    when only k of the n values are finite."""
+    mu, sd, k = mean_std(values)
+    if k == 0:
+        return "—"
+    s = show(mu) if k == 1 else f"{show(mu)} ± {show(sd)}"
+    n = n_total if n_total is not None else len(values)
+    return s + (f" ({k}/{n})" if k < n else "")
+
+
+# ------------------------------------------------------------------------------ numbers
+def numbers(s: Series, target: float) -> dict[str, float]:
+    """The table numbers of one series (nan where not reached / not measured)."""
+    hit = s.first_reaching(target) if math.isfinite(target) else None
+    last = s.rows[-1] if s.rows else {}
+    return {"final_acc": s.final_acc, "final_personal_acc": s.final_personal,
+            "rounds": last.get("round", math.nan), "sim_time_s": s.last("sim_time_s"),
+            "bytes_total": last.get("bytes_up", math.nan) + last.get("bytes_down", math.nan),
+            "bytes_client_edge": s.last("bytes_client_edge"),
+            "bytes_edge_cloud": s.last("bytes_edge_cloud"),
+            "time_to_target_s": hit["sim_time_s"] if hit else math.nan,
+            "bytes_to_target": hit["bytes_up"] + hit["bytes_down"] if hit else math.nan,
+            "rounds_to_target": hit["round"] if hit else math.nan}
+
+
+TABLE_METRICS = ("final_acc", "final_personal_acc", "sim_time_s", "bytes_client_edge",
+                 "bytes_edge_cloud", "time_to_target_s", "bytes_to_target", "rounds_to_target")
+TABLE_HEAD = ["algorithm", "final acc", "personal acc", "sim time (s)", "bytes client-edge",
+              "bytes edge-cloud", "time to target (s)", "bytes to target", "rounds to target",
+              "note"]
+TABLE_NOTE = ("Bytes count every link a message crosses (a client's upload relayed through its "
+              "edge counts on both tiers). With several seeds: mean ± sample standard deviation "
+              "(ddof=1); (k/n): only k of n seeds reached the target.")
+
+
+def group_numbers(g: Group, target: float) -> dict[str, list[float]]:
+    """Per member: the numbers of the table."""
+    per = [numbers(s, target) for s in g.members]
+    return {k: [p[k] for p in per] for k in TABLE_METRICS}
+
+
+def table_rows(groups: list[Group], target: float) -> tuple[list[str], list[list[str]]]:
+    """The time/bytes-to-accuracy table: head and rows of cells."""
+    multi = any(g.n > 1 for g in groups)
+    head = TABLE_HEAD + (["seeds"] if multi else [])
+    rows = []
+    for g in groups:
+        v = group_numbers(g, target)
+        reached = sum(math.isfinite(x) for x in v["time_to_target_s"])
+
+        def hit(key: str, show: Callable[[float], str]) -> str:
+            return "not reached" if reached == 0 else pm(v[key], show)
+        notes = [f"diverged at round {t}" + (f" (seed {s.seed})" if g.n > 1 else "")
+                 for s, t in g.diverged]
+        row = [g.label, pm(v["final_acc"], num), pm(v["final_personal_acc"], num),
+               pm(v["sim_time_s"], lambda x: num(x, ".1f")),
+               pm(v["bytes_client_edge"], size), pm(v["bytes_edge_cloud"], size),
+               hit("time_to_target_s", lambda x: num(x, ".1f")), hit("bytes_to_target", size),
+               hit("rounds_to_target", lambda x: num(x, ".0f") if g.n == 1 else num(x, ".1f")),
+               "; ".join(notes)]
+        if multi:
+            row.append(", ".join("?" if s is None else str(s) for s in g.seeds))
+        rows.append(row)
+    return head, rows
+
+
+# ------------------------------------------------------------------------------ csv files
+def table_csv(groups: list[Group], target: float) -> str:
+    """group, n, metric, mean, std, count (std: sample std, ddof=1, empty for one value; count:
+    finite values)."""
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(["algorithm", "n", "metric", "mean", "std", "count"])
+    for g in groups:
+        for k, vals in group_numbers(g, target).items():
+            mu, sd, c = mean_std(vals)
+            w.writerow([g.label, g.n, k, fmt(mu), fmt(sd), c])
+    w.writerow(["*", "", "target_accuracy", fmt(target), "", ""])
+    return buf.getvalue()
+
+
+TIDY_HEADER = ["algorithm", "seed", "round", "metric", "value"]
+
+
+def tidy_rows(series: list[Series], with_run: bool = False) -> list[list[str]]:
+    """(run,) algorithm, seed, round, metric, value: one row per finite metric value."""
+    out = []
+    for s in series:
+        seed = "" if s.seed is None else str(s.seed)
+        for r in s.rows:
+            t = str(int(r["round"]))
+            for k, v in r.items():
+                if k in ("round", "bytes_total") or not math.isfinite(v):
+                    continue
+                row = [s.label, seed, t, k, fmt(v)]
+                out.append([s.run, *row] if with_run else row)
+    return out
+
+
+def write_metrics_all(path: str, series: list[Series], with_run: bool = False) -> str:
+    """metrics_all.csv: every metric in tidy long format (for pandas)."""
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow((["run"] if with_run else []) + TIDY_HEADER)
+    w.writerows(tidy_rows(series, with_run))
+    atomic_text(path, buf.getvalue())
+    return path

@@ -1,0 +1,183 @@
+"""A sweep file read and checked: the base scenario, the grid, and every point's scenario built
+as self-contained YAML (topology inlined, data path absolute) and validated before anything
+runs; problems name the sweep file and the grid key."""
+from __future__ import annotations
+
+import copy
+import os
+import tempfile
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+from ..config.errors import Problem, Problems, ScenarioError
+from ..config.fields import Raw, build, is_fail, spec, unit_interval
+from ..config.yamldoc import read_yaml
+from .grid import Grid, point_names, read_grid, set_path
+
+DONE = "DONE"
+POINT_FILE = "point.yaml"          # the point's self-contained scenario, in its folder
+STAGING = ".staging"
+
+
+@dataclass(frozen=True)
+class SweepFile:
+    """The keys of a sweep file."""
+
+    base: str = spec(doc="the base scenario file (relative to the sweep file)")
+    grid: Raw = spec(doc="mapping: dotted key path -> list of values")
+    output: str = spec("", "output folder (relative to the sweep file); --out overrides")
+    target: float | None = spec(None, "accuracy target of the summary table (default: the "
+                                "base scenario's report.target_accuracy, else 0.9 x best)",
+                                check=unit_interval)
+    point_reports: bool = spec(True, "write each point's report.md and figures (false: only "
+                               "the metrics the summary needs; faster for small points)")
+
+
+@dataclass(frozen=True)
+class Point:
+    name: str                                  # folder name, from the grid values
+    values: tuple[tuple[str, Any], ...]        # (grid key, value), in grid order
+    text: str                                  # the point's scenario, self-contained YAML
+    threads: int                               # torch threads the point's runs use
+
+
+@dataclass(frozen=True)
+class Sweep:
+    file: str
+    keys: tuple[str, ...]
+    points: tuple[Point, ...]
+    output: str
+    target: float | None
+    labels: tuple[str, ...]                    # algorithm labels of the base scenario
+    point_reports: bool = True                 # each point writes its report.md and figures
+
+
+def _self_contained(raw: dict, base_file: str) -> dict:
+    """The base scenario with its topology inlined and its data path made absolute, so that a
+    point runs anywhere (another folder, another machine with the same data path)."""
+    raw = copy.deepcopy(raw)
+    base_dir = os.path.dirname(os.path.abspath(base_file))
+    if isinstance(raw.get("topology"), str):
+        raw["topology"] = read_yaml(os.path.join(base_dir, raw["topology"]), "topology file")
+    data = raw.get("data")
+    if isinstance(data, dict) and isinstance(data.get("path"), str):
+        data["path"] = os.path.normpath(os.path.join(base_dir, data["path"]))
+    raw.pop("output", None)
+    return raw
+
+
+def point_raw(base_raw: dict, base_file: str, values: tuple[tuple[str, Any], ...],
+              paths: list[list[str | int]]) -> dict:
+    """The base scenario with a point's values: a value for `topology` itself (another file,
+    relative to the base scenario, or a mapping) is set before the topology is inlined, every
+    other value after, so that `topology.clients.count` works on a topology file too."""
+    raw = copy.deepcopy(base_raw)
+    for (_, v), pth in zip(values, paths):
+        if pth == ["topology"]:
+            set_path(raw, pth, v)
+    raw = _self_contained(raw, base_file)
+    for (_, v), pth in zip(values, paths):
+        if pth != ["topology"]:
+            set_path(raw, pth, v)
+    return _self_contained(raw, base_file)       # a data.path value, relative to the base too
+
+
+def _grid_key_of(problem_key: str, keys: list[str]) -> str | None:
+    for k in keys:
+        if problem_key == k or problem_key.startswith(k + ".") or problem_key.startswith(k + "[") \
+                or k.startswith(problem_key + ".") or k.startswith(problem_key + "["):
+            return k
+    return None
+
+
+def _read_files(path: str, p: Problems) -> tuple[SweepFile, str, dict]:
+    """The sweep file's keys, the base scenario's path and its raw mapping."""
+    raw = read_yaml(path, "sweep file")
+    if not isinstance(raw, dict):
+        raise ScenarioError.one(path, "", raw, "a sweep must be a mapping with base: and grid:")
+    sf = build(SweepFile, raw, p)
+    if is_fail(sf):
+        p.raise_if_any()
+    assert isinstance(sf, SweepFile)
+    base_file = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(path)), sf.base))
+    if not os.path.isfile(base_file):
+        raise ScenarioError.one(path, "base", sf.base, "base scenario file not found")
+    base_raw = read_yaml(base_file, "scenario file")
+    if not isinstance(base_raw, dict):
+        raise ScenarioError.one(base_file, "", base_raw, "a scenario must be a mapping of keys")
+    return sf, base_file, base_raw
+
+
+def _point_problems(exc: ScenarioError, f: str, path: str, base_file: str, keys: list[str],
+                    values: tuple[tuple[str, Any], ...], name: str) -> list[Problem]:
+    """A point's problems, named after the grid key that caused them (else the base file)."""
+    vals = dict(values)
+    out = []
+    for pr in exc.problems:
+        gk = _grid_key_of(pr.key, keys)
+        if pr.file not in (f, ""):
+            out.append(pr)                     # names its own file (a topology file)
+        elif gk is not None:
+            out.append(Problem(path, f"grid.{gk}", vals[gk],
+                               f"{pr.message} (point {name}, scenario key "
+                               f"{pr.key or '<top level>'})"))
+        else:
+            out.append(Problem(base_file, pr.key, pr.value, pr.message))
+    return out
+
+
+def _points(path: str, base_file: str, base_raw: dict, grid: Grid, tmp: str
+            ) -> tuple[list[Point], list[Problem], Any]:
+    """Every point built and validated: (points, problems without repeats, the first point's
+    scenario or None)."""
+    from ..scenario.load import load
+    from ..topology.graph import build_graph
+
+    points: list[Point] = []
+    seen: set[tuple[str, str, str]] = set()
+    problems: list[Problem] = []
+    first = None
+    combos = grid.combos
+    f = os.path.join(tmp, POINT_FILE)
+    for name, combo in zip(point_names(grid.keys, grid.paths, grid.lists, combos), combos):
+        values = grid.values(combo)
+        try:
+            text = yaml.safe_dump(point_raw(base_raw, base_file, values, grid.paths),
+                                  sort_keys=False, default_flow_style=None)
+            with open(f, "w", encoding="utf-8") as fh:
+                fh.write(text)
+            sc = load(f, out=tmp)
+            build_graph(sc.topology, sc.seed, f)
+        except ScenarioError as exc:
+            for item in _point_problems(exc, f, path, base_file, grid.keys, values, name):
+                sig = (item.file, item.key, str(item.value) + item.message.split(" (point")[0])
+                if sig not in seen:
+                    seen.add(sig)
+                    problems.append(item)
+            continue
+        if first is None:
+            first = sc
+        points.append(Point(name, values, text, sc.train.executor.threads))
+    return points, problems, first
+
+
+def load_sweep(path: str, out: str | None = None) -> Sweep:
+    """Read a sweep file, build every point's scenario and validate it (scenario schema and
+    topology). Every problem of every point is reported at once."""
+    p = Problems(path)
+    sf, base_file, base_raw = _read_files(path, p)
+    grid = read_grid(sf.grid, _self_contained(base_raw, base_file), path, p)
+    with tempfile.TemporaryDirectory(prefix="hierfl-sweep-") as tmp:
+        points, problems, first = _points(path, base_file, base_raw, grid, tmp)
+    if problems:
+        raise ScenarioError(problems)
+    labels = tuple(e.label for e in first.algorithms) if first else ()
+    target = sf.target
+    if target is None and first is not None:
+        target = first.report.target_accuracy
+    output = out if out is not None else os.path.normpath(os.path.join(
+        os.path.dirname(os.path.abspath(path)), sf.output or os.path.join(
+            "reports", "sweeps", os.path.splitext(os.path.basename(path))[0])))
+    return Sweep(path, tuple(grid.keys), tuple(points), output, target, labels, sf.point_reports)
