@@ -101,7 +101,7 @@ def make_scenario(folder: str | os.PathLike, doc: dict | None = None, *, name: s
 
 # ----------------------------------------------------------------------------- running
 def read_csv(path: str | os.PathLike) -> list[dict[str, str]]:
-    with open(path, newline="") as fh:
+    with open(path, newline="", encoding="utf-8") as fh:
         return list(csv.DictReader(fh))
 
 
