@@ -34,7 +34,8 @@ def _data(m: int | None):
 
 def _write(tmp_path, data, rounds: int) -> str:
     return make_scenario(tmp_path, name="quad", clients=data,
-                         tests=[(x[:1], y[:1]) for x, y in data], seed=3, model={"name": "linear", "init": "zeros"},
+                         tests=[(x[:1], y[:1]) for x, y in data], seed=3,
+                         model={"name": "linear", "init": "zeros"},
                          topology={"edges": {"count": 2},
                                    "clients": {"count": len(COUNTS), "compute_flops": 1.0e9}},
                          train={"rounds": rounds, "clients_per_round": "all",
