@@ -8,15 +8,10 @@ grad F_k(w) = H_k w - b_k with H_k = (2/n_k) X_k^T X_k and b_k = (2/n_k) X_k^T y
 """
 from __future__ import annotations
 
-import csv
-import os
-
 import numpy as np
 import pytest
-import yaml
 
-import hierfl
-from hierfl.run import run_scenario
+from conftest import make_scenario, run_outputs
 
 D = 3
 COUNTS = (5, 8, 12, 20)
@@ -39,38 +34,13 @@ def quad_data() -> list[tuple[np.ndarray, np.ndarray]]:
 
 def scenario(tmp_path, data, algorithms: list[dict], *, steps: int, lr: float, rounds: int,
              edges: int = 1, extra_train: dict | None = None, name: str = "drift") -> str:
-    arrays = {}
-    for k, (x, y) in enumerate(data):
-        arrays[f"x_{k}"], arrays[f"y_{k}"] = x, y
-        arrays[f"x_test_{k}"], arrays[f"y_test_{k}"] = x, y
-    np.savez(tmp_path / f"{name}.npz", **arrays)
     train = {"rounds": rounds, "clients_per_round": "all",
              "local": {"steps": steps, "batch_size": "full", "lr": lr}}
     train.update(extra_train or {})
-    doc = {"name": name, "seed": 1,
-           "topology": {"clients": {"count": len(data)}, "edges": {"count": edges}},
-           "data": {"name": "npz", "path": f"{name}.npz"},
-           "model": {"name": "linear", "bias": False, "init": "zeros"},
-           "train": train, "algorithms": algorithms, "output": f"out_{name}"}
-    path = tmp_path / f"{name}.yaml"
-    path.write_text(yaml.safe_dump(doc))
-    return str(path)
-
-
-def run(path: str, rounds: int | None = None, out: str | None = None) -> tuple[str, list[str]]:
-    sc = hierfl.load(path, rounds=rounds, out=out)
-    run_scenario(sc, progress=False)
-    return sc.output, [e.label for e in sc.algorithms]
-
-
-def final(out: str, label: str) -> np.ndarray:
-    with np.load(os.path.join(out, label, "final_params.npz")) as z:
-        return z["global"]
-
-
-def metrics(out: str, label: str) -> list[dict[str, str]]:
-    with open(os.path.join(out, label, "metrics.csv"), newline="") as fh:
-        return list(csv.DictReader(fh))
+    return make_scenario(tmp_path, name=name, clients=data, seed=1,
+                         topology={"clients": {"count": len(data)}, "edges": {"count": edges}},
+                         model={"name": "linear", "bias": False, "init": "zeros"},
+                         train=train, algorithms=algorithms, output=f"out_{name}")
 
 
 def hess(data):
@@ -121,13 +91,13 @@ def test_fedprox_mu0_is_fedavg_and_mu_follows_the_prox_recursion(tmp_path):
                                      {"name": "fedprox", "label": "prox0", "mu": 0.0},
                                      {"name": "fedprox", "label": "prox", "mu": 2.0}],
                     steps=steps, lr=lr, rounds=rounds)
-    out, _ = run(path)
-    np.testing.assert_allclose(final(out, "prox0"), final(out, "fedavg"), rtol=0, atol=1e-7)
+    out = run_outputs(path)
+    np.testing.assert_allclose(out.final("prox0"), out.final("fedavg"), rtol=0, atol=1e-7)
     want = fedprox_recursion(data, 2.0, steps, lr, rounds)
-    np.testing.assert_allclose(final(out, "prox"), want, rtol=0, atol=1e-5)
+    np.testing.assert_allclose(out.final("prox"), want, rtol=0, atol=1e-5)
     # and the prox term matters: mu = 2 is measurably not FedAvg
-    assert np.abs(final(out, "prox") - final(out, "fedavg")).max() > 1e-2
-    np.testing.assert_allclose(final(out, "fedavg"), fedprox_recursion(data, 0.0, steps, lr,
+    assert np.abs(out.final("prox") - out.final("fedavg")).max() > 1e-2
+    np.testing.assert_allclose(out.final("fedavg"), fedprox_recursion(data, 0.0, steps, lr,
                                                                        rounds), atol=1e-5)
 
 
@@ -145,28 +115,28 @@ def test_drift_correction_reaches_the_exact_optimum_where_fedavg_is_biased(tmp_p
               "server_rule": "code"}]
     path = scenario(tmp_path, data, algos, steps=steps, lr=lr, rounds=40,
                     extra_train={"eval_every": 1000})
-    out, _ = run(path)
+    out = run_outputs(path)
     n = np.array(COUNTS, float)
     w_weighted = minimiser(data, n / n.sum())           # argmin sum_k p_k F_k
     w_uniform = minimiser(data, np.full(len(n), 1 / len(n)))   # argmin (1/N) sum_k F_k
     assert np.linalg.norm(w_weighted - w_uniform) > 0.25  # the two objectives differ here
 
     # FedAvg stops at its own fixed point, far from either optimum
-    fa = final(out, "fedavg")
+    fa = out.final("fedavg")
     np.testing.assert_allclose(fa, fedavg_fixed_point(data, steps, lr), atol=1e-4)
     bias = np.linalg.norm(fa - w_weighted)
     assert bias > 0.25 and np.linalg.norm(fa - w_uniform) > 0.25
 
     # SCAFFOLD (unweighted means, as in the paper) and FedDyn (paper) minimise (1/N) sum F_k
     for label in ("scaffold2", "scaffold1", "feddyn"):
-        np.testing.assert_allclose(final(out, label), w_uniform, rtol=0, atol=1e-4,
+        np.testing.assert_allclose(out.final(label), w_uniform, rtol=0, atol=1e-4,
                                    err_msg=label)
     # FedDyn with the published code's alpha / (n_k / mean n): sum_k n_k grad F_k = 0
-    np.testing.assert_allclose(final(out, "feddyn_code"), w_weighted, rtol=0, atol=1e-4)
+    np.testing.assert_allclose(out.final("feddyn_code"), w_weighted, rtol=0, atol=1e-4)
     # FedDC lands far closer to argmin sum p_k F_k than FedAvg: with the paper's n-weighted
     # server, and with the code's rule + per-client alpha (whose fixed point is also weighted)
     for label in ("feddc", "feddc_code"):
-        assert np.linalg.norm(final(out, label) - w_weighted) < 1e-3 * bias, label
+        assert np.linalg.norm(out.final(label) - w_weighted) < 1e-3 * bias, label
 
 
 # ----------------------------------------------------------------------------- by hand
@@ -189,11 +159,11 @@ HAND_ALGOS = [{"name": "fedavg"},
 
 def test_one_parameter_rounds_worked_by_hand(tmp_path):
     path = scenario(tmp_path, ONE_D, HAND_ALGOS, steps=2, lr=0.05, rounds=2, name="hand")
-    r1, _ = run(path, rounds=1, out=str(tmp_path / "r1"))
-    r2, _ = run(path, rounds=2, out=str(tmp_path / "r2"))
+    r1 = run_outputs(path, rounds=1, out=str(tmp_path / "r1"))
+    r2 = run_outputs(path, rounds=2, out=str(tmp_path / "r2"))
 
     def check(out, label, want):
-        got = float(final(out, label)[0])
+        got = float(out.final(label)[0])
         assert got == pytest.approx(want, abs=2e-5), (label, got, want)
 
     # ---- round 1 local GD with no correction (FedAvg, SCAFFOLD's first round):
@@ -268,13 +238,14 @@ def test_bytes_of_one_round_match_a_hand_count(tmp_path):
              {"name": "feddyn", "alpha": 0.1}, {"name": "feddc", "alpha": 0.1},
              {"name": "feddc", "label": "feddc_code", "alpha": 0.1, "server_rule": "code"}]
     path = scenario(tmp_path, data, algos, steps=2, lr=0.02, rounds=1, edges=2, name="bytes")
-    out, labels = run(path)
+    out = run_outputs(path)
+    labels = out.labels
     c, e, p = len(COUNTS), 2, D
     # model-sized tensors (down, up): SCAFFOLD (x, c) / (dy, dc); FedDC (w, g) / (theta+h, dg)
     tensors = {"fedavg": (1, 1), "fedprox": (1, 1), "scaffold": (2, 2), "feddyn": (1, 1),
                "feddc": (2, 2), "feddc_code": (2, 2)}
     for label in labels:
-        row = metrics(out, label)[-1]
+        row = out.metrics[label][-1]
         down, up = tensors[label]
         assert row["round"] == "1"
         # down: cloud -> each edge once, edge -> each client; up: client -> edge -> cloud
@@ -304,9 +275,9 @@ def test_every_hyperparameter_changes_the_result(tmp_path):
     for key, (a, b) in pairs.items():
         algos += [{**a, "label": f"{key}.a"}, {**b, "label": f"{key}.b"}]
     path = scenario(tmp_path, data, algos, steps=5, lr=0.02, rounds=3, name="hp")
-    out, _ = run(path)
+    out = run_outputs(path)
     for key in pairs:
-        diff = np.abs(final(out, f"{key}.a") - final(out, f"{key}.b")).max()
+        diff = np.abs(out.final(f"{key}.a") - out.final(f"{key}.b")).max()
         assert diff > 1e-3, (key, diff)
 
 
@@ -324,13 +295,13 @@ def test_sequential_reference_executor_agrees_and_option1_pays_a_full_gradient(t
     a = scenario(tmp_path, data, algos, steps=steps, lr=0.02, rounds=3, name="batched")
     b = scenario(tmp_path, data, algos, steps=steps, lr=0.02, rounds=3, name="seq",
                  extra_train={"executor": {"kind": "sequential"}})
-    out_a, labels = run(a)
-    out_b, _ = run(b)
+    out_a = run_outputs(a)
+    labels = out_a.labels
+    out_b = run_outputs(b)
     for label in labels:
-        np.testing.assert_allclose(final(out_a, label), final(out_b, label), atol=1e-5,
+        np.testing.assert_allclose(out_a.final(label), out_b.final(label), atol=1e-5,
                                    err_msg=label)
     # compute time = FLOPs of the gradients evaluated: option I adds one full gradient per round
     def compute(label):
-        with open(os.path.join(out_a, label, "clients.csv"), newline="") as fh:
-            return np.array([float(r["compute_s"]) for r in csv.DictReader(fh)])
+        return np.array([float(r["compute_s"]) for r in out_a.clients[label]])
     np.testing.assert_allclose(compute("s1") / compute("s2"), (steps + 1) / steps, rtol=1e-9)

@@ -7,59 +7,28 @@ f_k(w) = (1/n_k) ||X_k w - y_k||^2 = (1/2) w^T H_k w - c_k^T w + const with
 H_k = 2 X_k^T X_k / n_k and c_k = 2 X_k^T y_k / n_k; grad f_k(w) = H_k w - c_k."""
 from __future__ import annotations
 
-import csv
 import math
-import os
 
 import numpy as np
 import pytest
-import yaml
 
-import hierfl
-from hierfl.run import run_scenario
 from closed_forms import smooth_solution
+from conftest import make_scenario, run_outputs
 
 
 # ----------------------------------------------------------------------------- helpers
-def write_npz(path, clients, tests=None, labels=False):
-    arrays = {}
-    for k, (x, y) in enumerate(clients):
-        arrays[f"x_{k}"] = np.asarray(x, np.float64)
-        arrays[f"y_{k}"] = np.asarray(y, np.int64 if labels else np.float64)
-        xt, yt = tests[k] if tests else (x, y)
-        arrays[f"x_test_{k}"] = np.asarray(xt, np.float64)
-        arrays[f"y_test_{k}"] = np.asarray(yt, np.int64 if labels else np.float64)
-    np.savez(path, **arrays)
-
-
 def run(tmp_path, clients, algorithms, rounds, local, per_round="all", model="linear",
         labels=False, name="t", train_extra=None, rounds_override=None):
     """Write data + scenario under tmp_path/name, run it, return {label: (arrays, rows)}."""
-    d = tmp_path / name
-    d.mkdir(exist_ok=True)
-    write_npz(d / "data.npz", clients, labels=labels)
-    sc = {
-        "name": name, "seed": 3,
-        "topology": {"clients": {"count": len(clients)}, "edges": {"count": 1}},
-        "data": {"name": "npz", "path": "data.npz"},
-        "model": {"name": model, "bias": model != "linear", "init": "zeros"},
-        "train": {"rounds": rounds, "clients_per_round": per_round, "local": local,
-                  **(train_extra or {})},
-        "algorithms": algorithms,
-        "output": "out",
-    }
-    path = d / "scenario.yaml"
-    path.write_text(yaml.safe_dump(sc))
-    scenario = hierfl.load(str(path), rounds=rounds_override)
-    run_scenario(scenario, progress=False)
-    out = {}
-    for e in scenario.algorithms:
-        folder = os.path.join(scenario.output, e.label)
-        arrays = dict(np.load(os.path.join(folder, "final_params.npz")))
-        with open(os.path.join(folder, "metrics.csv"), newline="") as fh:
-            rows = list(csv.DictReader(fh))
-        out[e.label] = (arrays, rows)
-    return out
+    path = make_scenario(
+        tmp_path / name, name=name, clients=clients, labels=labels, seed=3,
+        topology={"clients": {"count": len(clients)}, "edges": {"count": 1}},
+        model={"name": model, "bias": model != "linear", "init": "zeros"},
+        train={"rounds": rounds, "clients_per_round": per_round, "local": local,
+               **(train_extra or {})},
+        algorithms=algorithms, output="out")
+    out = run_outputs(path, rounds=rounds_override)
+    return {label: (out.params[label], out.metrics[label]) for label in out.labels}
 
 
 def personal(arrays, n):

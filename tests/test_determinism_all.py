@@ -10,18 +10,15 @@ covered as soon as its module exists):
 - a different seed does change the numbers (the comparisons above are not vacuous)."""
 from __future__ import annotations
 
-import csv
 import dataclasses
 import os
 import typing
 from collections import defaultdict
 
 import pytest
-import yaml
 
 from hierfl.algorithms.registry import REGISTRY
-from hierfl.run import run_scenario
-from hierfl.scenario.load import load
+from conftest import make_scenario, read_csv, run_outputs
 
 NAMES = sorted(REGISTRY)
 
@@ -64,14 +61,8 @@ def _entry(name: str) -> dict:
 
 
 def _run(tmp, tag: str, names: list[str], seed: int = 11) -> str:
-    doc = dict(BASE, seed=seed, algorithms=[_entry(n) for n in names])
-    path = os.path.join(tmp, f"{tag}.yaml")
-    with open(path, "w", encoding="utf-8") as fh:
-        yaml.safe_dump(doc, fh)
-    out = os.path.join(tmp, tag)
-    sc = load(path, out=out)
-    run_scenario(sc, progress=False)
-    return out
+    path = make_scenario(tmp, BASE, name=tag, seed=seed, algorithms=[_entry(n) for n in names])
+    return run_outputs(path, out=os.path.join(tmp, tag)).folder
 
 
 def _bytes(out: str, label: str, file: str) -> bytes:
@@ -95,7 +86,7 @@ def test_same_seed_same_bytes(runs, name):
     a, b = solo[name]
     for file in ("metrics.csv", "clients.csv"):
         assert _bytes(a, name, file) == _bytes(b, name, file), file
-    rows = list(csv.DictReader(open(os.path.join(a, name, "metrics.csv"), encoding="utf-8")))
+    rows = read_csv(os.path.join(a, name, "metrics.csv"))
     assert [r["round"] for r in rows] == ["0", "1", "2"]
 
 
@@ -115,8 +106,7 @@ def test_a_different_seed_changes_the_numbers(runs):
 
 
 def _clients(out: str, label: str) -> list[dict]:
-    with open(os.path.join(out, label, "clients.csv"), encoding="utf-8") as fh:
-        return list(csv.DictReader(fh))
+    return read_csv(os.path.join(out, label, "clients.csv"))
 
 
 def test_client_sampling_is_shared(runs):

@@ -11,16 +11,16 @@ so local epochs give different step budgets):
 Algorithms added later are picked up from the registry."""
 from __future__ import annotations
 
-import csv
 import dataclasses
 
 import numpy as np
 import pytest
-import yaml
 
 from hierfl.algorithms.registry import REGISTRY
 from hierfl.run import build_world, run_algorithm
 from hierfl.scenario.load import load
+
+from conftest import make_scenario, read_csv
 
 CASES = [(name, case) for name in sorted(REGISTRY) for case in ("stragglers", "gamma")
          if case == "stragglers" or REGISTRY[name].supports_gamma]
@@ -28,23 +28,19 @@ CASES = [(name, case) for name in sorted(REGISTRY) for case in ("stragglers", "g
 
 def _scenario(tmp_path, name: str, case: str):
     local = {"epochs": 3, "batch_size": 4, "lr": 0.05}
-    doc = {
-        "name": "agree", "seed": 3,
-        "topology": {"edges": {"count": 2},
-                     "clients": {"count": 6, "compute_flops": 1.0e9}},
-        "data": {"name": "synthetic", "alpha": 0.5, "beta": 0.5, "dim": 5, "classes": 3,
-                 "samples": {"dist": "uniform", "low": 9, "high": 30}},
-        "model": {"name": "logreg"},
-        "train": {"rounds": 2, "clients_per_round": 4, "local": local},
-        "algorithms": [{"name": name}],
-    }
+    extra = {}
     if case == "stragglers":
-        doc["stragglers"] = {"fraction": 0.5, "drop": "never"}
+        extra["stragglers"] = {"fraction": 0.5, "drop": "never"}
     else:
         local.update(gamma=0.5, check_every=2, epochs=4, lr=0.2)
-    path = tmp_path / "agree.yaml"
-    path.write_text(yaml.safe_dump(doc))
-    return load(str(path), out=str(tmp_path / "out"))
+    path = make_scenario(
+        tmp_path, name="agree", seed=3,
+        topology={"edges": {"count": 2}, "clients": {"count": 6, "compute_flops": 1.0e9}},
+        data={"name": "synthetic", "alpha": 0.5, "beta": 0.5, "dim": 5, "classes": 3,
+              "samples": {"dist": "uniform", "low": 9, "high": 30}},
+        train={"rounds": 2, "clients_per_round": 4, "local": local},
+        algorithms=[{"name": name}], **extra)
+    return load(path, out=str(tmp_path / "out"))
 
 
 def _run(sc, world, kind: str, out):
@@ -52,9 +48,7 @@ def _run(sc, world, kind: str, out):
     sc = dataclasses.replace(sc, train=dataclasses.replace(sc.train, executor=ex))
     run_algorithm(sc, sc.algorithms[0], world, str(out), progress=False)
     params = dict(np.load(out / "final_params.npz"))
-    with open(out / "clients.csv") as fh:
-        clients = list(csv.DictReader(fh))
-    return params, clients
+    return params, read_csv(out / "clients.csv")
 
 
 @pytest.mark.parametrize("name,case", CASES)

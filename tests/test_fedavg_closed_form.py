@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import yaml
 
 from hierfl.run import build_world, run_algorithm
 from hierfl.scenario.load import load
+
+from conftest import make_scenario
 
 COUNTS = (5, 8, 13)
 D, K, LR = 3, 3, 0.05
@@ -32,24 +33,13 @@ def _data(m: int | None):
 
 
 def _write(tmp_path, data, rounds: int) -> str:
-    arrays = {}
-    for k, (x, y) in enumerate(data):
-        arrays[f"x_{k}"], arrays[f"y_{k}"] = x, y
-        arrays[f"x_test_{k}"], arrays[f"y_test_{k}"] = x[:1], y[:1]
-    np.savez(tmp_path / "quad.npz", **arrays)
-    doc = {
-        "name": "quad", "seed": 3,
-        "topology": {"edges": {"count": 2},
-                     "clients": {"count": len(COUNTS), "compute_flops": 1.0e9}},
-        "data": {"name": "npz", "path": "quad.npz"},
-        "model": {"name": "linear", "init": "zeros"},
-        "train": {"rounds": rounds, "clients_per_round": "all",
-                  "local": {"steps": K, "batch_size": "full", "lr": LR}},
-        "algorithms": [{"name": "fedavg"}],
-    }
-    path = tmp_path / "quad.yaml"
-    path.write_text(yaml.safe_dump(doc))
-    return str(path)
+    return make_scenario(tmp_path, name="quad", clients=data,
+                         tests=[(x[:1], y[:1]) for x, y in data], seed=3,
+                         model={"name": "linear", "init": "zeros"},
+                         topology={"edges": {"count": 2},
+                                   "clients": {"count": len(COUNTS), "compute_flops": 1.0e9}},
+                         train={"rounds": rounds, "clients_per_round": "all",
+                                "local": {"steps": K, "batch_size": "full", "lr": LR}})
 
 
 def _numpy_trajectory(data, rounds: int):

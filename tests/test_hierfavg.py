@@ -6,29 +6,26 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import yaml
 
 from hierfl.run import build_world, run_algorithm
 from hierfl.scenario.load import load
 
+from conftest import make_scenario
+
 
 def _run(tmp_path, participation) -> dict[str, np.ndarray]:
-    doc = {
-        "name": "hier", "seed": 11,
-        "topology": {"edges": {"count": 3},
-                     "clients": {"count": 9, "assignment": "random", "compute_flops": 1.0e9}},
-        "data": {"name": "synthetic", "alpha": 0.5, "beta": 0.5, "dim": 6, "classes": 3,
-                 "samples": {"dist": "uniform", "low": 20, "high": 60}},
-        "model": {"name": "logreg"},
-        "train": {"rounds": 4, "clients_per_round": participation,
-                  "local": {"steps": 7, "batch_size": 5, "lr": 0.1}},
-        "algorithms": [{"name": "fedavg"},
-                       {"name": "hierfavg", "edge_rounds": 1, "label": "hier1"},
-                       {"name": "hierfavg", "edge_rounds": 2, "label": "hier2"}],
-    }
-    path = tmp_path / "hier.yaml"
-    path.write_text(yaml.safe_dump(doc))
-    sc = load(str(path), out=str(tmp_path / "out"))
+    path = make_scenario(
+        tmp_path, name="hier", seed=11,
+        topology={"edges": {"count": 3},
+                  "clients": {"count": 9, "assignment": "random", "compute_flops": 1.0e9}},
+        data={"name": "synthetic", "alpha": 0.5, "beta": 0.5, "dim": 6, "classes": 3,
+              "samples": {"dist": "uniform", "low": 20, "high": 60}},
+        train={"rounds": 4, "clients_per_round": participation,
+               "local": {"steps": 7, "batch_size": 5, "lr": 0.1}},
+        algorithms=[{"name": "fedavg"},
+                    {"name": "hierfavg", "edge_rounds": 1, "label": "hier1"},
+                    {"name": "hierfavg", "edge_rounds": 2, "label": "hier2"}])
+    sc = load(path, out=str(tmp_path / "out"))
     world = build_world(sc)
     # clients have different sizes and the minibatches (5 rows) are smaller than every client
     assert len(set(world.data.counts.tolist())) > 1 and world.data.counts.min() > 5

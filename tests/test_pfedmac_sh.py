@@ -9,53 +9,29 @@ c_k = 2 X_k^T y_k / n_k. Its pFedMac inner problem min_theta f_k(theta) - lambda
 soft(c_k + lambda1 y, gamma) coordinate-wise."""
 from __future__ import annotations
 
-import csv
 import math
-import os
 
 import numpy as np
 import pytest
-import yaml
 
 import hierfl
 from hierfl import seeding
-from hierfl.run import run_scenario
 from closed_forms import smooth_solution
+from conftest import DROP, TraceBuilder, assert_trace, make_scenario, run_outputs
 
 
 # ----------------------------------------------------------------------------- helpers
-def write_npz(path, clients):
-    arrays = {}
-    for k, (x, y) in enumerate(clients):
-        arrays[f"x_{k}"] = np.asarray(x, np.float64)
-        arrays[f"y_{k}"] = np.asarray(y, np.float64)
-        arrays[f"x_test_{k}"] = np.asarray(x, np.float64)
-        arrays[f"y_test_{k}"] = np.asarray(y, np.float64)
-    np.savez(path, **arrays)
-
-
 def run(tmp_path, clients, algorithms, topology, rounds, local, seed=3, name="t"):
     """Write data + scenario under tmp_path/name and run it.
     Returns {label: (final arrays, metrics rows, clients.csv rows, AlgoResult)}."""
-    d = tmp_path / name
-    d.mkdir(exist_ok=True)
-    write_npz(d / "data.npz", clients)
-    doc = {"name": name, "seed": seed, "topology": topology,
-           "data": {"name": "npz", "path": "data.npz"},
-           "model": {"name": "linear", "bias": False, "init": "zeros"},
-           "train": {"rounds": rounds, "clients_per_round": "all", "local": local},
-           "algorithms": algorithms, "output": "out"}
-    (d / "s.yaml").write_text(yaml.safe_dump(doc))
-    sc = hierfl.load(str(d / "s.yaml"))
-    results = run_scenario(sc, progress=False)
-    out = {}
-    for e in sc.algorithms:
-        folder = os.path.join(sc.output, e.label)
-        arrays = dict(np.load(os.path.join(folder, "final_params.npz")))
-        rows = [list(csv.DictReader(open(os.path.join(folder, f), newline="")))
-                for f in ("metrics.csv", "clients.csv")]
-        out[e.label] = (arrays, rows[0], rows[1], results[e.label])
-    return out
+    path = make_scenario(tmp_path / name, name=name, clients=clients, seed=seed,
+                         topology=topology,
+                         model={"name": "linear", "bias": False, "init": "zeros"},
+                         train={"rounds": rounds, "clients_per_round": "all", "local": local},
+                         algorithms=algorithms, output="out")
+    out = run_outputs(path)
+    return {la: (out.params[la], out.metrics[la], out.clients[la], out.results[la])
+            for la in out.labels}
 
 
 def personal(arrays, n):
@@ -352,21 +328,9 @@ def test_logcosh_approaches_l1_through_pfedmac_sh(tmp_path):
 # One local step (K = 1, full batch) of inner_steps = 2 gradients: samples = n_k x 2 x 1,
 # compute = n_k x 2 x 3 x 2 FLOPs / 12 FLOP/s = n_k seconds. Transfers: 4 B on a client link
 # 1 s + 0.5 s = 1.5 s; on an edge link 2 s + 0.25 s = 2.25 s. R = 2, S = 1: seed 3 draws edge0.
-def S(t, node, peer):
-    return (t, node, "send", peer, 4)
-
-
-def R(t, node, peer):
-    return (t, node, "recv", peer, 4)
-
-
-def CS(t, node):
-    return (t, node, "compute_start", "", 1)
-
-
-def CE(t, node):
-    return (t, node, "compute_end", "", 1)
-
+TRACE = TraceBuilder(4)
+S, R = TRACE.send, TRACE.recv
+CS, CE = TRACE.compute_start, TRACE.compute_end
 
 SCHEDULE = [
     (0.0, "cloud", "round_start", "", 1),
@@ -426,12 +390,7 @@ def test_cloud_round_schedule_by_hand(tmp_path):
     got = [(float(t), n, k, p, float(v)) for t, n, k, p, v in result.trace.events]
     # events of one simulated instant may come in any order (simpy's tie order): compare each
     # instant as a multiset, and check the causal order inside an instant separately
-    def canon(events):
-        return sorted((round(float(t), 9), n, k, p, float(v)) for t, n, k, p, v in events)
-    assert [e[1:] for e in canon(got)] == [e[1:] for e in canon(SCHEDULE)]
-    for a, b in zip(canon(got), canon(SCHEDULE)):
-        assert a[0] == pytest.approx(b[0], abs=1e-9), (a, b)
-    assert [e[0] for e in got] == sorted(e[0] for e in got)
+    assert_trace(got, SCHEDULE)
     kinds = [(e[1], e[2]) for e in got]
     assert kinds.index(("cloud", "aggregate")) < kinds.index(("cloud", "round_end"))
     for edge, client in (("edge0", "client0"), ("edge1", "client2")):   # aggregate, then y down
@@ -451,13 +410,11 @@ def test_cloud_round_schedule_by_hand(tmp_path):
 
 # ----------------------------------------------------------------------------- errors
 def test_bad_parameters_are_scenario_errors(tmp_path):
-    write_npz(tmp_path / "data.npz", separable())
-    doc = {"name": "bad", "topology": edges([[0, 1], [2, 3]]),
-           "data": {"name": "npz", "path": "data.npz"}, "model": {"name": "linear"},
-           "algorithms": [{"name": "pfedmac_sh", "edges_per_round": 0, "upload": "x",
-                           "client_lambda": "lambda3"}]}
-    (tmp_path / "bad.yaml").write_text(yaml.safe_dump(doc))
+    path = make_scenario(tmp_path, name="bad", clients=separable(), seed=DROP,
+                         train=DROP, topology=edges([[0, 1], [2, 3]]), model={"name": "linear"},
+                         algorithms=[{"name": "pfedmac_sh", "edges_per_round": 0, "upload": "x",
+                                      "client_lambda": "lambda3"}])
     with pytest.raises(hierfl.ScenarioError) as err:
-        hierfl.load(str(tmp_path / "bad.yaml"))
+        hierfl.load(path)
     msg = str(err.value)
     assert "edges_per_round" in msg and "upload" in msg and "client_lambda" in msg

@@ -2,7 +2,6 @@
 sweep whose driver is killed mid-way, on a real one-node Ray cluster started and stopped here."""
 from __future__ import annotations
 
-import csv
 import dataclasses
 import math
 import os
@@ -29,29 +28,19 @@ from hierfl.models.functional import build_model  # noqa: E402
 from hierfl.run import run_scenario  # noqa: E402
 from hierfl.scenario.load import load  # noqa: E402
 from hierfl.config.schema import ModelSpec  # noqa: E402
+from conftest import make_scenario, outputs_of, read_csv, scenario_doc  # noqa: E402
 
 pytestmark = pytest.mark.ray
 
-SCENARIO = """\
-name: tiny
-seed: 3
-topology:
-  edges: {{count: 2, link: {{latency_s: 0.05, bandwidth_Bps: 1.0e8}}}}
-  clients:
-    count: 6
-    compute_flops: {{dist: lognormal, median: 1.0e9, sigma: 0.5}}
-    link: {{latency_s: 0.02, bandwidth_Bps: 2.0e6}}
-data: {{name: synthetic, dim: 10, classes: 3}}
-model: {{name: logreg}}
-train:
-  rounds: 3
-  clients_per_round: 5
-  local: {{steps: 6, batch_size: 5, lr: 0.05}}
-  executor: {executor}
-algorithms:
-  - {{name: fedavg}}
-  - {{name: hierfavg, edge_rounds: 2}}
-"""
+TINY = scenario_doc(
+    name="tiny", seed=3,
+    topology={"edges": {"count": 2, "link": {"latency_s": 0.05, "bandwidth_Bps": 1.0e8}},
+              "clients": {"count": 6,
+                          "compute_flops": {"dist": "lognormal", "median": 1.0e9, "sigma": 0.5},
+                          "link": {"latency_s": 0.02, "bandwidth_Bps": 2.0e6}}},
+    data={"name": "synthetic", "dim": 10, "classes": 3},
+    train={"rounds": 3, "clients_per_round": 5, "local": {"steps": 6, "batch_size": 5, "lr": 0.05}},
+    algorithms=[{"name": "fedavg"}, {"name": "hierfavg", "edge_rounds": 2}])
 
 
 @pytest.fixture(scope="module")
@@ -63,11 +52,6 @@ def cluster():
              object_store_memory=200 * 1024 * 1024)
     yield ray.get_runtime_context().gcs_address
     ray.shutdown()
-
-
-def _read_csv(path: str) -> list[dict[str, str]]:
-    with open(path, newline="") as fh:
-        return list(csv.DictReader(fh))
 
 
 def _close(a: str, b: str) -> bool:
@@ -115,9 +99,9 @@ def test_executor_chunks_equal_batched_on_a_hand_made_round(cluster):
 
 
 def test_scenario_with_ray_executor_equals_batched(cluster, tmp_path):
-    f = tmp_path / "tiny.yaml"
-    f.write_text(SCENARIO.format(executor="{kind: ray, address: local, clients_per_task: 2}"))
-    sc = load(str(f), out=str(tmp_path / "ray"))
+    f = make_scenario(tmp_path, TINY, name="tiny", **{"train.executor": {
+        "kind": "ray", "address": "local", "clients_per_task": 2}})
+    sc = load(f, out=str(tmp_path / "ray"))
     assert sc.train.executor.kind == "ray"
     puts = ray_exec.DATA.puts
     run_scenario(sc, progress=False)
@@ -126,27 +110,26 @@ def test_scenario_with_ray_executor_equals_batched(cluster, tmp_path):
     b = dataclasses.replace(sc, output=str(tmp_path / "batched"),
                             train=dataclasses.replace(sc.train, executor=ex))
     run_scenario(b, progress=False)
-    for label in ("fedavg", "hierfavg"):
-        pr = np.load(tmp_path / "ray" / label / "final_params.npz")
-        pb = np.load(tmp_path / "batched" / label / "final_params.npz")
-        assert sorted(pr.files) == sorted(pb.files)
-        for key in pb.files:
+    labels = ["fedavg", "hierfavg"]
+    o_ray, o_b = (outputs_of(str(tmp_path / side), labels) for side in ("ray", "batched"))
+    for label in labels:
+        pr, pb = o_ray.params[label], o_b.params[label]
+        assert sorted(pr) == sorted(pb)
+        for key in pb:
             np.testing.assert_allclose(pr[key], pb[key], atol=1e-5, rtol=0)
-        for name in ("metrics.csv", "clients.csv"):
-            rr = _read_csv(str(tmp_path / "ray" / label / name))
-            rb = _read_csv(str(tmp_path / "batched" / label / name))
+        for rr, rb in ((o_ray.metrics[label], o_b.metrics[label]),
+                       (o_ray.clients[label], o_b.clients[label])):
             assert len(rr) == len(rb) > 0
             for a, c in zip(rr, rb):
                 assert a.keys() == c.keys()
-                assert all(_close(a[k], c[k]) for k in a), (name, a, c)
-        acc = [float(r["test_acc"]) for r in _read_csv(str(tmp_path / "ray" / label /
-                                                           "metrics.csv"))]
+                assert all(_close(a[k], c[k]) for k in a), (label, a, c)
+        acc = [float(r["test_acc"]) for r in o_ray.metrics[label]]
         assert acc[-1] > acc[0]                        # it trained
 
 
 # ------------------------------------------------------------------------------ sweeps
 def _sweep_files(tmp_path, grid: str, name: str = "sw.yaml") -> str:
-    (tmp_path / "base.yaml").write_text(SCENARIO.format(executor="{kind: batched}"))
+    make_scenario(tmp_path, TINY, name="base", **{"train.executor": {"kind": "batched"}})
     f = tmp_path / name
     f.write_text("base: base.yaml\ngrid:\n" + textwrap.indent(grid, "  ") +
                  "\noutput: out\npoint_reports: false\n")
@@ -175,7 +158,7 @@ def test_sweep_on_ray_equals_local_backend(cluster, tmp_path):
             a = (tmp_path / "local" / pt / label / "metrics.csv").read_text()
             b = (tmp_path / "ray" / pt / label / "metrics.csv").read_text()
             assert a == b
-            finals.add(_read_csv(str(tmp_path / "ray" / pt / label / "metrics.csv"))[-1]
+            finals.add(read_csv(str(tmp_path / "ray" / pt / label / "metrics.csv"))[-1]
                        ["test_acc"])
     assert len(finals) > 1                                 # the grid values changed the runs
     assert (tmp_path / "local" / "sweep.csv").read_text() == \
@@ -226,5 +209,5 @@ def test_killed_sweep_keeps_finished_points_and_resumes(cluster, tmp_path):
     for p in set(pts) - set(finished):
         assert os.stat(out / p / "DONE").st_mtime_ns >= killed_at
     assert not (out / ".staging").exists()
-    rows = _read_csv(str(out / "points.csv"))
+    rows = read_csv(str(out / "points.csv"))
     assert sorted({r["point"] for r in rows}) == pts

@@ -1,17 +1,14 @@
 """Stragglers, deadlines and gamma-inexact local solvers (issue 5), against hand computation."""
 from __future__ import annotations
 
-import csv
-import os
-
 import numpy as np
 import pytest
 
-from helpers_sim import run_one, write_npz, write_scenario
+from conftest import make_scenario, run_outputs, write_npz
 
 
 def _doc(tmp_path, xs, ys, flops, train, algorithms=None, clients=2):
-    npz = write_npz(str(tmp_path / "d.npz"), xs, ys)
+    npz = write_npz(tmp_path / "d.npz", list(zip(xs, ys)))
     return {
         "name": "strag", "seed": 0,
         "topology": {"edges": {"count": 1, "link": {"latency_s": 0.1, "bandwidth_Bps": 4}},
@@ -34,11 +31,6 @@ def _graph_with_speeds(tmp_path, doc, speeds):
     return doc
 
 
-def _clients_csv(out, label):
-    with open(os.path.join(out, label, "clients.csv")) as fh:
-        return list(csv.DictReader(fh))
-
-
 XS = [[[1.0], [1.0]], [[1.0], [1.0]]]
 YS = [[1.0, 1.0], [1.0, 1.0]]
 
@@ -47,7 +39,7 @@ def _find_speeds(tmp_path, doc):
     """Which client got which profile (the mix is laid out over a seeded permutation)."""
     from hierfl.scenario.load import load
     from hierfl.run import build_world
-    sc = load(write_scenario(str(tmp_path), doc, "probe.yaml"))
+    sc = load(make_scenario(tmp_path, doc, name="probe"))
     return build_world(sc).topo.client_flops
 
 
@@ -63,9 +55,9 @@ def test_deadline_partial_budgets_and_trace_by_hand(tmp_path):
     speeds = _find_speeds(tmp_path, doc)
     fast = int(np.argmax(speeds))
     slow = 1 - fast
-    path = write_scenario(str(tmp_path), doc)
-    res, _ = run_one(path, out=str(tmp_path / "out"))
-    rows = {int(r["client"]): r for r in _clients_csv(str(tmp_path / "out"), "fedavg")}
+    out = run_outputs(make_scenario(tmp_path, doc), out=tmp_path / "out")
+    res = out.results["fedavg"]
+    rows = {int(r["client"]): r for r in out.clients["fedavg"]}
     assert (int(rows[fast]["budget"]), int(rows[fast]["steps"])) == (3, 3)
     assert (int(rows[slow]["budget"]), int(rows[slow]["steps"])) == (1, 1)
     assert float(rows[fast]["compute_s"]) == pytest.approx(3.0)
@@ -101,13 +93,13 @@ def test_deadline_drop_discards_exactly_the_late_clients(tmp_path):
     doc = _graph_with_speeds(tmp_path, doc, [12.0, 6.0])
     speeds = _find_speeds(tmp_path, doc)
     fast = int(np.argmax(speeds))
-    path = write_scenario(str(tmp_path), doc)
-    res, w = run_one(path, out=str(tmp_path / "out"))
+    out = run_outputs(make_scenario(tmp_path, doc), out=tmp_path / "out")
+    res, w = out.results["fedavg"], out.final("fedavg")
     r1, r2 = res.rows[1], res.rows[2]
     assert r1["sim_time_s"] == pytest.approx(9.0)          # closed at the deadline
     assert (r1["reported"], r1["failed"]) == (1, 1)
     assert r2["bytes_wasted"] == 8.0                         # the late upload, both hops
-    rows = [r for r in _clients_csv(str(tmp_path / "out"), "fedavg") if r["round"] == "1"]
+    rows = [r for r in out.clients["fedavg"] if r["round"] == "1"]
     dropped = {int(r["client"]) for r in rows if r["dropped"] == "1"}
     assert dropped == {1 - fast}
     # round 1 aggregated the fast client alone: two GD steps from 0, then round 2 likewise
@@ -126,9 +118,9 @@ def test_gamma_stop_and_its_cost_by_hand(tmp_path):
     doc = _doc(tmp_path, [[[1.0], [1.0]]], [[1.0, 1.0]], [12.0],
                {"local": {"steps": 10, "batch_size": "full", "lr": 0.25, "gamma": 0.3,
                           "check_every": 1}}, clients=1)
-    path = write_scenario(str(tmp_path), doc)
-    _, w = run_one(path, out=str(tmp_path / "out"))
-    (row,) = _clients_csv(str(tmp_path / "out"), "fedavg")
+    out = run_outputs(make_scenario(tmp_path, doc), out=tmp_path / "out")
+    w = out.final("fedavg")
+    (row,) = out.clients["fedavg"]
     assert (int(row["steps"]), int(row["budget"])) == (2, 10)
     assert float(row["gamma"]) == pytest.approx(0.25, abs=1e-6)
     assert float(row["compute_s"]) == pytest.approx(5.0)
@@ -136,19 +128,15 @@ def test_gamma_stop_and_its_cost_by_hand(tmp_path):
 
 
 def test_gamma_target_is_honoured_on_synthetic(tmp_path):
-    doc = {
-        "name": "g", "seed": 1,
-        "topology": {"edges": {"count": 2}, "clients": {"count": 12, "compute_flops": 1e8}},
-        "data": {"name": "synthetic", "samples": {"dist": "uniform", "low": 30, "high": 80}},
-        "model": {"name": "logreg"},
-        "train": {"rounds": 3, "clients_per_round": 8, "checkpoint_every": 0,
-                  "local": {"steps": 60, "batch_size": 10, "lr": 0.05, "gamma": 0.6,
-                            "check_every": 3}},
-        "algorithms": [{"name": "fedprox", "mu": 0.5}],
-    }
-    path = write_scenario(str(tmp_path), doc)
-    run_one(path, out=str(tmp_path / "out"))
-    rows = _clients_csv(str(tmp_path / "out"), "fedprox")
+    path = make_scenario(
+        tmp_path, name="g", seed=1,
+        topology={"edges": {"count": 2}, "clients": {"count": 12, "compute_flops": 1e8}},
+        data={"name": "synthetic", "samples": {"dist": "uniform", "low": 30, "high": 80}},
+        train={"rounds": 3, "clients_per_round": 8, "checkpoint_every": 0,
+               "local": {"steps": 60, "batch_size": 10, "lr": 0.05, "gamma": 0.6,
+                         "check_every": 3}},
+        algorithms=[{"name": "fedprox", "mu": 0.5}])
+    rows = run_outputs(path, out=tmp_path / "out").clients["fedprox"]
     early = [r for r in rows if int(r["steps"]) < int(r["budget"])]
     full = [r for r in rows if int(r["steps"]) == int(r["budget"])]
     assert early, "no client stopped early: the test does not exercise the gamma stop"
@@ -160,37 +148,27 @@ def test_gamma_target_is_honoured_on_synthetic(tmp_path):
 
 
 def test_random_epochs_stragglers_identical_across_algorithms_and_seeded(tmp_path):
-    doc = {
-        "name": "re", "seed": 5,
-        "topology": {"edges": {"count": 1}, "clients": {"count": 10, "compute_flops": 1e8}},
-        "data": {"name": "synthetic", "samples": {"dist": "uniform", "low": 20, "high": 60}},
-        "model": {"name": "logreg"},
-        "stragglers": {"fraction": 0.5, "mode": "random_epochs"},
-        "train": {"rounds": 4, "clients_per_round": 6, "checkpoint_every": 0,
-                  "local": {"epochs": 5, "batch_size": 10, "lr": 0.05}},
-        "algorithms": [{"name": "fedavg"}, {"name": "fedprox", "mu": 1.0}],
-    }
-    path = write_scenario(str(tmp_path), doc)
-    from hierfl.run import run_scenario
-    from hierfl.scenario.load import load
+    path = make_scenario(
+        tmp_path, name="re", seed=5,
+        topology={"edges": {"count": 1}, "clients": {"count": 10, "compute_flops": 1e8}},
+        data={"name": "synthetic", "samples": {"dist": "uniform", "low": 20, "high": 60}},
+        stragglers={"fraction": 0.5, "mode": "random_epochs"},
+        train={"rounds": 4, "clients_per_round": 6, "checkpoint_every": 0,
+               "local": {"epochs": 5, "batch_size": 10, "lr": 0.05}},
+        algorithms=[{"name": "fedavg"}, {"name": "fedprox", "mu": 1.0}])
 
     def table(out, label):
         return [(r["round"], r["client"], r["straggler"], r["budget"])
-                for r in _clients_csv(out, label)]
+                for r in out.clients[label]]
 
-    sc = load(path, out=str(tmp_path / "a"))
-    run_scenario(sc, progress=False)
-    a_avg, a_prox = table(str(tmp_path / "a"), "fedavg"), table(str(tmp_path / "a"), "fedprox")
+    a = run_outputs(path, out=tmp_path / "a")
+    a_avg, a_prox = table(a, "fedavg"), table(a, "fedprox")
     assert a_avg == a_prox
-    strag = [r for r in _clients_csv(str(tmp_path / "a"), "fedavg") if r["straggler"] == "1"]
+    strag = [r for r in a.clients["fedavg"] if r["straggler"] == "1"]
     assert len(strag) == 4 * 3
     # FedAvg drops them, FedProx keeps their partial work; epochs in [1, 5] -> budget multiple
     # of the client's steps per epoch and at most the full 5 epochs
     assert all(r["dropped"] == "1" for r in strag)
-    assert all(r["dropped"] == "0" for r in _clients_csv(str(tmp_path / "a"), "fedprox"))
-    sc2 = load(path, out=str(tmp_path / "b"))
-    run_scenario(sc2, progress=False)
-    assert table(str(tmp_path / "b"), "fedavg") == a_avg
-    sc3 = load(path, seed=6, out=str(tmp_path / "c"))
-    run_scenario(sc3, progress=False)
-    assert table(str(tmp_path / "c"), "fedavg") != a_avg
+    assert all(r["dropped"] == "0" for r in a.clients["fedprox"])
+    assert table(run_outputs(path, out=tmp_path / "b"), "fedavg") == a_avg
+    assert table(run_outputs(path, seed=6, out=tmp_path / "c"), "fedavg") != a_avg

@@ -11,7 +11,15 @@ from hierfl.sim.links import FairLink, Ledger, Link
 from hierfl.sim.trace import Trace
 from hierfl.config.topology import AvailabilitySpec, FailureSpec
 
-from helpers_sim import run_one, write_npz, write_scenario
+from conftest import make_scenario, run_outputs, scenario_doc, write_npz
+
+
+def _run(tmp_path, doc: dict, name: str = "s", out: str = "out"):
+    """Write doc to tmp_path/<name>.yaml and run it: (AlgoResult, final global params) of its
+    one algorithm."""
+    o = run_outputs(make_scenario(tmp_path, doc, name=name), out=tmp_path / out)
+    (label,) = o.labels
+    return o.results[label], o.final(label)
 
 
 def _two_transfers(cls, delay: float):
@@ -52,8 +60,8 @@ def test_fair_sharing_equal_starts_finish_together():
 
 
 def _deep_doc(tmp_path, **train):
-    npz = write_npz(str(tmp_path / "d.npz"), [[[1.0], [2.0]], [[1.0], [3.0]]],
-                    [[1.0, 2.0], [0.0, 1.0]])
+    npz = write_npz(tmp_path / "d.npz", [([[1.0], [2.0]], [1.0, 2.0]),
+                                         ([[1.0], [3.0]], [0.0, 1.0])])
     return {
         "name": "deep", "seed": 0,
         "topology": {
@@ -78,8 +86,7 @@ def test_three_tier_plus_trace_by_hand(tmp_path):
     edge-client 2 s + 0.05 s. Compute: 2 full-batch steps x 2 samples x 3 x (2 FLOPs forward)
     = 24 FLOPs at 12 FLOP/s = 2 s. Both uploads reach edge0 at 7.9 and queue on edge0->regional0
     (0.5 s each), then on regional0->cloud (1 s each)."""
-    path = write_scenario(str(tmp_path), _deep_doc(tmp_path))
-    res, _ = run_one(path, out=str(tmp_path / "out"))
+    res, _ = _run(tmp_path, _deep_doc(tmp_path))
     ev = sorted((round(t, 9), n, k, p, v) for t, n, k, p, v in res.trace.events)
     expected = sorted([
         (0.0, "cloud", "round_start", "", 1),
@@ -105,8 +112,7 @@ def test_hierfavg_on_three_tiers_aggregates_per_tier(tmp_path):
     regional->cloud link each way, and each client link carries 2 models each way."""
     doc = _deep_doc(tmp_path)
     doc["algorithms"] = [{"name": "hierfavg", "tier_rounds": [1, 2]}]
-    path = write_scenario(str(tmp_path), doc)
-    res, w = run_one(path, out=str(tmp_path / "out"))
+    res, w = _run(tmp_path, doc)
     row = res.rows[-1]
     assert row["bytes_client_edge"] == 2 * 2 * 2 * 4      # 2 clients x 2 rounds x 2 directions
     assert row["bytes_edge_cloud"] == 2 * 4 * 2           # edge-regional and regional-cloud
@@ -129,11 +135,8 @@ def test_edge_preaggregation_same_model_fewer_bytes(tmp_path):
     base["topology"]["tiers"] = [{"name": "edge", "count": 1,
                                   "link": {"latency_s": 0.2, "bandwidth_Bps": 8}}]
     base["train"]["rounds"] = 3
-    p1 = write_scenario(str(tmp_path), base, "relay.yaml")
-    base["train"]["edge_preaggregate"] = True
-    p2 = write_scenario(str(tmp_path), base, "pre.yaml")
-    r1, w1 = run_one(p1, out=str(tmp_path / "o1"))
-    r2, w2 = run_one(p2, out=str(tmp_path / "o2"))
+    r1, w1 = _run(tmp_path, base, "relay", "o1")
+    r2, w2 = _run(tmp_path, scenario_doc(base, **{"train.edge_preaggregate": True}), "pre", "o2")
     np.testing.assert_allclose(w1, w2, atol=1e-7)
     # relay: 1 down + 2 up per round on edge-cloud; pre-aggregated: 1 down + 1 partial
     # (4 B sum + 4 B weight) per round
@@ -145,26 +148,15 @@ def test_edge_preaggregation_same_model_fewer_bytes(tmp_path):
 def test_edge_outage_loses_uploads_and_round_closes(tmp_path):
     """Two edges with one client each; edge1 is down while its client uploads. FedAvg then
     aggregates client0 alone: w = client0's two GD steps from 0."""
-    npz = write_npz(str(tmp_path / "d.npz"), [[[1.0], [2.0]], [[1.0], [3.0]]],
-                    [[1.0, 2.0], [0.0, 1.0]])
-    doc = {
-        "name": "outage", "seed": 0,
-        "topology": {
-            "edges": {"count": 2, "link": {"latency_s": 0.1, "bandwidth_Bps": 4}},
-            "clients": {"count": 2, "compute_flops": 12,
-                        "link": {"latency_s": 0.05, "bandwidth_Bps": 2}},
-            "failures": {"outages": [{"node": "edge1", "start_s": 4.0, "end_s": 6.0}]},
-        },
-        "data": {"name": "npz", "path": npz, "test_fraction": 0.0},
-        "model": {"name": "linear", "bias": False, "init": "zeros"},
-        "train": {"rounds": 1, "clients_per_round": "all",
-                  "local": {"steps": 2, "batch_size": "full", "lr": 0.1}},
-        "algorithms": [{"name": "fedavg"}],
-    }
+    doc = scenario_doc(_deep_doc(tmp_path), name="outage", topology={
+        "edges": {"count": 2, "link": {"latency_s": 0.1, "bandwidth_Bps": 4}},
+        "clients": {"count": 2, "compute_flops": 12,
+                    "link": {"latency_s": 0.05, "bandwidth_Bps": 2}},
+        "failures": {"outages": [{"node": "edge1", "start_s": 4.0, "end_s": 6.0}]},
+    })
     # timeline: cloud->edge 1.1, edge->client 3.15, compute 2 s -> 5.15, upload 5.15..7.2
     # client1's upload overlaps edge1's outage [4, 6]: lost.
-    path = write_scenario(str(tmp_path), doc)
-    res, w = run_one(path, out=str(tmp_path / "out"))
+    res, w = _run(tmp_path, doc)
     row = res.rows[-1]
     assert (row["selected"], row["reported"], row["failed"]) == (2, 1, 1)
     got = sorted((round(t, 9), n, k, p) for t, n, k, p, _ in res.trace.events)
@@ -210,8 +202,7 @@ def test_bernoulli_availability_limits_selection(tmp_path):
     doc["data"] = {"name": "synthetic", "samples": 20}
     doc["model"] = {"name": "logreg"}
     doc["train"].update(rounds=30, clients_per_round="all")
-    path = write_scenario(str(tmp_path), doc)
-    res, _ = run_one(path, out=str(tmp_path / "out"))
+    res, _ = _run(tmp_path, doc)
     sel = [r["selected"] for r in res.rows[1:]]
     assert 0.4 * 40 < np.mean(sel) < 0.6 * 40
     assert len(set(sel)) > 1
@@ -229,14 +220,15 @@ def test_graph_file_topology_equals_the_yaml_declaration(tmp_path):
 
     doc = _deep_doc(tmp_path)
     doc["train"]["rounds"] = 2
-    yaml_path = write_scenario(str(tmp_path), doc, "yaml.yaml")
+    yaml_path = make_scenario(tmp_path, doc, name="yaml")
     sc = load(yaml_path, out=str(tmp_path / "a"))
     g = build_graph(sc.topology, sc.seed)
     (tmp_path / "net.json").write_text(json.dumps(nx.node_link_data(g, edges="links")))
     doc["topology"] = {"graph": "net.json"}
-    json_path = write_scenario(str(tmp_path), doc, "json.yaml")
-    ra, wa = run_one(yaml_path, out=str(tmp_path / "a"))
-    rb, wb = run_one(json_path, out=str(tmp_path / "b"))
+    json_path = make_scenario(tmp_path, doc, name="json")
+    ra = run_outputs(yaml_path, out=tmp_path / "a")
+    rb = run_outputs(json_path, out=tmp_path / "b")
+    (ra, wa), (rb, wb) = [(o.results["fedavg"], o.final("fedavg")) for o in (ra, rb)]
     assert ra.trace.events == rb.trace.events
     np.testing.assert_array_equal(wa, wb)
     sc2 = load(yaml_path, out=str(tmp_path / "c"))

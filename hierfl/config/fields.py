@@ -115,106 +115,141 @@ def _kind_matches(tp: Any, value: Any) -> bool:
     return False
 
 
+def _convert_union(tp: Any, value: Any, key: str, problems: Problems) -> Any:
+    options = get_args(tp)
+    if value is None and type(None) in options:
+        return None
+    # try each option silently, most specific first
+    for opt in options:
+        if opt is type(None):
+            continue
+        trial = Problems(problems.file)
+        out = convert(opt, value, key, trial)
+        if out is not _FAIL and not trial.items:
+            return out
+    # report against the option of the value's kind (its messages are the precise ones: a
+    # non-finite number, a misspelt choice, a bad list element), else generically
+    others = [o for o in options if o is not type(None)]
+    for opt in others:
+        if _kind_matches(opt, value):
+            trial = Problems(problems.file)
+            convert(opt, value, key, trial)
+            plain = len(others) == 1 or dataclasses.is_dataclass(opt)
+            for it in trial.items:
+                problems.add(it.key, it.value, it.message if plain else
+                             f"{it.message} (allowed: {_type_name(tp)})")
+            return _FAIL
+    problems.add(key, value, f"expected {_type_name(tp)}")
+    return _FAIL
+
+
+def _convert_literal(tp: Any, value: Any, key: str, problems: Problems) -> Any:
+    allowed = get_args(tp)
+    if value in allowed and type(value) in {type(a) for a in allowed}:
+        return value
+    hint = ""
+    if isinstance(value, str):
+        close = difflib.get_close_matches(value, [str(a) for a in allowed], n=1)
+        if close:
+            hint = f" (did you mean {close[0]!r}?)"
+    problems.add(key, value, f"expected one of {', '.join(repr(a) for a in allowed)}{hint}")
+    return _FAIL
+
+
+def _convert_dict(tp: Any, value: Any, key: str, problems: Problems) -> Any:
+    args = get_args(tp)
+    inner = args[1] if len(args) == 2 else Raw
+    if not isinstance(value, dict):
+        problems.add(key, value, "expected a mapping")
+        return _FAIL
+    outd = {k: convert(inner, v, f"{key}.{k}", problems) for k, v in value.items()}
+    return _FAIL if any(o is _FAIL for o in outd.values()) else outd
+
+
+def _convert_list(tp: Any, value: Any, key: str, problems: Problems) -> Any:
+    (inner,) = get_args(tp)
+    if not isinstance(value, list):
+        problems.add(key, value, "expected a list" if inner is Raw
+                     else f"expected a list of {_type_name(inner)}")
+        return _FAIL
+    out = [convert(inner, v, f"{key}[{i}]", problems) for i, v in enumerate(value)]
+    return _FAIL if any(o is _FAIL for o in out) else out
+
+
+def _convert_dataclass(tp: Any, value: Any, key: str, problems: Problems) -> Any:
+    if not isinstance(value, dict):
+        problems.add(key, value, "expected a mapping")
+        return _FAIL
+    return build(tp, value, problems, key)
+
+
+def _convert_bool(tp: Any, value: Any, key: str, problems: Problems) -> Any:
+    if isinstance(value, bool):
+        return value
+    problems.add(key, value, "expected true or false")
+    return _FAIL
+
+
+def _convert_int(tp: Any, value: Any, key: str, problems: Problems) -> Any:
+    if isinstance(value, str) and _SCIENTIFIC.match(value.strip()):
+        value = float(value)  # YAML 1.1 reads "1e6" (no dot) as a string
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        problems.add(key, value, "expected an integer")
+        return _FAIL
+    if isinstance(value, float):
+        if not math.isfinite(value) or value != int(value):
+            problems.add(key, value, "expected an integer")
+            return _FAIL
+        value = int(value)
+    return value
+
+
+def _convert_float(tp: Any, value: Any, key: str, problems: Problems) -> Any:
+    if isinstance(value, str):
+        try:  # YAML 1.1 reads "1e9" (no dot) as a string
+            value = float(value)
+        except ValueError:
+            problems.add(key, value, "expected a number")
+            return _FAIL
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        problems.add(key, value, "expected a number")
+        return _FAIL
+    value = float(value)
+    if not math.isfinite(value):
+        problems.add(key, value, "expected a finite number")
+        return _FAIL
+    return value
+
+
+def _convert_str(tp: Any, value: Any, key: str, problems: Problems) -> Any:
+    if isinstance(value, str):
+        return value
+    problems.add(key, value, "expected a string")
+    return _FAIL
+
+
+_SCALARS: dict[Any, Callable[[Any, Any, str, Problems], Any]] = {
+    bool: _convert_bool, int: _convert_int, float: _convert_float, str: _convert_str}
+
+
 def convert(tp: Any, value: Any, key: str, problems: Problems) -> Any:
     """Convert `value` to type `tp`; on failure record a problem and return _FAIL."""
     origin = get_origin(tp)
     if tp is Raw or tp is Any:
         return value
     if origin in (Union, types.UnionType):
-        options = get_args(tp)
-        if value is None and type(None) in options:
-            return None
-        # try each option silently, most specific first
-        for opt in options:
-            if opt is type(None):
-                continue
-            trial = Problems(problems.file)
-            out = convert(opt, value, key, trial)
-            if out is not _FAIL and not trial.items:
-                return out
-        # report against the option of the value's kind (its messages are the precise ones: a
-        # non-finite number, a misspelt choice, a bad list element), else generically
-        others = [o for o in options if o is not type(None)]
-        for opt in others:
-            if _kind_matches(opt, value):
-                trial = Problems(problems.file)
-                convert(opt, value, key, trial)
-                plain = len(others) == 1 or dataclasses.is_dataclass(opt)
-                for it in trial.items:
-                    problems.add(it.key, it.value, it.message if plain else
-                                 f"{it.message} (allowed: {_type_name(tp)})")
-                return _FAIL
-        problems.add(key, value, f"expected {_type_name(tp)}")
-        return _FAIL
+        return _convert_union(tp, value, key, problems)
     if origin is Literal:
-        allowed = get_args(tp)
-        if value in allowed and type(value) in {type(a) for a in allowed}:
-            return value
-        hint = ""
-        if isinstance(value, str):
-            close = difflib.get_close_matches(value, [str(a) for a in allowed], n=1)
-            if close:
-                hint = f" (did you mean {close[0]!r}?)"
-        problems.add(key, value, f"expected one of {', '.join(repr(a) for a in allowed)}{hint}")
-        return _FAIL
+        return _convert_literal(tp, value, key, problems)
     if origin is dict or tp is dict:
-        args = get_args(tp)
-        inner = args[1] if len(args) == 2 else Raw
-        if not isinstance(value, dict):
-            problems.add(key, value, "expected a mapping")
-            return _FAIL
-        outd = {k: convert(inner, v, f"{key}.{k}", problems) for k, v in value.items()}
-        return _FAIL if any(o is _FAIL for o in outd.values()) else outd
+        return _convert_dict(tp, value, key, problems)
     if origin is list:
-        (inner,) = get_args(tp)
-        if not isinstance(value, list):
-            problems.add(key, value, "expected a list" if inner is Raw
-                         else f"expected a list of {_type_name(inner)}")
-            return _FAIL
-        out = [convert(inner, v, f"{key}[{i}]", problems) for i, v in enumerate(value)]
-        return _FAIL if any(o is _FAIL for o in out) else out
+        return _convert_list(tp, value, key, problems)
     if dataclasses.is_dataclass(tp):
-        if not isinstance(value, dict):
-            problems.add(key, value, "expected a mapping")
-            return _FAIL
-        return build(tp, value, problems, key)
-    if tp is bool:
-        if isinstance(value, bool):
-            return value
-        problems.add(key, value, "expected true or false")
-        return _FAIL
-    if tp is int:
-        if isinstance(value, str) and _SCIENTIFIC.match(value.strip()):
-            value = float(value)  # YAML 1.1 reads "1e6" (no dot) as a string
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            problems.add(key, value, "expected an integer")
-            return _FAIL
-        if isinstance(value, float):
-            if not math.isfinite(value) or value != int(value):
-                problems.add(key, value, "expected an integer")
-                return _FAIL
-            value = int(value)
-        return value
-    if tp is float:
-        if isinstance(value, str):
-            try:  # YAML 1.1 reads "1e9" (no dot) as a string
-                value = float(value)
-            except ValueError:
-                problems.add(key, value, "expected a number")
-                return _FAIL
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            problems.add(key, value, "expected a number")
-            return _FAIL
-        value = float(value)
-        if not math.isfinite(value):
-            problems.add(key, value, "expected a finite number")
-            return _FAIL
-        return value
-    if tp is str:
-        if isinstance(value, str):
-            return value
-        problems.add(key, value, "expected a string")
-        return _FAIL
+        return _convert_dataclass(tp, value, key, problems)
+    scalar = _SCALARS.get(tp) if isinstance(tp, type) else None
+    if scalar is not None:
+        return scalar(tp, value, key, problems)
     raise TypeError(f"schema type {tp!r} is not supported")
 
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import zipfile
+from typing import Callable
 
 import numpy as np
 
@@ -94,6 +95,80 @@ def _numeric(a: np.ndarray) -> bool:
     return a.dtype.kind in "biuf"
 
 
+_Bad = Callable[[object, str], ScenarioError]
+_Pair = tuple[np.ndarray, np.ndarray]
+
+
+def _read_npz(path: str, bad: _Bad) -> dict[str, np.ndarray]:
+    """Every array of the npz file at `path`, after the checks that need no loading."""
+    from ..config.limits import memory_limit
+
+    why = npz_problem(path, memory_limit())
+    if why:
+        raise bad(path, why)
+    try:
+        with np.load(path, allow_pickle=False) as f:
+            return {k: f[k] for k in f.files}
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
+        raise bad(path, f"not a readable npz file ({exc})") from None
+
+
+def _targets(y: np.ndarray, yk: str, task: str, path: str, bad: _Bad) -> np.ndarray:
+    """Labels (classification: 1-D integers in range) or regression targets as float64."""
+    if task != "classification":
+        return np.asarray(y, np.float64)
+    if y.dtype.kind not in "biu" or y.ndim != 1:
+        raise bad(path, f"{yk} ({y.dtype}, shape {y.shape}) must be 1-D integer labels "
+                  "for logreg/mlp")
+    if len(y) and (int(y.min()) < 0 or int(y.max()) >= MAX_CLASSES):
+        raise bad(path, f"{yk} labels must be in 0..{MAX_CLASSES - 1} "
+                  f"(found {int(y.min())}..{int(y.max())})")
+    return y.astype(np.int64)
+
+
+def _pair(arrays: dict[str, np.ndarray], k: str, required: bool, task: str, path: str,
+          bad: _Bad) -> _Pair | None:
+    """The checked (x, y) arrays x_{k}, y_{k} (k = "0", "test_0", ...); None when both are
+    absent and not required."""
+    xk, yk = f"x_{k}", f"y_{k}"
+    x, y = arrays.get(xk), arrays.get(yk)
+    if x is None and y is None and not required:
+        return None
+    if x is None or y is None:
+        raise bad(path, f"{xk} and {yk} go together: {xk if x is None else yk} is missing")
+    if not _numeric(x) or not _numeric(y):
+        raise bad(path, f"{xk} ({x.dtype}) and {yk} ({y.dtype}) must be numeric arrays")
+    if x.ndim < 1 or y.ndim < 1 or len(x) != len(y):
+        raise bad(path, f"{xk} {x.shape} and {yk} {y.shape} do not match: one row of "
+                  f"{xk} per entry of {yk}")
+    if x.ndim == 1 or 0 in x.shape[1:]:
+        raise bad(path, f"{xk} {x.shape} needs shape (rows, features...)")
+    if required and len(x) < 1:
+        raise bad(path, f"{xk} has no rows")
+    x = np.asarray(x, np.float64).reshape(len(x), -1)
+    if not np.all(np.isfinite(x)) or (y.dtype.kind == "f" and not np.all(np.isfinite(y))):
+        raise bad(path, f"{xk} / {yk} hold non-finite values (nan or inf)")
+    return x, _targets(y, yk, task, path, bad)
+
+
+def _n_classes(train: list[_Pair], test: list[_Pair], task: str, path: str, bad: _Bad) -> int:
+    """Checks that the clients agree with each other; the number of classes (0: regression)."""
+    dims = {t[0].shape[1] for t in train}
+    if len(dims) != 1:
+        raise bad(path, f"clients have different feature sizes {sorted(dims)}")
+    if task != "classification":
+        ys = {t[1].shape[1:] for t in train}
+        if len(ys) != 1:
+            raise bad(path, f"clients have different target shapes {sorted(ys)}")
+        return 0
+    n_classes = int(max(int(t[1].max()) for t in train) + 1)
+    for k, t in enumerate(test):
+        if len(t[1]) and int(t[1].max()) >= n_classes:
+            raise bad(path, f"test labels of client {k} go up to {int(t[1].max())}, but the "
+                      f"training labels only to {n_classes - 1}")
+    return n_classes
+
+
 def npz(spec: DataSpec, n_clients: int, seed: int, path: str, task: str,
         file: str) -> FederatedData:
     """Arrays x_0, y_0, x_1, ... (train) and optional x_test_k, y_test_k. Every way a file can be
@@ -102,54 +177,14 @@ def npz(spec: DataSpec, n_clients: int, seed: int, path: str, task: str,
     def bad(value: object, msg: str) -> ScenarioError:
         return ScenarioError.one(file, "data.path", value, msg)
 
-    from ..config.limits import memory_limit
-
-    why = npz_problem(path, memory_limit())
-    if why:
-        raise bad(path, why)
-    try:
-        with np.load(path, allow_pickle=False) as f:
-            arrays = {k: f[k] for k in f.files}
-    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
-        raise bad(path, f"not a readable npz file ({exc})") from None
+    arrays = _read_npz(path, bad)
     n_found = sum(1 for k in arrays if k.startswith("x_") and k[2:].isdigit())
     if n_found != n_clients:
         raise bad(path, f"has {n_found} clients (x_0, x_1, ...) but the topology has {n_clients}")
-
-    def pair(xk: str, yk: str, required: bool) -> tuple[np.ndarray, np.ndarray] | None:
-        x, y = arrays.get(xk), arrays.get(yk)
-        if x is None and y is None and not required:
-            return None
-        if x is None or y is None:
-            raise bad(path, f"{xk} and {yk} go together: {xk if x is None else yk} is missing")
-        if not _numeric(x) or not _numeric(y):
-            raise bad(path, f"{xk} ({x.dtype}) and {yk} ({y.dtype}) must be numeric arrays")
-        if x.ndim < 1 or y.ndim < 1 or len(x) != len(y):
-            raise bad(path, f"{xk} {x.shape} and {yk} {y.shape} do not match: one row of "
-                      f"{xk} per entry of {yk}")
-        if x.ndim == 1 or 0 in x.shape[1:]:
-            raise bad(path, f"{xk} {x.shape} needs shape (rows, features...)")
-        if required and len(x) < 1:
-            raise bad(path, f"{xk} has no rows")
-        x = np.asarray(x, np.float64).reshape(len(x), -1)
-        if not np.all(np.isfinite(x)) or (y.dtype.kind == "f" and not np.all(np.isfinite(y))):
-            raise bad(path, f"{xk} / {yk} hold non-finite values (nan or inf)")
-        if task == "classification":
-            if y.dtype.kind not in "biu" or y.ndim != 1:
-                raise bad(path, f"{yk} ({y.dtype}, shape {y.shape}) must be 1-D integer labels "
-                          "for logreg/mlp")
-            if len(y) and (int(y.min()) < 0 or int(y.max()) >= MAX_CLASSES):
-                raise bad(path, f"{yk} labels must be in 0..{MAX_CLASSES - 1} "
-                          f"(found {int(y.min())}..{int(y.max())})")
-            y = y.astype(np.int64)
-        else:
-            y = np.asarray(y, np.float64)
-        return x, y
-
     train, test = [], []
     for k in range(n_clients):
-        x, y = pair(f"x_{k}", f"y_{k}", True)  # type: ignore[misc]
-        t = pair(f"x_test_{k}", f"y_test_{k}", False)
+        x, y = _pair(arrays, str(k), True, task, path, bad)  # type: ignore[misc]
+        t = _pair(arrays, f"test_{k}", False, task, path, bad)
         if t is None:
             tr, te = split_train_test(x, y, spec.test_fraction, seeding.rng(seed, "data/split", k))
         else:
@@ -160,18 +195,4 @@ def npz(spec: DataSpec, n_clients: int, seed: int, path: str, task: str,
             tr, te = (x, y), t
         train.append(tr)
         test.append(te)
-    dims = {t[0].shape[1] for t in train}
-    if len(dims) != 1:
-        raise bad(path, f"clients have different feature sizes {sorted(dims)}")
-    if task == "classification":
-        n_classes = int(max(int(t[1].max()) for t in train) + 1)
-        for k, t in enumerate(test):
-            if len(t[1]) and int(t[1].max()) >= n_classes:
-                raise bad(path, f"test labels of client {k} go up to {int(t[1].max())}, but the "
-                          f"training labels only to {n_classes - 1}")
-    else:
-        n_classes = 0
-        ys = {t[1].shape[1:] for t in train}
-        if len(ys) != 1:
-            raise bad(path, f"clients have different target shapes {sorted(ys)}")
-    return FederatedData.from_arrays(train, test, n_classes)
+    return FederatedData.from_arrays(train, test, _n_classes(train, test, task, path, bad))

@@ -1,0 +1,197 @@
+"""Shared test builders: a scenario written from a small default plus overrides (topology
+inline), a runner that returns the parsed outputs, one npz writer, one trace builder.
+
+Fixtures `make_scenario` (bound to the test's tmp_path) and `run_outputs`; test modules whose own
+helpers need them import the plain functions: `from conftest import make_scenario, ...`.
+
+    path = make_scenario(tmp_path, name="drift", clients=[(x0, y0), (x1, y1)],
+                         model={"name": "linear", "bias": False, "init": "zeros"},
+                         **{"train.local.lr": 0.1, "topology.edges.count": 2})
+    out = run_outputs(path)
+    out.metrics["fedavg"][-1]["test_acc"], out.final("fedavg"), out.results["fedavg"].trace
+"""
+from __future__ import annotations
+
+import copy
+import csv
+import dataclasses
+import os
+from typing import Any
+
+import numpy as np
+import pytest
+import yaml
+
+DROP = object()
+"""An override value that removes the key from the scenario."""
+
+DEFAULT_SCENARIO: dict[str, Any] = {
+    "name": "t", "seed": 0,
+    "topology": {"edges": {"count": 1}, "clients": {"count": 4}},
+    "data": {"name": "synthetic", "dim": 5, "classes": 3, "samples": 30},
+    "model": {"name": "logreg"},
+    "train": {"rounds": 2, "clients_per_round": "all",
+              "local": {"steps": 2, "batch_size": "full", "lr": 0.1}},
+    "algorithms": [{"name": "fedavg"}],
+}
+
+
+# ----------------------------------------------------------------------------- scenarios
+def set_key(doc: dict, dotted: str, value: Any) -> None:
+    """doc["a"]["b"]["c"] = value for "a.b.c", creating the mappings on the way; DROP removes
+    the key."""
+    *parents, last = dotted.split(".")
+    node = doc
+    for p in parents:
+        node = node.setdefault(p, {})
+    if value is DROP:
+        node.pop(last, None)
+    else:
+        node[last] = copy.deepcopy(value)
+
+
+def scenario_doc(base: dict | None = None, **overrides: Any) -> dict:
+    """A copy of `base` (default: DEFAULT_SCENARIO) with overrides applied in order. A key is a
+    top-level key (replaces the whole value) or a dotted path ("train.local.lr", written as
+    **{...} or with "__" for the dots: train__local__lr=0.1) that replaces one leaf."""
+    doc = copy.deepcopy(DEFAULT_SCENARIO if base is None else base)
+    for key, value in overrides.items():
+        set_key(doc, key.replace("__", "."), value)
+    return doc
+
+
+def write_npz(path: str | os.PathLike, clients: list, tests: Any = None,
+              labels: bool = False) -> str:
+    """Client k's (x, y) as x_k (rows x features, float64) and y_k (float64, or int64 labels).
+    tests: None (no test arrays: the loader splits off data.test_fraction), "train" (each
+    client's training set is also its test set) or a list of (x, y) per client."""
+    ytype = np.int64 if labels else np.float64
+    arrays = {}
+    for k, (x, y) in enumerate(clients):
+        x = np.asarray(x, np.float64)
+        arrays[f"x_{k}"] = x.reshape(len(x), -1)
+        arrays[f"y_{k}"] = np.asarray(y, ytype)
+        if tests is not None:
+            xt, yt = (x, y) if tests == "train" else tests[k]
+            xt = np.asarray(xt, np.float64)
+            arrays[f"x_test_{k}"] = xt.reshape(len(xt), -1)
+            arrays[f"y_test_{k}"] = np.asarray(yt, ytype)
+    np.savez(path, **arrays)
+    return str(path)
+
+
+def make_scenario(folder: str | os.PathLike, doc: dict | None = None, *, name: str = "s",
+                  clients: list | None = None, tests: Any = "train", labels: bool = False,
+                  **overrides: Any) -> str:
+    """Write folder/<name>.yaml from `doc` (default DEFAULT_SCENARIO) and the overrides (see
+    scenario_doc); "name" is set to `name` unless an override sets it. With `clients`, their data
+    go to folder/<name>.npz (see write_npz) and data becomes {name: npz, path: <name>.npz}
+    (override data.* keys to add to it). Returns the scenario's path."""
+    os.makedirs(folder, exist_ok=True)
+    doc = scenario_doc(doc, name=name) if doc is None else scenario_doc(doc)
+    if clients is not None:
+        write_npz(os.path.join(folder, f"{name}.npz"), clients, tests, labels)
+        doc["data"] = {"name": "npz", "path": f"{name}.npz"}
+    doc = scenario_doc(doc, **overrides)
+    path = os.path.join(folder, f"{name}.yaml")
+    with open(path, "w") as fh:
+        yaml.safe_dump(doc, fh)
+    return path
+
+
+# ----------------------------------------------------------------------------- running
+def read_csv(path: str | os.PathLike) -> list[dict[str, str]]:
+    with open(path, newline="", encoding="utf-8") as fh:
+        return list(csv.DictReader(fh))
+
+
+@dataclasses.dataclass
+class Outputs:
+    """What a run wrote, parsed: per label the metrics.csv and clients.csv rows (strings, as
+    csv.DictReader gives them) and the arrays of final_params.npz; `results` are the AlgoResults
+    run_scenario returned (trace events, rows as numbers)."""
+    folder: str
+    labels: list[str]
+    results: dict[str, Any]
+    metrics: dict[str, list[dict[str, str]]]
+    clients: dict[str, list[dict[str, str]]]
+    params: dict[str, dict[str, np.ndarray]]
+
+    def final(self, label: str) -> np.ndarray:
+        return self.params[label]["global"]
+
+
+def outputs_of(folder: str, labels: list[str], results: dict | None = None) -> Outputs:
+    """Parse the output files of `labels` under `folder`."""
+    def params(label: str) -> dict[str, np.ndarray]:
+        with np.load(os.path.join(folder, label, "final_params.npz")) as z:
+            return dict(z)
+    return Outputs(folder, labels, results or {},
+                   {la: read_csv(os.path.join(folder, la, "metrics.csv")) for la in labels},
+                   {la: read_csv(os.path.join(folder, la, "clients.csv")) for la in labels},
+                   {la: params(la) for la in labels})
+
+
+def run_outputs(path: str | os.PathLike, *, out: str | os.PathLike | None = None,
+                rounds: int | None = None, seed: int | None = None, graph: Any = None,
+                **run_kw: Any) -> Outputs:
+    """Load and run every algorithm of the scenario at `path` (in process), parse its outputs."""
+    import hierfl
+
+    sc = hierfl.load(str(path), seed=seed, rounds=rounds, out=None if out is None else str(out))
+    results = hierfl.run_scenario(sc, progress=False, graph=graph, **run_kw)
+    return outputs_of(sc.output, [e.label for e in sc.algorithms], results)
+
+
+# ----------------------------------------------------------------------------- traces
+class TraceBuilder:
+    """Expected trace events (time, node, kind, peer, value) for models of `model_bytes` bytes,
+    as the simulator's Trace records them."""
+
+    def __init__(self, model_bytes: float) -> None:
+        self.model_bytes = model_bytes
+
+    def send(self, t: float, node: str, peer: str) -> tuple:
+        return (t, node, "send", peer, self.model_bytes)
+
+    def recv(self, t: float, node: str, peer: str) -> tuple:
+        return (t, node, "recv", peer, self.model_bytes)
+
+    @staticmethod
+    def compute_start(t: float, node: str, steps: int = 1) -> tuple:
+        return (t, node, "compute_start", "", steps)
+
+    @staticmethod
+    def compute_end(t: float, node: str, steps: int = 1) -> tuple:
+        return (t, node, "compute_end", "", steps)
+
+
+def canonical_trace(events) -> list[tuple]:
+    """Events sorted by (time rounded to 1e-9 s, node, kind, peer, value)."""
+    return sorted((round(float(t), 9), n, k, p, float(v)) for t, n, k, p, v in events)
+
+
+def assert_trace(got, want) -> None:
+    """The whole trace, event by event. Events at the same simulated instant may be emitted in
+    any order (simpy's tie order is an implementation detail), so each instant is compared as a
+    multiset; the recorded times must not decrease."""
+    got_c, want_c = canonical_trace(got), canonical_trace(want)
+    assert [e[1:] for e in got_c] == [e[1:] for e in want_c]
+    for g, w in zip(got_c, want_c):
+        assert g[0] == pytest.approx(w[0], abs=1e-9), (g, w)
+    times = [float(e[0]) for e in got]
+    assert times == sorted(times), "events must be emitted in time order"
+
+
+# ----------------------------------------------------------------------------- fixtures
+@pytest.fixture(name="make_scenario")
+def make_scenario_fixture(tmp_path):
+    """make_scenario(...) writing under the test's tmp_path (folder= to choose another)."""
+    def make(doc: dict | None = None, *, folder: Any = None, **kw: Any) -> str:
+        return make_scenario(tmp_path if folder is None else folder, doc, **kw)
+    return make
+
+
+@pytest.fixture(name="run_outputs")
+def run_outputs_fixture():
+    return run_outputs
