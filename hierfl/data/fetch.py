@@ -114,7 +114,10 @@ def _extract(archive: str, members: tuple[str, ...], root: str) -> None:
     try:
         with tarfile.open(archive, "r:gz") as tf:
             for name in members:
-                info = tf.getmember(name)
+                try:
+                    info = tf.getmember(name)
+                except KeyError:
+                    raise DataFileError(archive, f"the archive has no member {name!r}") from None
                 src = tf.extractfile(info) if info.isfile() else None
                 if src is None:
                     raise DataFileError(archive, f"member {name} is not a regular file")
@@ -123,8 +126,6 @@ def _extract(archive: str, members: tuple[str, ...], root: str) -> None:
                     for block in iter(lambda: src.read(BLOCK), b""):
                         f.write(block)
                 os.replace(out + ".part", out)
-    except KeyError as exc:
-        raise DataFileError(archive, f"the archive has no member {exc}") from None
     except (tarfile.TarError, OSError, EOFError) as exc:
         raise DataFileError(archive, f"cannot unpack ({exc})") from None
 

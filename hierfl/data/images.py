@@ -77,8 +77,8 @@ def source(spec: DataSpec, root: str) -> Source:
     return _cifar_source(spec.name, root, spec.label)
 
 
-def test_parts(parts: list[np.ndarray], y: np.ndarray, y_test: np.ndarray, n_classes: int,
-               g: np.random.Generator) -> list[np.ndarray]:
+def deal_test_rows(parts: list[np.ndarray], y: np.ndarray, y_test: np.ndarray,
+                   n_classes: int, g: np.random.Generator) -> list[np.ndarray]:
     """Test rows per client: class c's test rows, shuffled, cut in proportion to the clients'
     training rows of class c (equal shares when no client has any); every test row is used."""
     n = len(parts)
@@ -116,7 +116,8 @@ def load(spec: DataSpec, n_clients: int, seed: int, root: str, file: str) -> Fed
         raise ScenarioError.one(file, *bad)
     y, y_test = src.labels(True), src.labels(False)
     parts = partition(y, n_clients, spec.partition, seeding.rng(seed, "data/partition"))
-    tparts = test_parts(parts, y, y_test, src.n_classes, seeding.rng(seed, "data/test-split"))
+    tparts = deal_test_rows(parts, y, y_test, src.n_classes,
+                            seeding.rng(seed, "data/test-split"))
     x = src.pixels(True, placement(parts, len(y)), sum(len(p) for p in parts))
     x_test = src.pixels(False, placement(tparts, len(y_test)), sum(len(p) for p in tparts))
 
