@@ -302,3 +302,11 @@ def test_digits_28_is_the_digits():
 def test_dataspec_defaults_keep_old_sets():
     spec = DataSpec(name="digits")
     assert spec.root is None and spec.users is None and spec.label == "fine"
+
+
+def test_sweep_points_get_absolute_data_folders():
+    from hierfl.sweep import _self_contained
+
+    raw = _self_contained({"topology": {"edges": {"count": 1}}, "output": "o",
+                           "data": {"name": "mnist", "root": "../data/mn"}}, "/a/b/s.yaml")
+    assert raw["data"]["root"] == "/a/data/mn" and "output" not in raw
