@@ -92,9 +92,9 @@ def _text(xs: list, ys: list, path: str, user: str) -> tuple[np.ndarray, np.ndar
         raise DataFileError(path, f"user {user!r}: text samples need string x and "
                             "one-character y")
     lengths = {len(s) for s in xs}
-    if len(lengths) != 1:
-        raise DataFileError(path, f"user {user!r}: strings of different lengths "
-                            f"{sorted(lengths)[:4]}")
+    if len(lengths) != 1 or 0 in lengths:
+        raise DataFileError(path, f"user {user!r}: x strings must be non-empty and of one "
+                            f"length (found lengths {sorted(lengths)[:4]})")
     codes = np.frombuffer("".join(xs + ys).encode("utf-32-le"), np.uint32)
     idx = _CODE[np.minimum(codes, 255)]
     bad = np.flatnonzero((codes > 255) | (idx < 0))
@@ -207,6 +207,10 @@ def load(path: str, n_users: int, n_clients: int, seed: int) -> FederatedData:
     return _build(per_client, train, test, user_file, os.path.join(path, "test"))
 
 
+def _what(width: int, text: bool) -> str:
+    return f"{width} {'characters' if text else 'values'}"
+
+
 def _kind(train: Rows, test: Rows, user_file: dict[str, str],
           test_where: str) -> tuple[bool, int]:
     """(text?, row width), every user checked to agree with the first."""
@@ -216,8 +220,8 @@ def _kind(train: Rows, test: Rows, user_file: dict[str, str],
         for u, x in split.x.items():
             if (x.dtype == np.int64) != text or x.shape[1] != width:
                 raise DataFileError(where or user_file[u], f"user {u!r}: samples of "
-                                    f"{x.shape[1]} {'characters' if text else 'values'}, "
-                                    f"others have {width}")
+                                    f"{_what(x.shape[1], x.dtype == np.int64)}, others of "
+                                    f"{_what(width, text)}")
     return text, width
 
 
