@@ -1,4 +1,4 @@
-"""hierfl command line: run, validate, report, compare, docs, sweep."""
+"""hierfl command line: run, validate, report, compare, docs, sweep, data fetch."""
 from __future__ import annotations
 
 import argparse
@@ -125,6 +125,40 @@ def cmd_docs(args: argparse.Namespace) -> int:
     return docs_main(check=args.check, path=args.path)
 
 
+def cmd_data_fetch(args: argparse.Namespace) -> int:
+    from .config.errors import Problem
+    from .data.fetch import LEAF_HOWTO, fetch, snippet
+    from .data.files import DataFileError
+
+    if args.name == "leaf":
+        print(LEAF_HOWTO, end="")
+        return 0
+    if not args.root:
+        raise ScenarioError.one("", "--root", None, f"{args.name}: give the folder to fetch into")
+    try:
+        fetch(args.name, args.root, offline=args.offline)
+    except DataFileError as exc:
+        raise ScenarioError([Problem(exc.path, "", None, exc.message)]) from None
+    print(f"in a scenario (root relative to the scenario file, or absolute):\n  "
+          f"{snippet(args.name, os.path.abspath(args.root))}")
+    return 0
+
+
+def _data_parser(sub: argparse._SubParsersAction) -> None:
+    from .data.fetch import NAMES
+
+    d = sub.add_parser("data", help="benchmark data sets: fetch their standard files")
+    dsub = d.add_subparsers(dest="data_cmd", required=True)
+    f = dsub.add_parser("fetch", help="download a set's standard files, check their "
+                        "checksums and print the scenario snippet (leaf: print how to "
+                        "generate it)")
+    f.add_argument("name", choices=NAMES)
+    f.add_argument("--root", help="folder to put the files in (created if needed)")
+    f.add_argument("--offline", action="store_true",
+                   help="download nothing: check the files already in --root")
+    f.set_defaults(fn=cmd_data_fetch)
+
+
 def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="hierfl", description="Hierarchical federated learning "
                                  "simulator (simpy timing + torch training)")
@@ -180,6 +214,7 @@ def parser() -> argparse.ArgumentParser:
     sw.add_argument("--out", help="output folder (default: the sweep file's output:)")
     sw.add_argument("--quiet", action="store_true", help="no progress lines")
     sw.set_defaults(fn=cmd_sweep)
+    _data_parser(sub)
     return ap
 
 

@@ -57,7 +57,8 @@ class PartitionSpec:
 
 @dataclass(frozen=True)
 class DataSpec:
-    name: Literal["synthetic", "synthetic_iid", "digits", "npz"] = spec(doc="the federated data set")
+    name: Literal["synthetic", "synthetic_iid", "digits", "npz", "mnist", "fashion_mnist",
+                  "cifar10", "cifar100", "leaf"] = spec(doc="the federated data set")
     alpha: float = spec(1.0, "synthetic: std of u_k (model heterogeneity)", check=non_negative)
     beta: float = spec(1.0, "synthetic: std of B_k (feature heterogeneity)", check=non_negative)
     dim: int = spec(60, "synthetic: feature dimension", check=all_of(positive, at_most(1e5)))
@@ -66,10 +67,21 @@ class DataSpec:
                                 "(default: int(lognormal(4, 2)) + 50, the FedProx recipe)")
     max_samples: int = spec(100_000, "synthetic: cap on one client's samples (resource guard)",
                             check=positive)
-    path: str | None = spec(None, "npz: file of arrays x_0, y_0, ... (relative to the scenario)")
-    partition: PartitionSpec = spec(default_factory=PartitionSpec, doc="digits: label partition")
-    test_fraction: float = spec(0.2, "per-client test split when the set has no test arrays",
-                                check=unit_interval)
+    path: str | None = spec(None, "npz: file of arrays x_0, y_0, ...; leaf: folder holding "
+                            "LEAF's train/ and test/ JSON files (relative to the scenario)")
+    root: str | None = spec(None, "mnist, fashion_mnist: folder of the four IDX files "
+                            "(optionally .gz); cifar10, cifar100: folder of the binary version's "
+                            ".bin files (relative to the scenario); `hierfl data fetch NAME "
+                            "--root DIR` downloads them")
+    users: int | None = spec(None, "leaf: how many LEAF users to use, a seeded sample, dealt "
+                             "round-robin to the clients (default and minimum: one per client)",
+                             check=all_of(positive, at_most(1e7)))
+    label: Literal["fine", "coarse"] = spec("fine", "cifar100: the 100 fine or 20 coarse labels")
+    partition: PartitionSpec = spec(default_factory=PartitionSpec,
+                                    doc="digits, mnist, fashion_mnist, cifar10, cifar100: how "
+                                    "the training rows are split over clients")
+    test_fraction: float = spec(0.2, "per-client test split of the sets without a test set "
+                                "(synthetic, digits, npz without x_test_k)", check=unit_interval)
 
 
 @dataclass(frozen=True)

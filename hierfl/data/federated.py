@@ -1,6 +1,7 @@
 """Federated data held once, as tensors: every client's rows are a contiguous slice."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -11,7 +12,15 @@ import torch
 class FederatedData:
     """Train and test rows of all clients, concatenated; client k owns rows offsets[k]:offsets[k+1].
 
-    y is int64 class labels (classification) or float32 targets of shape (N,) or (N, m)."""
+    x is (N, dim): float32 features, uint8 pixels (image sets: scaled to [0, 1] float32 only
+    where batches are gathered, `learn.batches.model_input`), or int64 character indices
+    (text sets, fed to a model that embeds them). y is int64 class labels (classification) or
+    float32 targets of shape (N,) or (N, m).
+
+    input_shape is the shape of one row before it was flattened, e.g. (1, 28, 28) for MNIST,
+    (3, 32, 32) for CIFAR (channels, height, width; row-major), (80,) for an 80-character
+    sequence; (dim,) for plain feature vectors (the default). A CNN reshapes rows with it.
+    vocab is the vocabulary size of a text set (its inputs are indices in 0..vocab-1), 0 else."""
 
     x: torch.Tensor
     y: torch.Tensor
@@ -20,6 +29,14 @@ class FederatedData:
     y_test: torch.Tensor
     test_offsets: np.ndarray
     n_classes: int          # 0 for regression
+    input_shape: tuple[int, ...] = ()       # () is filled in as (dim,)
+    vocab: int = 0
+
+    def __post_init__(self) -> None:
+        if not self.input_shape:
+            object.__setattr__(self, "input_shape", (self.dim,))
+        if math.prod(self.input_shape) != self.dim:
+            raise ValueError(f"input_shape {self.input_shape} does not hold {self.dim} features")
 
     @property
     def n_clients(self) -> int:
@@ -45,7 +62,8 @@ class FederatedData:
 
     @classmethod
     def from_arrays(cls, train: list[tuple[np.ndarray, np.ndarray]],
-                    test: list[tuple[np.ndarray, np.ndarray]], n_classes: int) -> "FederatedData":
+                    test: list[tuple[np.ndarray, np.ndarray]], n_classes: int,
+                    input_shape: tuple[int, ...] = ()) -> "FederatedData":
         """Build from per-client (x, y) pairs (test lists may hold empty arrays)."""
         def cat(parts: list[tuple[np.ndarray, np.ndarray]], dim: int):
             xs = [np.asarray(p[0], np.float32).reshape(len(p[0]), dim) for p in parts]
@@ -58,7 +76,12 @@ class FederatedData:
         dim = int(np.asarray(train[0][0]).reshape(len(train[0][0]), -1).shape[1])
         x, y, off = cat(train, dim)
         xt, yt, toff = cat(test, dim)
-        return cls(x, y, off, xt, yt, toff, n_classes)
+        return cls(x, y, off, xt, yt, toff, n_classes, input_shape)
+
+
+def offsets_of(parts: list[np.ndarray]) -> np.ndarray:
+    """Row offsets of clients laid one after another: [0, n_0, n_0 + n_1, ...]."""
+    return np.concatenate([[0], np.cumsum([len(p) for p in parts])]).astype(np.int64)
 
 
 def split_train_test(x: np.ndarray, y: np.ndarray, fraction: float,

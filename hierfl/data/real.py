@@ -66,7 +66,7 @@ def digits(spec: DataSpec, n_clients: int, seed: int, file: str = "") -> Federat
                                   seeding.rng(seed, "data/split", k))
         train.append(tr)
         test.append(te)
-    return FederatedData.from_arrays(train, test, 10)
+    return FederatedData.from_arrays(train, test, 10, (1, 8, 8))
 
 
 def npz_problem(path: str, limit: float) -> str | None:

@@ -23,13 +23,34 @@ def gather(t: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
     return torch.index_select(t, 0, idx.reshape(-1)).view(*idx.shape, *t.shape[1:])
 
 
+def model_input(x: torch.Tensor) -> torch.Tensor:
+    """Rows as a model reads them: uint8 pixels (image sets, kept as bytes in memory) become
+    float32 in [0, 1] (x / 255), here, per batch; float features and int64 indices (text,
+    embedded by the model) pass unchanged, so float data sets take no extra step."""
+    if x.dtype == torch.uint8:
+        return x.to(torch.float32).div_(255.0)
+    return x
+
+
+def weight_dtype(x: torch.Tensor) -> torch.dtype:
+    """The dtype of row weights for data x: x's own for float features, float32 otherwise."""
+    return x.dtype if x.is_floating_point() else torch.float32
+
+
 @dataclass(frozen=True)
 class Batch:
-    """One step's minibatch for C clients: x (C, B, d), y (C, B[, m]), weights m (C, B)."""
+    """One step's minibatch for C clients: x (C, B, d), y (C, B[, m]), weights m (C, B).
+    Built from uint8 rows, x is scaled to float32 (`model_input`); weights are always float."""
 
     x: torch.Tensor
     y: torch.Tensor
     m: torch.Tensor
+
+    def __post_init__(self) -> None:
+        if self.x.dtype == torch.uint8:
+            object.__setattr__(self, "x", model_input(self.x))
+        if not self.m.is_floating_point():
+            object.__setattr__(self, "m", self.m.to(torch.float32))
 
     def rows(self, sel: slice | torch.Tensor) -> "Batch":
         return Batch(self.x[sel], self.y[sel], self.m[sel])
@@ -86,7 +107,7 @@ def full_plan(offsets: np.ndarray, clients: np.ndarray, x: torch.Tensor,
     rows = np.where(valid, offsets[clients][:, None] + pos[None, :], 0)
     w = valid / counts[:, None]
     return BatchPlan(torch.from_numpy(rows[:, None, :]),
-                     torch.from_numpy(w[:, None, :].astype(np.float32)).to(x.dtype), x, y)
+                     torch.from_numpy(w[:, None, :].astype(np.float32)).to(weight_dtype(x)), x, y)
 
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
@@ -130,7 +151,7 @@ def minibatch_plan(offsets: np.ndarray, clients: np.ndarray, batch_size: int | s
     n = offsets[clients + 1] - lo
     act = (steps > 0) & (n > 0)
     if not act.any():
-        return BatchPlan(torch.from_numpy(rows), torch.from_numpy(wts).to(x.dtype), x, y)
+        return BatchPlan(torch.from_numpy(rows), torch.from_numpy(wts).to(weight_dtype(x)), x, y)
     keys = client_keys(seed, round_, edge_round, clients)
     for size in np.unique(n[act]):             # clients of one size are shuffled together
         size = int(size)
@@ -153,4 +174,4 @@ def minibatch_plan(offsets: np.ndarray, clients: np.ndarray, batch_size: int | s
                                      np.where(live, lo[idx][:, None, None], 0))
         cnt = pv.sum(2, keepdims=True)
         wts[idx, :width] = pv / np.maximum(cnt, 1)
-    return BatchPlan(torch.from_numpy(rows), torch.from_numpy(wts).to(x.dtype), x, y)
+    return BatchPlan(torch.from_numpy(rows), torch.from_numpy(wts).to(weight_dtype(x)), x, y)

@@ -6,7 +6,7 @@ import torch
 
 from ..data.federated import FederatedData
 from ..models.functional import Model
-from .batches import gather
+from .batches import gather, model_input, weight_dtype
 
 CHUNK = 65536
 
@@ -18,7 +18,7 @@ def global_metrics(model: Model, w: torch.Tensor, data: FederatedData) -> tuple[
     w1 = w.unsqueeze(0)
     total = 0.0
     for i in range(0, len(data.x), CHUNK):
-        x, y = data.x[i:i + CHUNK].unsqueeze(0), data.y[i:i + CHUNK].unsqueeze(0)
+        x, y = model_input(data.x[i:i + CHUNK]).unsqueeze(0), data.y[i:i + CHUNK].unsqueeze(0)
         total += float(model.sample_loss(model.forward(w1, x), y).double().sum())
     loss = total / max(len(data.x), 1)
     n_test = len(data.x_test)
@@ -26,7 +26,8 @@ def global_metrics(model: Model, w: torch.Tensor, data: FederatedData) -> tuple[
         return loss, float("nan")
     score = 0.0
     for i in range(0, n_test, CHUNK):
-        x, y = data.x_test[i:i + CHUNK].unsqueeze(0), data.y_test[i:i + CHUNK].unsqueeze(0)
+        x, y = model_input(data.x_test[i:i + CHUNK]).unsqueeze(0), \
+            data.y_test[i:i + CHUNK].unsqueeze(0)
         if model.task == "classification":
             score += float(model.correct(w1, x, y).sum())
         else:
@@ -50,8 +51,8 @@ def personal_accuracy(model: Model, personal: torch.Tensor, data: FederatedData,
         pos = np.arange(width)
         valid = pos[None, :] < counts[ks][:, None]
         rows = torch.from_numpy(np.where(valid, off[ks][:, None] + pos[None, :], 0))
-        x, y = gather(data.x_test, rows), gather(data.y_test, rows)
-        vm = torch.from_numpy(valid).to(x.dtype)
+        x, y = model_input(gather(data.x_test, rows)), gather(data.y_test, rows)
+        vm = torch.from_numpy(valid).to(weight_dtype(x))
         if model.task == "classification":
             total += float((model.correct(personal[ks], x, y) * vm).sum())
         else:

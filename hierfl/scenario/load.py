@@ -82,7 +82,13 @@ def _mean(d: Any) -> float:
 
 
 def data_shape(data: DataSpec, n_clients: int) -> tuple[float, int, int] | None:
-    """(expected training rows per client, dim, classes) of the built-in sets; None for npz."""
+    """(expected training rows per client, dim, classes) of the built-in sets; None for npz
+    and LEAF (sized when loaded)."""
+    from ..data.check import shape
+
+    official = shape(data, n_clients)
+    if official is not None:
+        return official
     if data.name in ("synthetic", "synthetic_iid"):
         mean = DEFAULT_SAMPLES_MEAN if data.samples is None else max(_mean(data.samples), 2.0)
         return min(mean, data.max_samples), data.dim, data.classes
@@ -218,8 +224,12 @@ def _cross_checks(raw: dict, p: Problems, base_dir: str, topo: Any, data: DataSp
             msg = npz_problem(os.path.join(base_dir, data.path), memory_limit())
             if msg:
                 p.add("data.path", data.path, msg)
+    from ..data.check import LABELLED, data_problems
+    if data is not None:
+        for key, value, msg in data_problems(data, base_dir, n):
+            p.add(key, value, msg)
     if data is not None and model is not None and model.name == "linear" and \
-            data.name in ("synthetic", "synthetic_iid", "digits"):
+            data.name in LABELLED:
         p.add("model.name", "linear", f"{data.name} data are labelled classes: use logreg or mlp")
     if data is not None and data.name == "digits" and n is not None:
         from ..data.real import DIGITS_SAMPLES
@@ -238,7 +248,7 @@ def _cross_checks(raw: dict, p: Problems, base_dir: str, topo: Any, data: DataSp
     rows, dim, out = shape
     cpr = train.clients_per_round
     c = n if cpr == "all" else min(int(cpr), n)
-    max_rows = float(data.max_samples) if data.name != "digits" else float(rows)
+    max_rows = float(data.max_samples) if data.name.startswith("synthetic") else float(rows)
     for key, value, msg in resource_problems(model, n, _n_aggregators(topo), c, rows, dim, out,
                                              [e.local for e in entries] or [train.local],
                                              max_rows):
@@ -280,6 +290,8 @@ def load(path: str, seed: int | None = None, rounds: int | None = None,
     data = sf.data
     if data.path:
         data = dataclasses.replace(data, path=os.path.join(base_dir, data.path))
+    if data.root:
+        data = dataclasses.replace(data, root=os.path.join(base_dir, data.root))
     sc = Scenario(name=sf.name, seed=sf.seed if seed is None else seed, file=file,
                   topology=topo_spec, data=data, model=sf.model, train=train,
                   algorithms=tuple(entries), stragglers=sf.stragglers, report=sf.report,

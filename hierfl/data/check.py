@@ -1,0 +1,79 @@
+"""Checks of a scenario's data files made when the scenario is validated, before anything is
+loaded: the files are there (else the message names `hierfl data fetch`), their headers are
+well formed and the set can be split over the topology's clients. What only reading the whole
+file shows (a label out of range, a truncated gzip stream, a LEAF user without samples) is
+reported the same way when the data is loaded (`hierfl validate` loads it)."""
+from __future__ import annotations
+
+import os
+
+from ..config.schema import DataSpec
+from .files import DataFileError, fetch_hint
+
+LABELLED = ("synthetic", "synthetic_iid", "digits", "mnist", "fashion_mnist", "cifar10",
+            "cifar100", "leaf")
+ROOT_SETS = ("mnist", "fashion_mnist", "cifar10", "cifar100")
+# (training rows, features, classes) of the official files (resource estimate before loading)
+OFFICIAL = {"mnist": (60_000, 784, 10), "fashion_mnist": (60_000, 784, 10),
+            "cifar10": (50_000, 3072, 10), "cifar100": (50_000, 3072, 100)}
+
+Found = list[tuple[str, object, str]]
+
+
+def shape(data: DataSpec, n_clients: int) -> tuple[float, int, int] | None:
+    """(training rows per client, features, classes) of an image set's official files."""
+    if data.name not in OFFICIAL:
+        return None
+    rows, dim, classes = OFFICIAL[data.name]
+    if data.name == "cifar100" and data.label == "coarse":
+        classes = 20
+    return rows / max(n_clients, 1), dim, classes
+
+
+def _image_problems(data: DataSpec, base_dir: str, n_clients: int | None) -> Found:
+    from .images import client_problem, source
+
+    if data.path is not None:
+        return [("data.path", data.path, f"{data.name} reads the folder root:, not path:")]
+    if not data.root:
+        return [("data.root", None, f"{data.name} needs root: (the folder of its files); "
+                 f"{fetch_hint(data.name, 'DIR')}")]
+    try:
+        src = source(data, os.path.join(base_dir, data.root))
+    except DataFileError as exc:
+        return [("data.root", data.root, f"{exc.path}: {exc.message}")]
+    bad = client_problem(data, src.n_train, n_clients) if n_clients is not None else None
+    return [bad] if bad else []
+
+
+def _leaf_problems(data: DataSpec, base_dir: str, n_clients: int | None) -> Found:
+    from .leaf import split_files
+
+    found: Found = []
+    if data.root is not None:
+        found.append(("data.root", data.root, "leaf reads the folder path:, not root:"))
+    if not data.path:
+        return found + [("data.path", None, "leaf needs path: (the folder holding LEAF's "
+                         "train/ and test/ JSON files)")]
+    if n_clients is not None and data.users is not None and data.users < n_clients:
+        found.append(("data.users", data.users, f"must be >= the topology's {n_clients} "
+                      "clients (every client holds at least one LEAF user)"))
+    try:
+        for split in ("train", "test"):
+            split_files(os.path.join(base_dir, data.path), split)
+    except DataFileError as exc:
+        found.append(("data.path", data.path, f"{exc.path}: {exc.message}"))
+    return found
+
+
+def data_problems(data: DataSpec, base_dir: str, n_clients: int | None) -> Found:
+    """(key, value, message) for every problem with the files of `data` (paths relative to
+    base_dir) that shows without loading them."""
+    if data.name in ROOT_SETS:
+        return _image_problems(data, base_dir, n_clients)
+    if data.name == "leaf":
+        return _leaf_problems(data, base_dir, n_clients)
+    if data.root is not None:
+        return [("data.root", data.root, f"{data.name} has no files to find: root: is for "
+                 f"{', '.join(ROOT_SETS)}")]
+    return []
