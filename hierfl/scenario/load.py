@@ -196,6 +196,21 @@ def _n_aggregators(topo: Any) -> int:
     return int(getattr(edges, "count", 1))
 
 
+def _model_checks(p: Problems, model: ModelSpec) -> None:
+    """A registered model name, and only options its factory takes."""
+    from ..models.registry import MODELS, option_problems
+
+    if model.name not in MODELS:
+        close = difflib.get_close_matches(model.name, list(MODELS), n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        p.add("model.name", model.name, f"unknown model{hint}; registered: "
+              f"{', '.join(sorted(MODELS))} (more with hierfl.register_model)")
+        return
+    for key, msg in option_problems(model):
+        value = model.options[key] if key in model.options else getattr(model, key)
+        p.add(f"model.{key}", value, msg)
+
+
 def _cross_checks(raw: dict, p: Problems, base_dir: str, topo: Any, data: DataSpec | None,
                   model: ModelSpec | None, train: TrainSpec | None,
                   entries: list[AlgorithmEntry]) -> None:
@@ -215,6 +230,8 @@ def _cross_checks(raw: dict, p: Problems, base_dir: str, topo: Any, data: DataSp
             msg = npz_problem(os.path.join(base_dir, data.path), memory_limit())
             if msg:
                 p.add("data.path", data.path, msg)
+    if model is not None:
+        _model_checks(p, model)
     if data is not None and model is not None and model.name == "linear" and \
             data.name in ("synthetic", "synthetic_iid", "digits"):
         p.add("model.name", "linear", f"{data.name} data are labelled classes: use logreg or mlp")
