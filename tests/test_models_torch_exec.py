@@ -1,7 +1,7 @@
 """The batched executor equals the sequential reference on a CNN (as tests/test_executors_agree.py
-checks for the closed-form models): FedAvg, FedProx and SCAFFOLD with stragglers (budgets that
-differ within a call) and FedProx with a gamma target (early stops); and a small CNN learns
-on digits through `hierfl run`.
+checks for the closed-form models): every algorithm with stragglers (budgets that differ within
+a call; FedAvg, FedProx and SCAFFOLD on both gradient paths) and FedProx with a gamma target
+(early stops); and a small CNN learns on digits through `hierfl run`.
 
 The sequential executor takes each client's model through `model.reference()` (plain
 per-client autograd; for a TorchModel the loop path, whatever `batching` the batched run
@@ -19,14 +19,17 @@ import pytest
 import yaml
 
 import hierfl.exec.local as exec_local
+from hierfl.algorithms.registry import REGISTRY
 from hierfl.run import build_world, run_algorithm
 from hierfl.scenario.load import load
 
-CASES = [("fedavg", "stragglers"), ("fedprox", "stragglers"), ("scaffold", "stragglers"),
-         ("fedprox", "gamma")]
+CASES = [(name, batching, "stragglers") for name in sorted(REGISTRY)
+         for batching in (("vmap", "loop") if name in ("fedavg", "fedprox", "scaffold")
+                          else ("vmap",))]
+CASES += [("fedprox", "vmap", "gamma"), ("fedprox", "loop", "gamma")]
 
 
-def _scenario(tmp_path, name: str, case: str):
+def _scenario(tmp_path, name: str, case: str, rounds: int = 2):
     local = {"epochs": 2, "batch_size": 4, "lr": 0.1}
     doc = {
         "name": "agree_cnn", "seed": 3,
@@ -34,7 +37,7 @@ def _scenario(tmp_path, name: str, case: str):
         "data": {"name": "synthetic", "alpha": 0.5, "beta": 0.5, "dim": 16, "classes": 3,
                  "samples": {"dist": "uniform", "low": 9, "high": 30}},
         "model": {"name": "cnn", "channels": [2, 3], "dense": 4, "kernel": 3},
-        "train": {"rounds": 2, "clients_per_round": 4, "local": local},
+        "train": {"rounds": rounds, "clients_per_round": 4, "local": local},
         "algorithms": [{"name": name}],
     }
     if case == "stragglers":
@@ -54,11 +57,11 @@ def _run(sc, world, kind: str, out):
         return dict(np.load(out / "final_params.npz")), list(csv.DictReader(fh))
 
 
-@pytest.mark.parametrize("batching", ["vmap", "loop"])
-@pytest.mark.parametrize("name,case", CASES)
+@pytest.mark.parametrize("name,batching,case", CASES)
 def test_cnn_batched_equals_sequential(tmp_path, monkeypatch, name, case, batching):
     monkeypatch.setattr(exec_local, "AutogradModel", lambda m: m.reference(), raising=False)
-    sc = _scenario(tmp_path, name, case)
+    core = name in ("fedavg", "fedprox", "scaffold")
+    sc = _scenario(tmp_path, name, case, rounds=2 if core else 1)
     world = build_world(sc)
     assert world.model.name == "cnn" and world.model.batching == "vmap"     # auto: small
     world.model.batching = batching
@@ -66,7 +69,10 @@ def test_cnn_batched_equals_sequential(tmp_path, monkeypatch, name, case, batchi
     ps, cs = _run(sc, world, "sequential", tmp_path / "sequential")
     w0 = world.w0.double().numpy()
     assert np.abs(pb["global"] - w0).max() > 1e-3                          # it trained
-    np.testing.assert_allclose(pb["global"], ps["global"], rtol=1e-5, atol=1e-6)
+    assert sorted(pb) == sorted(ps)
+    for key in pb:                                    # the global model and personal ones
+        assert np.isfinite(pb[key]).all(), key
+        np.testing.assert_allclose(pb[key], ps[key], rtol=1e-5, atol=1e-6, err_msg=key)
     steps_b = [int(r["steps"]) for r in cb]
     assert steps_b == [int(r["steps"]) for r in cs]
     np.testing.assert_allclose([float(r["gamma"] or "nan") for r in cb],
