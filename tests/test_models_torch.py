@@ -29,7 +29,8 @@ def _reference(model: TorchModel, w: torch.Tensor, x, y, m):
     losses, grads, outs = [], [], []
     for k in range(w.shape[0]):
         with torch.no_grad():
-            torch.nn.utils.vector_to_parameters(w[k], model.module.parameters())
+            for p, v in zip(model.module.parameters(), w[k].split(model.sizes)):
+                p.copy_(v.view(p.shape))              # (vector_to_parameters would alias w)
         model.module.zero_grad()
         z = model.module(x[k].reshape(x.shape[1], *model.input_shape))
         loss = (nn.functional.cross_entropy(z, y[k], reduction="none") * m[k]).sum()
