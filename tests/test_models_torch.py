@@ -42,6 +42,8 @@ def _reference(model: TorchModel, w: torch.Tensor, x, y, m):
 
 
 CASES = [("cnn", {"channels": [3, 5], "dense": 7}, (1, 8, 8), 10, "vmap"),
+         ("cnn", {"channels": [3, 5], "dense": 7}, (8, 8), 10, "vmap"),
+         ("cnn", {"channels": [3, 5], "dense": 7}, (64,), 10, "loop"),
          ("cnn", {"channels": [3, 5], "dense": 7}, (1, 8, 8), 10, "loop"),
          ("cnn", {"channels": [4], "dense": 0, "kernel": 3}, (3, 6, 6), 4, "vmap"),
          ("char_lstm", {"embed": 3, "hidden": [6, 6]}, (7,), 9, "loop"),
@@ -161,3 +163,24 @@ def test_builtin_models_keep_their_stacked_path():
     lin = build_model(ModelSpec(name="linear", bias=False), 6, 2, 0)
     assert lin.task == "regression" and lin.n_params == 12
     np.testing.assert_array_equal(lin.init(torch.Generator().manual_seed(1)).shape, (12,))
+
+
+@pytest.mark.parametrize("batching", ["loop", "vmap"])
+def test_rows_in_chunks_equal_one_pass(monkeypatch, batching):
+    """Large batches (full local data, evaluation) run in chunks of rows that bound the
+    activations: the same losses, gradients and outputs as one pass."""
+    import hierfl.models.torch_model as tm
+
+    model = build_model(_spec("cnn", channels=[2, 3], dense=5), 64, 4, 4)
+    model.batching = batching
+    g = torch.Generator().manual_seed(2)
+    w = torch.stack([model.init(g) for _ in range(2)])
+    x, y = torch.randn(2, 11, 64, generator=g), torch.randint(0, 4, (2, 11), generator=g)
+    m = torch.full((2, 11), 1 / 11)
+    one = model.loss_grad(w, x, y, m), model.forward(w, x)
+    monkeypatch.setattr(tm, "ACT_BUDGET", 3 * model.act_per_sample * 2)   # 3 rows (6 / 2)
+    assert model._chunk(2) == 3
+    many = model.loss_grad(w, x, y, m), model.forward(w, x)
+    torch.testing.assert_close(many[0][0], one[0][0], rtol=1e-6, atol=1e-7)
+    torch.testing.assert_close(many[0][1], one[0][1], rtol=1e-5, atol=1e-7)
+    torch.testing.assert_close(many[1], one[1], rtol=1e-6, atol=1e-7)

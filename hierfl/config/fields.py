@@ -229,10 +229,11 @@ def build(cls: type, raw: dict, problems: Problems, prefix: str = "") -> Any:
     kwargs: dict[str, Any] = {}
     ok = True
     extra = getattr(cls, "EXTRA_KEYS", None)    # a dict field that collects unknown keys
+    extras: dict[str, Any] = {}
     for key, value in raw.items():
         path = f"{prefix}.{key}" if prefix else str(key)
-        if key not in fields and extra is not None and key != extra:
-            kwargs.setdefault(extra, {})[str(key)] = value
+        if key not in fields and extra is not None:
+            extras[str(key)] = value
             continue
         if key not in fields:
             close = difflib.get_close_matches(str(key), list(fields), n=1)
@@ -262,6 +263,8 @@ def build(cls: type, raw: dict, problems: Problems, prefix: str = "") -> Any:
             ok = False
     if not ok:
         return _FAIL
+    if extras:
+        kwargs[extra] = {**kwargs.get(extra, {}), **extras}
     try:
         obj = cls(**kwargs)
     except (ValueError, TypeError) as exc:  # cross-field checks in __post_init__

@@ -86,8 +86,8 @@ class ModelSpec:
                                     "char_lstm: LSTM layer widths (default [256, 256])",
                                     check=each(all_of(positive, at_most(1e5))))
     init: Literal["seeded", "zeros"] = spec("seeded", "initial parameters")
-    options: dict[str, Raw] = spec(default_factory=dict, doc="(any other key) the model's own "
-                                   "options, e.g. cnn: channels: [32, 64], dense: 512, kernel: 5")
+    options: dict[str, Raw] = spec(default_factory=dict, doc="the model's own options, given here or "
+                                   "as keys of model: (cnn: channels: [32, 64], dense: 512)")
 
     def __post_init__(self) -> None:
         if self.hidden is not None and any(h <= 0 or h > 100_000 for h in self.hidden):

@@ -48,7 +48,8 @@ def cnn(input_shape: tuple[int, ...], num_classes: int, channels: list[int] | No
     if h // shrink == 0 or w // shrink == 0:
         raise ModelOptionError("channels", f"{len(channels)} poolings (one per entry of channels) "
                                f"halve a {h}x{w} image to nothing: use fewer")
-    layers: list[nn.Module] = [nn.Unflatten(1, (c_in, h, w))] if len(input_shape) != 3 else []
+    layers: list[nn.Module] = [] if len(input_shape) == 3 else \
+        [nn.Flatten(), nn.Unflatten(1, (c_in, h, w))]           # (B, d) or (B, H, W) inputs
     for c_out in channels:
         layers += [nn.Conv2d(c_in, c_out, kernel, padding=kernel // 2), nn.ReLU(),
                    nn.MaxPool2d(2)]
