@@ -59,16 +59,19 @@ def case(name, spec, shape, classes, c, b, reps, text=False):
               f"{base / t:5.2f}x the nn.Module loop")
 
 
-def mlp_case(reps: int, c: int = 20, b: int = 20) -> None:
-    """The built-in stacked MLP (784-200-200-10) against the same layers as an nn.Module loop."""
-    model = build_model(ModelSpec(name="mlp"), 784, 10, 10)
-    mod = nn.Sequential(nn.Linear(784, 200), nn.ReLU(), nn.Linear(200, 200), nn.ReLU(),
-                        nn.Linear(200, 10))
+def mlp_case(reps: int, widths: list[int], c: int = 20, b: int = 20) -> None:
+    """The built-in stacked MLP against the same layers as an nn.Module loop."""
+    model = build_model(ModelSpec(name="mlp", hidden=widths[1:-1]), widths[0], widths[-1],
+                        widths[-1])
+    layers: list[nn.Module] = []
+    for a, o in zip(widths[:-1], widths[1:]):
+        layers += [nn.Linear(a, o), nn.ReLU()]
+    mod = nn.Sequential(*layers[:-1])
     g = torch.Generator().manual_seed(0)
     w = torch.stack([model.init(g) for _ in range(c)])
-    x, y = torch.randn(c, b, 784), torch.randint(0, 10, (c, b))
+    x, y = torch.randn(c, b, widths[0]), torch.randint(0, widths[-1], (c, b))
     m = torch.full((c, b), 1.0 / b)
-    fake = type("M", (), {"module": mod, "input_shape": (784,), "sizes": [p.numel() for p in
+    fake = type("M", (), {"module": mod, "input_shape": (widths[0],), "sizes": [p.numel() for p in
                                                                           mod.parameters()]})
     paths = {"nn.Module loop": lambda: plain_loop(fake, w, x, y, m),
              "stacked Model": lambda: model.loss_grad(w, x, y, m)}
@@ -78,7 +81,7 @@ def mlp_case(reps: int, c: int = 20, b: int = 20) -> None:
             t = time.process_time()
             f()
             best[k] = min(best[k], time.process_time() - t)
-    print(f"MLP 784-200-200-10: {model.n_params} parameters")
+    print(f"MLP {'-'.join(map(str, widths))}: {model.n_params} parameters")
     for k, t in best.items():
         print(f"  {k:16s} {t * 1e3:8.2f} ms  {best['nn.Module loop'] / t:5.2f}x the nn.Module loop")
 
@@ -92,7 +95,8 @@ def main() -> None:
          max(1, a.reps // 2))
     case("digits CNN 8x8", ModelSpec(name="cnn", options={"channels": [8, 16], "dense": 32}),
          (1, 8, 8), 10, 20, 20, a.reps * 4)
-    mlp_case(a.reps * 4)
+    mlp_case(a.reps * 4, [784, 200, 200, 10])
+    mlp_case(a.reps * 4, [64, 32, 10])
     case("char-LSTM", ModelSpec(name="char_lstm"), (80,), 80, 20, 10, max(1, a.reps // 2),
          text=True)
 
