@@ -169,7 +169,7 @@ class TorchModel:
         with torch.enable_grad():
             for i in range(0, x.shape[1], step):
                 grads, lk = vgrad(params, x[:, i:i + step], y[:, i:i + step],
-                                        m[:, i:i + step])
+                                  m[:, i:i + step])
                 loss += lk.detach()
                 g += torch.cat([grads[n].reshape(c, -1) for n in self.names], 1)
         return loss, g
