@@ -233,7 +233,7 @@ def test_trace_file_is_what_csv_writer_writes():
 
 
 def test_client_lines_are_what_csvlog_writes(tmp_path):
-    from hierfl.io_util import CsvLog
+    from hierfl.outputs import CsvLog
     from hierfl.outputs import CLIENT_COLUMNS, client_lines
     from hierfl.sim.work import ClientRecord
 

@@ -259,8 +259,13 @@ def build(cls: type, raw: dict, problems: Problems, prefix: str = "") -> Any:
     fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
     kwargs: dict[str, Any] = {}
     ok = True
+    extra = getattr(cls, "EXTRA_KEYS", None)    # a dict field that collects unknown keys
+    extras: dict[str, Any] = {}
     for key, value in raw.items():
         path = f"{prefix}.{key}" if prefix else str(key)
+        if key not in fields and extra is not None:
+            extras[str(key)] = value
+            continue
         if key not in fields:
             close = difflib.get_close_matches(str(key), list(fields), n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
@@ -289,6 +294,8 @@ def build(cls: type, raw: dict, problems: Problems, prefix: str = "") -> Any:
             ok = False
     if not ok:
         return _FAIL
+    if extras:
+        kwargs[extra] = {**kwargs.get(extra, {}), **extras}
     try:
         obj = cls(**kwargs)
     except (ValueError, TypeError) as exc:  # cross-field checks in __post_init__

@@ -26,17 +26,28 @@ def memory_limit() -> int:
         return 64 << 30
 
 
-def model_params(model: ModelSpec, dim: int, out_dim: int) -> int:
-    widths = [dim, *model.hidden, out_dim] if model.name == "mlp" else [dim, out_dim]
-    return sum(a * b + (b if model.bias else 0) for a, b in zip(widths[:-1], widths[1:]))
+BUILTIN_MODELS = ("logreg", "linear", "mlp")     # sized from the spec; others once built
+
+
+def model_params(model: ModelSpec, dim: int, out_dim: int) -> int | None:
+    """Parameters of a built-in model from its spec; None for the others (a CNN's count needs
+    the input's shape: the guard sizes it from the built module, `guard_resources(n_params=)`)."""
+    if model.name not in BUILTIN_MODELS:
+        return None
+    hidden = model.hidden if model.hidden is not None else [200, 200]
+    bias = model.bias is not False
+    widths = [dim, *hidden, out_dim] if model.name == "mlp" else [dim, out_dim]
+    return sum(a * b + (b if bias else 0) for a, b in zip(widths[:-1], widths[1:]))
 
 
 def resource_problems(model: ModelSpec, n_clients: int, n_nodes: int, clients_per_round: int,
                       rows_per_client: float, dim: int, out_dim: int,
-                      locals_: list[LocalSpec], max_rows: float) -> list[tuple[str, float, str]]:
+                      locals_: list[LocalSpec], max_rows: float,
+                      n_params: int | None = None) -> list[tuple[str, float, str]]:
     """(key, value, message) for a scenario that would not fit in this machine's memory: an
-    estimate of clients x parameters (state), of one round's batches and of the data."""
-    p = model_params(model, dim, out_dim)
+    estimate of clients x parameters (state), of one round's batches and of the data. The
+    model's size: `n_params`, else from the spec (unknown before it is built: not counted)."""
+    p = n_params if n_params is not None else (model_params(model, dim, out_dim) or 0)
     c = clients_per_round
     parts = {
         "client state": 4.0 * p * n_clients * STATE_COPIES,
@@ -45,7 +56,8 @@ def resource_problems(model: ModelSpec, n_clients: int, n_nodes: int, clients_pe
         "topology graph": float(GRAPH_BYTES) * (n_clients + n_nodes + 1),
     }
     plan, plan_key, plan_value = 0.0, "train.local", None
-    width = max(model.hidden) if model.name == "mlp" and model.hidden else 0
+    hidden = model.hidden if model.hidden is not None else [200, 200]
+    width = max(hidden) if model.name == "mlp" and hidden else 0
     for loc in locals_:
         b = max_rows if loc.batch_size == "full" else float(loc.batch_size)
         if loc.steps is not None:
@@ -78,12 +90,13 @@ def resource_problems(model: ModelSpec, n_clients: int, n_nodes: int, clients_pe
 
 
 def guard_resources(sc: Scenario, n_clients: int, n_nodes: int, dim: int, out_dim: int,
-                    rows: int) -> None:
-    """The resource guard once the data is built (npz sets are only sized then)."""
+                    rows: int, n_params: int | None = None) -> None:
+    """The resource guard once the data is built (npz sets are only sized then); `n_params`:
+    the built model's size (needed for models that are not sized from their spec)."""
     cpr = sc.train.clients_per_round
     c = n_clients if cpr == "all" else min(int(cpr), n_clients)
     probs = resource_problems(sc.model, n_clients, n_nodes, c, rows / max(n_clients, 1), dim,
                               out_dim, [e.local for e in sc.algorithms] or [sc.train.local],
-                              float(rows))
+                              float(rows), n_params)
     if probs:
         raise ScenarioError([Problem(sc.file, k, v, m) for k, v, m in probs])

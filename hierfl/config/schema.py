@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, ClassVar, Literal
 
 from .fields import Raw, all_of, at_most, each, non_negative, positive, spec, unit_interval
 
@@ -86,14 +86,23 @@ class DataSpec:
 
 @dataclass(frozen=True)
 class ModelSpec:
-    name: Literal["logreg", "linear", "mlp"] = spec(doc="model family")
-    bias: bool = spec(True, "include bias terms")
-    hidden: list[int] = spec(default_factory=lambda: [200, 200], doc="mlp: hidden layer widths",
-                             check=each(all_of(positive, at_most(1e5))))
+    """The model: a registered name (built in: logreg, linear, mlp, cnn, char_lstm; more with
+    `hierfl.register_model`). Keys other than those below are the model's own options, passed
+    to its factory (cnn: channels, dense, kernel; char_lstm: embed, hidden, layers)."""
+
+    EXTRA_KEYS: ClassVar[str] = "options"      # unknown keys are collected here (fields.build)
+
+    name: str = spec(doc="registered model: logreg, linear, mlp, cnn, char_lstm or a plugin's")
+    bias: bool | None = spec(None, "logreg, linear, mlp: include bias terms (default true)")
+    hidden: list[int] | None = spec(None, "mlp: hidden layer widths (default [200, 200]); "
+                                    "char_lstm: LSTM layer widths (default [256, 256])",
+                                    check=each(all_of(positive, at_most(1e5))))
     init: Literal["seeded", "zeros"] = spec("seeded", "initial parameters")
+    options: dict[str, Raw] = spec(default_factory=dict, doc="the model's own options, given here or "
+                                   "as keys of model: (cnn: channels: [32, 64], dense: 512)")
 
     def __post_init__(self) -> None:
-        if any(h <= 0 or h > 100_000 for h in self.hidden):
+        if self.hidden is not None and any(h <= 0 or h > 100_000 for h in self.hidden):
             raise ValueError("hidden widths must be in 1..100000")
 
 

@@ -30,22 +30,6 @@ class BatchedExecutor:
             return solve(program, plan, full, budgets, lr, gamma, check_every, measure)
 
 
-class AutogradModel(Model):
-    """The same model, with gradients from autograd (the reference path)."""
-
-    def __init__(self, base: Model):
-        super().__init__(base.layers, base.task, base.name)
-
-    def loss_grad(self, w, x, y, m):  # type: ignore[override]
-        return self.loss_grad_autograd(w, x, y, m)
-
-    def grad(self, w, x, y, m):  # type: ignore[override]
-        return self.loss_grad_autograd(w, x, y, m)[1]
-
-    def sgd_steps(self, *args, **kwargs):  # type: ignore[override]
-        return None                       # no fused closed form: one autograd step at a time
-
-
 def with_model(program: LocalProgram, model: Model) -> LocalProgram:
     """Swap the model of a program (every program is a dataclass with a `model` field)."""
     return dataclasses.replace(program, model=model)  # type: ignore[type-var]
@@ -99,7 +83,7 @@ class SequentialExecutor:
         for i in range(c):
             sel = torch.tensor([i])
             prog = program.select(sel)
-            prog = with_model(prog, AutogradModel(prog.model))  # type: ignore[attr-defined]
+            prog = with_model(prog, prog.model.reference())  # type: ignore[attr-defined]
             with torch.no_grad():
                 parts.append(solve_alone(prog, plan.select(sel), full.rows(sel),
                                          int(budgets[i]), lr, gamma, check_every, measure))

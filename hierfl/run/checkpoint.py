@@ -7,7 +7,7 @@ import numpy as np
 import torch
 
 from ..algorithms.base import Algorithm
-from ..io_util import Background, atomic_npz
+from ..outputs import Background, atomic_npz
 from ..sim.engine import Simulation
 from ..sim.links import Ledger
 

@@ -12,7 +12,7 @@ import torch
 
 from ..algorithms.base import Algorithm
 from ..config.schema import Scenario
-from ..io_util import Background, CsvLog
+from ..outputs import Background, CsvLog
 from ..learn.evaluate import dissimilarity, global_metrics, personal_accuracy
 from ..outputs import CLIENT_COLUMNS, METRIC_COLUMNS, client_lines
 from ..sim.engine import RoundInfo, Simulation

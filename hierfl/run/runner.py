@@ -9,8 +9,8 @@ import torch
 
 from ..config.schema import AlgorithmEntry, Scenario
 from ..exec import Executor, RoundRunner, executor_for
-from ..io_util import Background, atomic_npz
-from ..report.summary import write_run_summary
+from ..outputs import Background, atomic_npz
+from ..outputs import write_run_summary
 from ..sim.engine import Simulation
 from ..sim.failures import Failures
 from ..sim.trace import Trace
@@ -22,7 +22,7 @@ from .world import World, build_world, make_algorithm
 
 def _finished(entry: AlgorithmEntry, paths: dict[str, str], progress: bool) -> AlgoResult:
     """An algorithm a resumed run had finished before: its rows, nothing redone."""
-    from ..report.records import read_metrics
+    from ..outputs import read_metrics
     if progress:
         print(f"[{entry.label}] already finished; kept", file=sys.stderr)
     return AlgoResult(entry.label, read_metrics(paths["metrics"], entry.label).rows)
@@ -68,7 +68,7 @@ def run_algorithm(sc: Scenario, entry: AlgorithmEntry, world: World, out_dir: st
     files = OutputFiles(paths, append=meta is not None)
     result = AlgoResult(entry.label, trace=trace)
     if meta:
-        from ..report.records import read_metrics
+        from ..outputs import read_metrics
         result.rows = read_metrics(paths["metrics"], entry.label).rows
     writer = Background()       # checkpoints are written while the next rounds run
     record = RoundRecorder(sc, world, algo, sim, files, result,

@@ -13,7 +13,8 @@ from ..config.errors import ScenarioError
 from ..config.limits import guard_resources
 from ..config.schema import AlgorithmEntry, Scenario
 from ..data import FederatedData, load_data
-from ..models.functional import Model, build_model
+from ..models.functional import Model
+from ..models.registry import scenario_model
 from ..topology.graph import Topology, build_graph
 
 
@@ -39,12 +40,9 @@ def build_world(sc: Scenario, graph=None) -> World:
                                     f"one entry per aggregator tier, from the top: this "
                                     f"topology has {tiers}")
     data = load_data(sc, topo.n_clients)
+    model = scenario_model(sc.file, sc.model, data)
     guard_resources(sc, topo.n_clients, topo.graph.number_of_nodes() - topo.n_clients, data.dim,
-                    data.out_dim, len(data.x))   # before the model and the states are allocated
-    try:
-        model = build_model(sc.model, data.dim, data.out_dim, data.n_classes)
-    except ValueError as exc:
-        raise ScenarioError.one(sc.file, "model.name", sc.model.name, str(exc)) from None
+                    data.out_dim, len(data.x), model.n_params)  # before the states are allocated
     w0 = model.init(seeding.torch_gen(sc.seed, "model-init"), zeros=sc.model.init == "zeros")
     return World(topo, data, model, w0)
 

@@ -205,6 +205,21 @@ def _n_aggregators(topo: Any) -> int:
     return int(getattr(edges, "count", 1))
 
 
+def _model_checks(p: Problems, model: ModelSpec) -> None:
+    """A registered model name, and only options its factory takes."""
+    from ..models.registry import MODELS, option_problems
+
+    if model.name not in MODELS:
+        close = difflib.get_close_matches(model.name, list(MODELS), n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        p.add("model.name", model.name, f"unknown model{hint}; registered: "
+              f"{', '.join(sorted(MODELS))} (more with hierfl.register_model)")
+        return
+    for key, msg in option_problems(model):
+        value = model.options[key] if key in model.options else getattr(model, key)
+        p.add(f"model.{key}", value, msg)
+
+
 def _cross_checks(raw: dict, p: Problems, base_dir: str, topo: Any, data: DataSpec | None,
                   model: ModelSpec | None, train: TrainSpec | None,
                   entries: list[AlgorithmEntry]) -> None:
@@ -228,6 +243,8 @@ def _cross_checks(raw: dict, p: Problems, base_dir: str, topo: Any, data: DataSp
     if data is not None:
         for key, value, msg in data_problems(data, base_dir, n):
             p.add(key, value, msg)
+    if model is not None:
+        _model_checks(p, model)
     if data is not None and model is not None and model.name == "linear" and \
             data.name in LABELLED:
         p.add("model.name", "linear", f"{data.name} data are labelled classes: use logreg or mlp")

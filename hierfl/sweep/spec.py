@@ -62,8 +62,9 @@ def _self_contained(raw: dict, base_file: str) -> dict:
     if isinstance(raw.get("topology"), str):
         raw["topology"] = read_yaml(os.path.join(base_dir, raw["topology"]), "topology file")
     data = raw.get("data")
-    if isinstance(data, dict) and isinstance(data.get("path"), str):
-        data["path"] = os.path.normpath(os.path.join(base_dir, data["path"]))
+    for key in ("path", "root"):            # data files: npz, leaf (path), image sets (root)
+        if isinstance(data, dict) and isinstance(data.get(key), str):
+            data[key] = os.path.normpath(os.path.join(base_dir, data[key]))
     raw.pop("output", None)
     return raw
 

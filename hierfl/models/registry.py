@@ -1,0 +1,147 @@
+"""Models by scenario name: `model: {name: cnn, channels: [32, 64]}` calls the factory
+registered as "cnn" with input_shape, num_classes and the mapping's other keys as keyword
+arguments.
+
+    @hierfl.register_model("tiny")
+    def tiny(input_shape: tuple[int, ...], num_classes: int, width: int = 16) -> nn.Module:
+        ...
+
+A factory returns a `torch.nn.Module` (wrapped into a `TorchModel`: stacked parameters,
+batched gradients, FLOPs counted from the module) or a ready stacked `Model` (the built-in
+`logreg`, `linear` and `mlp`, whose closed forms and fused steps stay as they were)."""
+from __future__ import annotations
+
+import difflib
+import inspect
+import math
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import torch
+from torch import nn
+
+from ..config.errors import ScenarioError
+from ..config.schema import ModelSpec
+from .functional import Layer, Model
+from .torch_model import TorchModel
+
+Factory = Callable[..., "nn.Module | Model"]
+BUILTIN_KEYS = ("bias", "hidden")       # ModelSpec's own keys, passed when the model takes them
+
+
+class ModelOptionError(ValueError):
+    """A factory's rejection of one option: `key` names it (model.<key> in the error)."""
+
+    def __init__(self, key: str, message: str):
+        super().__init__(message)
+        self.key = key
+
+
+@dataclass(frozen=True)
+class ModelEntry:
+    name: str
+    factory: Factory
+    task: str               # "classification" (outputs = classes) or "regression"
+
+    def options(self) -> list[str] | None:
+        """The keyword options the factory takes (None: any, it has **kwargs)."""
+        params = list(inspect.signature(self.factory).parameters.values())[2:]
+        if any(p.kind is p.VAR_KEYWORD for p in params):
+            return None
+        return [p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+
+
+MODELS: dict[str, ModelEntry] = {}
+
+
+def register_model(name: str, task: str = "classification") -> Callable[[Factory], Factory]:
+    """Register `factory(input_shape, num_classes, **options)` as `model: {name: <name>}`.
+    For task "regression", num_classes is the number of regression outputs."""
+    if task not in ("classification", "regression"):
+        raise ValueError(f"task must be classification or regression, not {task!r}")
+
+    def deco(factory: Factory) -> Factory:
+        MODELS[name] = ModelEntry(name, factory, task)
+        return factory
+    return deco
+
+
+def given_options(spec: ModelSpec) -> dict[str, Any]:
+    """The options written in the scenario: its extra keys, and bias / hidden when given."""
+    kw = {k: getattr(spec, k) for k in BUILTIN_KEYS if getattr(spec, k) is not None}
+    kw.update(spec.options)
+    return kw
+
+
+def option_problems(spec: ModelSpec) -> list[tuple[str, str]]:
+    """(key, message) for every option the model named by `spec` does not take."""
+    entry = MODELS.get(spec.name)
+    allowed = entry.options() if entry is not None else None
+    if allowed is None:
+        return []
+    out = []
+    for key in sorted(set(given_options(spec)) - set(allowed)):
+        close = difflib.get_close_matches(key, allowed, n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        takes = ", ".join(sorted({*allowed, "init", "name"}))
+        out.append((key, f"unknown key for model {spec.name!r}{hint}; allowed: {takes}"))
+    return out
+
+
+def build_model(spec: ModelSpec, dim: int, out_dim: int, n_classes: int,
+                input_shape: tuple[int, ...] | None = None) -> "Model | TorchModel":
+    """The model of a scenario for inputs of `input_shape` (default: flat rows of `dim`)."""
+    entry = MODELS.get(spec.name)
+    if entry is None:
+        raise ValueError(f"unknown model {spec.name!r}; registered: {', '.join(sorted(MODELS))}")
+    if entry.task == "classification" and n_classes == 0:
+        raise ValueError("classification model on regression targets")
+    shape = tuple(input_shape) if input_shape is not None else (int(dim),)
+    outputs = n_classes if entry.task == "classification" else out_dim
+    with torch.random.fork_rng(devices=[]):       # construction draws nothing from the global
+        torch.manual_seed(0)                      # generator (init() redraws from the seed)
+        made = entry.factory(shape, outputs, **given_options(spec))
+    if isinstance(made, nn.Module):
+        return TorchModel(made, shape, entry.task, spec.name)
+    if not isinstance(made, Model):
+        raise TypeError(f"model factory {spec.name!r} returned {type(made).__name__}, "
+                        f"not a torch.nn.Module")
+    return made
+
+
+def scenario_model(file: str, spec: ModelSpec, data: Any) -> "Model | TorchModel":
+    """`build_model` for a scenario's data (its `input_shape` where it has one), a factory's
+    rejection reported as a ScenarioError naming the model key."""
+    try:
+        return build_model(spec, data.dim, data.out_dim, data.n_classes,
+                           getattr(data, "input_shape", None))
+    except ValueError as exc:
+        key = exc.key if isinstance(exc, ModelOptionError) else "name"
+        value = given_options(spec).get(key, spec.name)
+        raise ScenarioError.one(file, f"model.{key}", value, str(exc)) from None
+
+
+# ------------------------------------------------------------------------------- built-ins
+@register_model("logreg")
+def logreg(input_shape: tuple[int, ...], num_classes: int, bias: bool = True) -> Model:
+    """Multinomial logistic regression (closed-form gradients, fused SGD steps)."""
+    return Model([Layer(math.prod(input_shape), num_classes, bias)], "classification", "logreg")
+
+
+@register_model("linear", task="regression")
+def linear(input_shape: tuple[int, ...], num_classes: int, bias: bool = True) -> Model:
+    """Least squares (closed-form gradients, fused SGD steps); num_classes = outputs."""
+    return Model([Layer(math.prod(input_shape), num_classes, bias)], "regression", "linear")
+
+
+@register_model("mlp")
+def mlp(input_shape: tuple[int, ...], num_classes: int, hidden: list[int] | None = None,
+        bias: bool = True) -> Model:
+    """ReLU layers of `hidden` widths, autograd through stacked matrix products."""
+    widths = [math.prod(input_shape), *(hidden if hidden is not None else [200, 200]),
+              num_classes]
+    return Model([Layer(a, b, bias) for a, b in zip(widths[:-1], widths[1:])],
+                 "classification", "mlp")
+
+
+from . import cnn, lstm  # noqa: E402,F401  (register the built-in torch models)

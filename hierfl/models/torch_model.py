@@ -1,0 +1,286 @@
+"""Any `torch.nn.Module` as a stacked model: the same interface as `functional.Model`, a pure
+function of a parameter matrix w (C, P) with one row per client.
+
+A row is the module's parameters in `named_parameters()` order, each flattened row-major; a
+client's module is evaluated with `torch.func.functional_call` on views into its row. Inputs
+arrive as flat rows x (C, B, d) (float features, or int64 indices for text) and are reshaped to
+(B, *input_shape) per client.
+
+Gradients for C clients at once take one of two paths, both exact (the same maths, rounding
+aside), chosen per model by `batching`:
+- "loop": one autograd pass per client on its own parameter views, gradients written into a
+  (C, P) matrix. Best where the work of one client is large enough to keep the kernels busy
+  (the FedAvg CNN on 28x28 images: vmap was 0.7x of it on this CPU) and for recurrent layers
+  (`nn.LSTM`'s fused kernel has no vmap rule worth having);
+- "vmap": `torch.func.vmap(grad(functional_call))` over the clients, one call for all of them:
+  best where per-call overhead dominates (small CNNs on 8x8 digits: 2x the loop).
+"auto" picks "loop" for modules with recurrent layers or a forward pass above
+`VMAP_MAX_FLOPS` per sample, else "vmap"; the choice is a fixed rule (no timing at run time), so
+a scenario gives the same bytes on every run.
+
+FLOPs: `fwd_flops` is counted once from the module itself with
+`torch.utils.flop_counter.FlopCounterMode` on one sample (matrix products and convolutions;
+elementwise work is not counted, as in the closed forms of `functional.Model`)."""
+from __future__ import annotations
+
+import copy
+import math
+import warnings
+from typing import Literal
+
+import torch
+from torch import nn
+from torch.func import functional_call, grad_and_value, vmap
+from torch.utils.flop_counter import FlopCounterMode
+
+Batching = Literal["auto", "loop", "vmap"]
+VMAP_MAX_FLOPS = 2.0e6      # forward FLOPs per sample below which "auto" batches with vmap
+ACT_BUDGET = 1 << 24        # activation elements of one chunk of rows (64 MiB in float32)
+
+
+class TorchModel:
+    """A `torch.nn.Module` behind the stacked-parameter interface of `functional.Model`."""
+
+    layers: tuple = ()      # no affine-layer description (the closed forms do not apply)
+
+    def __init__(self, module: nn.Module, input_shape: tuple[int, ...], task: str, name: str,
+                 batching: Batching = "auto"):
+        self.module = module
+        self.input_shape = tuple(int(s) for s in input_shape)
+        self.task, self.name = task, name
+        named = list(module.named_parameters())
+        if not named:
+            raise ValueError(f"model {name!r} has no parameters")
+        self.names = [n for n, _ in named]
+        self._plist = [p for _, p in named]
+        self.shapes = [tuple(p.shape) for _, p in named]
+        self.sizes = [p.numel() for _, p in named]
+        self.n_params = int(sum(self.sizes))
+        self.fwd_flops, self.act_per_sample = _measure(module, self.input_shape, named[0][1])
+        recurrent = any(isinstance(m, nn.RNNBase) for m in module.modules())
+        if batching == "auto":
+            batching = "loop" if recurrent or self.fwd_flops > VMAP_MAX_FLOPS else "vmap"
+        self.batching = batching
+
+    # --------------------------------------------------------------------------- parameters
+    def init(self, gen: torch.Generator, zeros: bool = False) -> torch.Tensor:
+        """torch's default initialisation of every layer, drawn from `gen` (see `init_values`)."""
+        w = init_values(self.module, gen)
+        return torch.zeros_like(w) if zeros else w
+
+    def unflatten(self, w: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Views of a (..., P) tensor as the module's parameters, each (..., *shape)."""
+        lead, out, pos = w.shape[:-1], {}, 0
+        for name, shape, size in zip(self.names, self.shapes, self.sizes):
+            out[name] = w[..., pos:pos + size].view(*lead, *shape)
+            pos += size
+        return out
+
+    def _call(self, params: dict[str, torch.Tensor], x: torch.Tensor) -> torch.Tensor:
+        """One client's outputs (B, o) from its flat rows x (B, d)."""
+        return functional_call(self.module, params, (x.reshape(x.shape[0], *self.input_shape),))
+
+    def _chunk(self, clients: int = 1) -> int:
+        return max(1, ACT_BUDGET // max(1, self.act_per_sample * clients))
+
+    def _load(self, row: torch.Tensor) -> list[nn.Parameter]:
+        """Copy one client's row into the module's own parameters (the loop path runs the
+        module itself: functional_call's re-parametrisation costs ~0.3 ms a call, a copy of
+        the row ~1 ms per 1.7 M parameters)."""
+        params = self._plist
+        if params[0].dtype != row.dtype:
+            self.module.to(row.dtype)
+        with torch.no_grad():
+            for p, v in zip(params, row.split(self.sizes)):
+                p.copy_(v.view(p.shape))
+        return params
+
+    def _run(self, x: torch.Tensor) -> torch.Tensor:
+        return self.module(x.reshape(x.shape[0], *self.input_shape))
+
+    # --------------------------------------------------------------------------- forward / loss
+    def forward(self, w: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        """Outputs (C, B, o), client by client, rows in chunks that bound the activations
+        (differentiable in w when w requires a gradient)."""
+        step = self._chunk()
+        outs = []
+        traced = w.requires_grad and torch.is_grad_enabled()
+        for k in range(w.shape[0]):
+            if traced:
+                params = self.unflatten(w[k])
+                parts = [self._call(params, x[k, i:i + step])
+                         for i in range(0, x.shape[1], step)]
+            else:
+                self._load(w[k])
+                parts = [self._run(x[k, i:i + step]).detach()
+                         for i in range(0, x.shape[1], step)]
+            outs.append(torch.cat(parts) if len(parts) != 1 else parts[0])
+        return torch.stack(outs)
+
+    def sample_loss(self, z: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """(..., B) per-sample loss from outputs z (..., B, o): cross-entropy, or the mean
+        squared error over outputs (regression)."""
+        if self.task == "classification":
+            return nn.functional.cross_entropy(z.reshape(-1, z.shape[-1]), y.reshape(-1),
+                                               reduction="none").view(y.shape)
+        r = z - (y.unsqueeze(-1) if y.dim() == z.dim() - 1 else y)
+        return (r * r).mean(-1)
+
+    def loss(self, w: torch.Tensor, x: torch.Tensor, y: torch.Tensor,
+             m: torch.Tensor) -> torch.Tensor:
+        return (self.sample_loss(self.forward(w, x), y) * m).sum(1)
+
+    def _client_loss(self, params: dict[str, torch.Tensor], x: torch.Tensor, y: torch.Tensor,
+                     m: torch.Tensor) -> torch.Tensor:
+        return (self.sample_loss(self._call(params, x), y) * m).sum()
+
+    def loss_grad_autograd(self, w: torch.Tensor, x: torch.Tensor, y: torch.Tensor,
+                           m: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The reference: client by client, the row loaded into the module, one autograd pass
+        (rows in chunks, gradients summed), the gradient written into row k of a (C, P)."""
+        c, n = w.shape[0], x.shape[1]
+        if n == 0:
+            return w.new_zeros(c), w.new_zeros(c, self.n_params)
+        losses, g = [], w.new_empty(c, self.n_params)
+        step = self._chunk()
+        with torch.enable_grad():
+            for k in range(c):
+                params = self._load(w[k])
+                total = None
+                for i in range(0, n, step):
+                    z = self._run(x[k, i:i + step])
+                    lk = (self.sample_loss(z, y[k, i:i + step]) * m[k, i:i + step]).sum()
+                    grads = torch.autograd.grad(lk, params)
+                    if i == 0:
+                        torch.cat([gp.reshape(-1) for gp in grads], out=g[k])
+                    else:
+                        g[k] += torch.cat([gp.reshape(-1) for gp in grads])
+                    total = lk.detach() if total is None else total + lk.detach()
+                losses.append(total)
+        return (torch.stack(losses) if losses else w.new_zeros(0)), g
+
+    def _loss_grad_vmap(self, w: torch.Tensor, x: torch.Tensor, y: torch.Tensor,
+                        m: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        c = w.shape[0]
+        params = self.unflatten(w)
+        step = self._chunk(c)
+        loss, g = w.new_zeros(c), w.new_zeros(c, self.n_params)
+        vgrad = vmap(grad_and_value(self._client_loss))
+        with torch.enable_grad():
+            for i in range(0, x.shape[1], step):
+                grads, lk = vgrad(params, x[:, i:i + step], y[:, i:i + step],
+                                  m[:, i:i + step])
+                loss += lk.detach()
+                g += torch.cat([grads[n].reshape(c, -1) for n in self.names], 1)
+        return loss, g
+
+    def loss_grad(self, w: torch.Tensor, x: torch.Tensor, y: torch.Tensor,
+                  m: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(C,) losses and (C, P) gradients of sum_b m[c, b] loss(x[c, b], y[c, b])."""
+        if self.batching == "vmap" and w.shape[0] > 1:
+            return self._loss_grad_vmap(w, x, y, m)
+        return self.loss_grad_autograd(w, x, y, m)
+
+    def grad(self, w: torch.Tensor, x: torch.Tensor, y: torch.Tensor,
+             m: torch.Tensor) -> torch.Tensor:
+        return self.loss_grad(w, x, y, m)[1]
+
+    def reference(self) -> "TorchModel":
+        """The same model on the plain per-client autograd path (the sequential executor's)."""
+        ref = copy.copy(self)
+        ref.batching = "loop"
+        return ref
+
+    def sgd_steps(self, *args, **kwargs) -> None:
+        """No fused multi-step path: the solver takes the steps one by one."""
+        return None
+
+    def correct(self, w: torch.Tensor, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """(C, B) 1.0 where the prediction is right (classification only)."""
+        return (self.forward(w, x).argmax(-1) == y).to(w.dtype)
+
+
+# ------------------------------------------------------------------------------- measurement
+def _measure(module: nn.Module, input_shape: tuple[int, ...],
+             like: torch.Tensor) -> tuple[float, int]:
+    """(forward FLOPs of one sample, activation elements of one sample): one forward pass on a
+    zero input (zero indices for embeddings) under FlopCounterMode, with hooks summing the
+    outputs of every submodule. Products are counted as 2 m n k (a 5x5 convolution from Cin
+    to Cout channels on an H x W output: 2 Cin Cout 25 H W); biases, activations, pooling and
+    the LSTM's gate arithmetic are not."""
+    embeds = any(isinstance(m, nn.Embedding) for m in module.modules())
+    x = torch.zeros(1, *input_shape, dtype=torch.long if embeds else like.dtype)
+    acts = [0]
+
+    def hook(_m, _inp, out):
+        for t in (out if isinstance(out, tuple) else (out,)):
+            for u in (t if isinstance(t, tuple) else (t,)):
+                if isinstance(u, torch.Tensor):
+                    acts[0] += u.numel()
+
+    handles = [m.register_forward_hook(hook) for m in module.modules()]
+    try:
+        # oneDNN's fused RNN kernel is one opaque op; without it nn.LSTM runs as the matrix
+        # products FlopCounterMode counts (same values)
+        with warnings.catch_warnings(), torch.no_grad():
+            warnings.simplefilter("ignore")
+            with torch.backends.mkldnn.flags(enabled=False), \
+                    FlopCounterMode(display=False) as counter:
+                module(x)
+    finally:
+        for h in handles:
+            h.remove()
+    return float(counter.get_total_flops()), max(1, acts[0])
+
+
+# ------------------------------------------------------------------------------- initialisation
+def init_values(module: nn.Module, gen: torch.Generator) -> torch.Tensor:
+    """Every parameter drawn from `gen` with torch's default rule for its layer, as one flat row
+    in `named_parameters()` order; modules are visited in `modules()` order, parameters in
+    their declaration order.
+    - Linear, Conv*: weight and bias uniform(+-1/sqrt(fan_in)) (kaiming_uniform with a = sqrt 5);
+    - LSTM / GRU / RNN: every parameter uniform(+-1/sqrt(hidden_size));
+    - Embedding: normal(0, 1) (the padding row zero); norms: weight 1, bias 0;
+    - any other layer: its own `reset_parameters()` run on a forked global generator seeded
+      from `gen` (the global state is restored afterwards)."""
+    values: dict[int, torch.Tensor] = {}
+    for m in module.modules():
+        own = list(m.named_parameters(recurse=False))
+        if not own:
+            continue
+        if isinstance(m, (nn.Linear, nn.modules.conv._ConvNd)):
+            bound = 1.0 / math.sqrt(max(1, m.weight[0].numel()))
+            for _, p in own:
+                values[id(p)] = _uniform(p, bound, gen)
+        elif isinstance(m, nn.RNNBase):
+            bound = 1.0 / math.sqrt(m.hidden_size)
+            for _, p in own:
+                values[id(p)] = _uniform(p, bound, gen)
+        elif isinstance(m, nn.Embedding):
+            v = torch.empty(m.weight.shape, dtype=m.weight.dtype).normal_(0.0, 1.0, generator=gen)
+            if m.padding_idx is not None:
+                v[m.padding_idx] = 0.0
+            values[id(m.weight)] = v
+        elif isinstance(m, (nn.LayerNorm, nn.GroupNorm, nn.modules.batchnorm._NormBase)):
+            for n, p in own:
+                values[id(p)] = (torch.ones if n == "weight" else torch.zeros)(
+                    p.shape, dtype=p.dtype)
+        else:
+            values.update(_reset_from(m, own, gen))
+    return torch.cat([values[id(p)].reshape(-1) for p in module.parameters()])
+
+
+def _uniform(p: torch.Tensor, bound: float, gen: torch.Generator) -> torch.Tensor:
+    return torch.empty(p.shape, dtype=p.dtype).uniform_(-bound, bound, generator=gen)
+
+
+def _reset_from(m: nn.Module, own: list, gen: torch.Generator) -> dict[int, torch.Tensor]:
+    reset = getattr(m, "reset_parameters", None)
+    if reset is None:
+        raise ValueError(f"cannot initialise {type(m).__name__} from the scenario seed: it has "
+                         f"parameters but no reset_parameters()")
+    seed = int(torch.randint(0, 2**62, (1,), generator=gen))
+    with torch.random.fork_rng(devices=[]), torch.no_grad():
+        torch.manual_seed(seed)
+        reset()
+        return {id(p): p.detach().clone() for _, p in own}
