@@ -1,14 +1,17 @@
 """Fingerprints of the shipped scenarios' outputs (the ns-3 / OMNeT++ regression habit).
 
 Every shipped scenario is run through the command line for a few rounds; the SHA-256 of its
-metrics.csv, clients.csv, trace.csv and of final_params.npz's arrays (names, dtypes, shapes and
-bytes: the zip container is not hashed) are compared with tests/golden_hashes.json. A change to
-any number or any timing is then a deliberate, reviewed change:
+metrics.csv, clients.csv and trace.csv, column by column (the header name and every value of the
+column, in row order: a new column is an addition, not a change), and of final_params.npz's
+arrays (names, dtypes, shapes and bytes: the zip container is not hashed) are compared with
+tests/golden_hashes.json. A change to any number or any timing is then a deliberate, reviewed
+change:
 
     .venv/bin/python tests/golden.py --update     # after a change that is meant to move numbers
 """
 from __future__ import annotations
 
+import csv
 import glob
 import hashlib
 import json
@@ -35,9 +38,18 @@ def npz_digest(path: str) -> str:
     return h.hexdigest()
 
 
-def file_digest(path: str) -> str:
-    with open(path, "rb") as fh:
-        return hashlib.sha256(fh.read()).hexdigest()
+def column_digests(path: str) -> dict[str, str]:
+    """SHA-256 of each column of a CSV file: its values in row order, exactly as written."""
+    with open(path, newline="") as fh:
+        rows = list(csv.reader(fh))
+    header, body = rows[0], rows[1:]
+    out = {}
+    for j, name in enumerate(header):
+        h = hashlib.sha256(f"{name}|{len(body)}|".encode())
+        for r in body:
+            h.update(r[j].encode() + b"\x1f")
+        out[name] = h.hexdigest()
+    return out
 
 
 def scenario_digests(scenario: str, out: str) -> dict[str, str]:
@@ -53,9 +65,18 @@ def scenario_digests(scenario: str, out: str) -> dict[str, str]:
         if not os.path.isfile(os.path.join(d, "metrics.csv")):
             continue
         for f in FILES:
-            digests[f"{label}/{f}"] = file_digest(os.path.join(d, f))
+            for col, dig in column_digests(os.path.join(d, f)).items():
+                digests[f"{label}/{f}:{col}"] = dig
         digests[f"{label}/final_params.npz"] = npz_digest(os.path.join(d, "final_params.npz"))
     return digests
+
+
+def added_column(key: str, recorded: dict[str, str]) -> bool:
+    """A new column of a file whose other columns are recorded: an addition, not a change."""
+    if ":" not in key:
+        return False
+    prefix = key.split(":", 1)[0] + ":"
+    return any(k.startswith(prefix) for k in recorded)
 
 
 def shipped() -> list[str]:
@@ -83,6 +104,8 @@ if __name__ == "__main__":
             want = json.load(fh)["scenarios"]
         bad = [(s, k) for s in want for k in want[s] if got.get(s, {}).get(k) != want[s][k]]
         bad += [(s, "(new)") for s in got if s not in want]
+        bad += [(s, f"{k} (new)") for s in got if s in want for k in got[s]
+                if k not in want[s] and not added_column(k, want[s])]
         for s, k in bad:
             print(f"DIFFERS: {s} {k}")
         print("all identical" if not bad else f"{len(bad)} differ")
