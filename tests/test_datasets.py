@@ -308,7 +308,7 @@ def test_dataspec_defaults_keep_old_sets():
 
 
 def test_sweep_points_get_absolute_data_folders():
-    from hierfl.sweep import _self_contained
+    from hierfl.sweep.spec import _self_contained
 
     raw = _self_contained({"topology": {"edges": {"count": 1}}, "output": "o",
                            "data": {"name": "mnist", "root": "../data/mn"}}, "/a/b/s.yaml")
