@@ -31,7 +31,7 @@ from dataclasses import dataclass, replace
 import torch
 
 from ..learn.batches import Batch
-from ..learn.solver import GradFn, ProgramBase, SolveResult
+from ..learn.solver import ProgramBase, SolveResult
 from ..learn.solver import State as Steps
 from ..models.functional import Model
 from ..config.fields import positive, spec, unit_interval
@@ -57,12 +57,10 @@ class APFLProgram(ProgramBase):
     alpha0: torch.Tensor         # (C, 1)
     adaptive: bool
     alpha_lr: float | None
-    grad_fn: GradFn | None = None
     grad_evals_per_step: int = 2
 
     def _grad(self, w: torch.Tensor, b: Batch) -> torch.Tensor:
-        fn = self.grad_fn or self.model.loss_grad
-        return fn(w, b.x, b.y, b.m)[1]
+        return self.model.loss_grad(w, b.x, b.y, b.m)[1]
 
     def init(self) -> Steps:
         return (self.start.clone(), self.v0.clone(), self.alpha0.clone())

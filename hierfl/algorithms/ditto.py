@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import torch
 
 from ..learn.batches import Batch
-from ..learn.solver import GradFn, ProgramBase, SolveResult, TermsProgram
+from ..learn.solver import ProgramBase, SolveResult, TermsProgram
 from ..learn.solver import State as Steps
 from ..learn.terms import Prox
 from ..models.functional import Model
@@ -49,7 +49,6 @@ class DittoProgram(ProgramBase):
     v0: torch.Tensor             # (C, P)
     lam: float
     personal_lr: float | None
-    grad_fn: GradFn | None = None
     grad_evals_per_step: int = 2
 
     def init(self) -> Steps:
@@ -58,9 +57,9 @@ class DittoProgram(ProgramBase):
     def step(self, s: Steps, batch: Batch, lr: float) -> Steps:
         w, v = s
         plr = self.personal_lr if self.personal_lr is not None else lr
-        personal = TermsProgram(self.model, v, (Prox(self.lam, self.start),), self.grad_fn)
+        personal = TermsProgram(self.model, v, (Prox(self.lam, self.start),))
         (v,) = personal.step((v,), batch, plr)
-        (w,) = TermsProgram(self.model, w, (), self.grad_fn).step((w,), batch, lr)
+        (w,) = TermsProgram(self.model, w, ()).step((w,), batch, lr)
         return (w, v)
 
 

@@ -55,8 +55,7 @@ class FullGradProgram(TermsProgram):
         return (self.start.clone(), torch.zeros_like(self.start))
 
     def prepare(self, s: Steps, full: Batch) -> Steps:  # type: ignore[override]
-        fn = self.grad_fn or self.model.loss_grad
-        _, g = fn(s[0], full.x, full.y, full.m)
+        _, g = self.model.loss_grad(s[0], full.x, full.y, full.m)
         return (s[0], g)
 
     def step(self, s: Steps, batch: Batch, lr: float) -> Steps:

@@ -32,7 +32,7 @@ import torch
 
 from ..models.functional import Model
 from .batches import Batch
-from .solver import GradFn, ProgramBase, State, TermsProgram
+from .solver import ProgramBase, State, TermsProgram
 from .terms import Linear, Prox, Term
 
 
@@ -49,7 +49,6 @@ class EnvelopeProgram(ProgramBase):
     inner_lr: float
     extra: tuple[Term, ...] = ()           # fixed inner terms (hidden L2, LogCosh, L1)
     outer_lam: float | None = None         # lambda of the x step (default: lam)
-    grad_fn: GradFn | None = None
 
     @property
     def grad_evals_per_step(self) -> int:
@@ -61,7 +60,7 @@ class EnvelopeProgram(ProgramBase):
 
     def solve_inner(self, x: torch.Tensor, theta: torch.Tensor, batch: Batch) -> torch.Tensor:
         """K (proximal) gradient steps on the inner objective at x, from theta, on one batch."""
-        inner = TermsProgram(self.model, theta, self.inner_terms(x), self.grad_fn)
+        inner = TermsProgram(self.model, theta, self.inner_terms(x))
         s: State = (theta,)
         for _ in range(self.inner_steps):
             s = inner.step(s, batch, self.inner_lr)

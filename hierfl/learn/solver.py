@@ -16,8 +16,6 @@ from .batches import Batch, BatchPlan
 from .terms import Term, affine_sum, select_rows
 
 State = tuple[torch.Tensor, ...]
-GradFn = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor],
-                  tuple[torch.Tensor, torch.Tensor]]
 
 
 class LocalProgram(Protocol):
@@ -77,7 +75,6 @@ class TermsProgram(ProgramBase):
     model: Model
     start: torch.Tensor
     terms: tuple[Term, ...] = ()
-    grad_fn: GradFn | None = None
     clip: float | None = None
     grad_evals_per_step: int = 1
 
@@ -90,10 +87,7 @@ class TermsProgram(ProgramBase):
         return tuple(t for t in self.terms if not t.smooth)
 
     def _grad(self, w: torch.Tensor, b: Batch) -> torch.Tensor:
-        if self.grad_fn is not None:
-            _, g = self.grad_fn(w, b.x, b.y, b.m)
-        else:
-            g = self.model.grad(w, b.x, b.y, b.m)
+        g = self.model.grad(w, b.x, b.y, b.m)
         for t in self._smooth:
             g = g + t.grad(w)
         return g
@@ -120,7 +114,7 @@ class TermsProgram(ProgramBase):
         fused SGD (`Model.sgd_steps`) when the step is plain SGD on F_k plus terms that are all
         affine (`Term.affine`); None otherwise, and the solver takes the steps one by one.
         A subclass that changes `step` must override this too."""
-        if len(s) != 1 or self.grad_fn is not None or self.clip is not None:
+        if len(s) != 1 or self.clip is not None:
             return None
         parts = affine_sum(self.terms)
         if parts is None:
