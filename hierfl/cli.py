@@ -52,6 +52,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         import dataclasses
         ex = dataclasses.replace(sc.train.executor, threads=args.threads)
         sc = dataclasses.replace(sc, train=dataclasses.replace(sc.train, executor=ex))
+    if args.resume:               # refuse a changed run before saying what will run
+        from .run.fingerprint import check_resume, run_fingerprint
+        check_resume(sc, run_fingerprint(sc))
     print(f"running {sc.name}: {len(sc.algorithms)} algorithm(s), {sc.train.rounds} rounds "
           f"-> {sc.output}", file=sys.stderr)
     res = run_scenario(sc, progress=not args.quiet, resume=args.resume,

@@ -14,6 +14,7 @@ import torch
 from ..learn.batches import Batch, BatchPlan
 from ..learn.solver import LocalProgram, SolveResult, solve
 from ..models.functional import Model
+from ..models.threads import one_thread
 
 
 class Executor(Protocol):
@@ -41,6 +42,7 @@ def concat_results(parts: list[SolveResult]) -> SolveResult:
                                 for f in ("steps", "grad_evals", "full_evals", "gamma")))
 
 
+@one_thread()    # the plain reference, on one thread: the numbers of --threads 1 (models/threads)
 def solve_alone(program: LocalProgram, plan: BatchPlan, full: Batch, budget: int, lr: float,
                 gamma: float | None, check_every: int, measure: bool = True) -> SolveResult:
     """The solver's contract for one client, written as plainly as possible (the reference

@@ -6,11 +6,13 @@ import torch
 
 from ..data.federated import FederatedData
 from ..models.functional import Model
+from ..models.threads import one_thread
 from .batches import gather, model_input, weight_dtype
 
 CHUNK = 65536
 
 
+@one_thread()            # full-data passes: the numbers of --threads 1 (models/threads.py)
 @torch.no_grad()
 def global_metrics(model: Model, w: torch.Tensor, data: FederatedData) -> tuple[float, float]:
     """(sample-weighted training loss over all clients, test accuracy on the union of tests).
@@ -35,6 +37,7 @@ def global_metrics(model: Model, w: torch.Tensor, data: FederatedData) -> tuple[
     return loss, score / n_test
 
 
+@one_thread()
 @torch.no_grad()
 def personal_accuracy(model: Model, personal: torch.Tensor, data: FederatedData,
                       chunk_clients: int = 256) -> float:
@@ -75,6 +78,7 @@ def client_gradients(model: Model, w: torch.Tensor, data: FederatedData,
     return torch.cat(out)
 
 
+@one_thread()
 def dissimilarity(model: Model, w: torch.Tensor, data: FederatedData) -> tuple[float, float]:
     """FedProx's B(w) = sqrt(E_k ||grad F_k(w)||^2) / ||grad f(w)|| with E_k and f weighted by
     p_k = n_k / n, and E_k ||grad F_k(w) - grad f(w)||^2."""

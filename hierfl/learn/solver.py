@@ -12,6 +12,7 @@ from typing import Callable, ClassVar, Protocol
 import torch
 
 from ..models.functional import Model
+from ..models.threads import one_thread
 from .batches import Batch, BatchPlan
 from .terms import Term, affine_sum, select_rows
 
@@ -219,10 +220,10 @@ def solve(program: LocalProgram, plan: BatchPlan, full: Batch, budgets: torch.Te
     applied per step. Minibatches are gathered a chunk of steps at a time."""
     s = program.init()
     if program.prepare is not None:
-        s = program.prepare(s, full)
+        with one_thread():                 # a full-data pass (models/threads.py)
+            s = program.prepare(s, full)
     c = budgets.shape[0]
-    g0 = program.grad_h(s, full) if measure or gamma is not None else None
-    g0n = g0.norm(dim=1) if g0 is not None else None
+    g0n = _grad_norm(program, s, full) if measure or gamma is not None else None
     check = gamma is not None and g0n is not None
     budget = [int(b) for b in budgets.tolist()]
     stop_step = list(budget)
@@ -247,8 +248,7 @@ def solve(program: LocalProgram, plan: BatchPlan, full: Batch, budgets: torch.Te
     final: State = tuple(run.out) if run.out is not None else run.state
     steps = torch.tensor(stop_step, dtype=budgets.dtype)
     if g0n is not None:
-        g_end = program.grad_h(final, full).norm(dim=1)
-        ach = g_end / g0n.clamp_min(1e-30)
+        ach = _grad_norm(program, final, full) / g0n.clamp_min(1e-30)
     else:
         ach = torch.full((c,), float("nan"))
     evals = steps * program.grad_evals_per_step
@@ -258,6 +258,13 @@ def solve(program: LocalProgram, plan: BatchPlan, full: Batch, budgets: torch.Te
     return SolveResult(final, steps, evals, full_evals, ach)
 
 
+@one_thread()      # a full-data pass: the numbers of --threads 1 (models/threads.py)
+def _grad_norm(program: LocalProgram, s: State, full: Batch) -> torch.Tensor | None:
+    """||grad h_k|| on each client's full local data, (C,); None where h has no gradient."""
+    g = program.grad_h(s, full)
+    return None if g is None else g.norm(dim=1)
+
+
 def _gamma_check(run: _Lockstep, budget: list[int], i: int, gamma: float, g0n: torch.Tensor,
                  checks: list[int], stop_step: list[int]) -> list[int]:
     """The gamma test at step i of the clients that would go on: those that meet it leave
@@ -265,7 +272,7 @@ def _gamma_check(run: _Lockstep, budget: list[int], i: int, gamma: float, g0n: t
     live = [j for j, k in enumerate(run.active) if budget[k] > i]
     if not live:
         return []
-    gn = run.program.grad_h(run.state, run.full).norm(dim=1)
+    gn = _grad_norm(run.program, run.state, run.full)
     g0a = g0n[torch.tensor(run.active)]
     hit = (gn <= gamma * g0a).tolist()
     out = []

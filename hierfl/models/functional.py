@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import torch
 
 from ..config.schema import ModelSpec
+from .threads import one_thread
 
 
 @dataclass(frozen=True)
@@ -140,7 +141,7 @@ class Model:
                 loss = ((lse - z.gather(1, y3)).squeeze(1) * m).sum(1)
                 dz = torch.exp(z - lse)
             else:
-                dz = torch.softmax(z, 1)
+                dz = _softmax_1(z)
             dz = dz * m3
             dz.scatter_add_(1, y3, -m3)
         else:
@@ -237,6 +238,15 @@ class AutogradModel(Model):
 
     def sgd_steps(self, *args, **kwargs) -> None:
         return None                       # no fused closed form: one autograd step at a time
+
+
+def _softmax_1(z: torch.Tensor) -> torch.Tensor:
+    """softmax over dim 1 of (C, o, B), on one intra-op thread: torch's kernel for a softmax
+    along a strided dimension splits the B columns between threads, and a column's exp is
+    computed by the vector or the scalar path depending on where the split falls, so the last
+    bits (HierFAVG's gamma at 1e-8) moved with --threads (models/threads.py)."""
+    with one_thread():
+        return torch.softmax(z, 1)
 
 
 NARROW = 32     # layers with at most this many outputs are computed as W x^T (see _layer_t)

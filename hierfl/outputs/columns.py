@@ -12,7 +12,7 @@ METRIC_COLUMNS = ["round", "sim_time_s", "bytes_up", "bytes_down", "bytes_client
                   "bytes_up_client_edge", "bytes_down_client_edge", "bytes_up_edge_cloud",
                   "bytes_down_edge_cloud", "diverged"]
 CLIENT_COLUMNS = ["round", "edge_round", "client", "steps", "budget", "compute_s", "upload_s",
-                  "dropped", "straggler", "gamma", "up_bytes", "encoding"]
+                  "dropped", "straggler", "gamma", "up_bytes", "encoding", "failed"]
 
 TRACE_COLUMNS = Trace.HEADER            # time_s, node, kind, peer, value
 
@@ -27,4 +27,5 @@ def client_lines(recs: list) -> str:
     value: at 1,000 clients a round this was a tenth of W5's time."""
     return "".join(f"{r.round},{r.edge_round},{r.client},{r.steps},{r.budget},"
                    f"{_f(r.compute_s)},{_f(r.upload_s)},{int(r.dropped)},{int(r.straggler)},"
-                   f"{_f(r.gamma)},{_f(r.up_bytes)},{r.encoding}\r\n" for r in recs)
+                   f"{_f(r.gamma)},{_f(r.up_bytes)},{r.encoding},{int(r.failed)}\r\n"
+                   for r in recs)

@@ -12,11 +12,33 @@ from typing import Any, Callable, IO
 import numpy as np
 
 
+TEMP_PREFIX = ".tmp-"      # an interrupted atomic write leaves TEMP_PREFIX<random><name>
+
+
+def _umask() -> int:
+    """The process's umask: from /proc (Linux, no side effect, safe beside other threads),
+    else by setting it and setting it back."""
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def atomic_write(path: str, write: Callable[[IO[Any]], None], binary: bool = False) -> None:
+    """Write `path` whole or not at all: a temp file in its folder, fsynced, then renamed
+    over it. The file gets the mode open() would give a new file (0666 less the umask), not
+    mkstemp's 0600, so it reads like the files appended beside it."""
     d = os.path.dirname(os.path.abspath(path))
     os.makedirs(d, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=d, prefix=".tmp-", suffix=os.path.basename(path))
+    fd, tmp = tempfile.mkstemp(dir=d, prefix=TEMP_PREFIX, suffix=os.path.basename(path))
     try:
+        os.fchmod(fd, 0o666 & ~_umask())
         with os.fdopen(fd, "wb" if binary else "w", **({} if binary else {"newline": ""})) as fh:
             write(fh)
             fh.flush()

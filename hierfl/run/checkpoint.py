@@ -2,25 +2,30 @@
 from __future__ import annotations
 
 import json
+import os
 
 import numpy as np
 import torch
 
 from ..algorithms.base import Algorithm
 from ..outputs import Background, atomic_npz
+from ..outputs.files import TEMP_PREFIX
 from ..sim.engine import Simulation
 from ..sim.links import Ledger
 
 CHECKPOINT = "checkpoint.npz"
 
 
-def checkpoint_arrays(t: int, algo: Algorithm, sim: Simulation,
-                      offsets: dict[str, int]) -> dict[str, np.ndarray]:
+def checkpoint_arrays(t: int, algo: Algorithm, sim: Simulation, offsets: dict[str, int],
+                      fingerprint: dict | None = None) -> dict[str, np.ndarray]:
     """Everything needed to continue bit-for-bit, as plain arrays (copies, taken now): the
-    algorithm's state tensors, the clock, the byte ledger and the output files' lengths. Random
-    draws are keyed by (seed, purpose, ids), so no generator state is needed."""
+    algorithm's state tensors, the clock, the byte ledger and the output files' lengths, and
+    the run's fingerprint (run/fingerprint.py: what resume must find unchanged). Random draws
+    are keyed by (seed, purpose, ids), so no generator state is needed."""
     meta = {"round": t, "now": sim.env.now, "ledger": sim.ledger.as_list(), "offsets": offsets,
             "trace_count": sim.trace.count}
+    if fingerprint is not None:
+        meta["fingerprint"] = fingerprint
     arrays = {f"state/{k}": v.detach().cpu().numpy().copy()
               for k, v in algo.state_tensors().items()}
     arrays["meta"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
@@ -28,10 +33,11 @@ def checkpoint_arrays(t: int, algo: Algorithm, sim: Simulation,
 
 
 def save_checkpoint(path: str, t: int, algo: Algorithm, sim: Simulation,
-                    offsets: dict[str, int], writer: Background | None = None) -> None:
+                    offsets: dict[str, int], writer: Background | None = None,
+                    fingerprint: dict | None = None) -> None:
     """The checkpoint as one atomic npz; with `writer`, the snapshot is taken now and the file
     written in its thread (the previous checkpoint stays valid until the rename)."""
-    arrays = checkpoint_arrays(t, algo, sim, offsets)
+    arrays = checkpoint_arrays(t, algo, sim, offsets, fingerprint)
     if writer is None:
         atomic_npz(path, arrays)
     else:
@@ -54,6 +60,18 @@ def restore(sim: Simulation, meta: dict) -> None:
     sim.ledger.down.update(restored.down)
     sim.ledger.wasted = restored.wasted
     sim.trace.count = meta["trace_count"]
+
+
+def remove_stale_temps(folder: str) -> list[str]:
+    """Temporary files an interrupted atomic write left (outputs.files.atomic_write names them
+    `.tmp-*`): nothing reads them, so a resume removes them."""
+    gone = []
+    for name in sorted(os.listdir(folder)) if os.path.isdir(folder) else []:
+        path = os.path.join(folder, name)
+        if name.startswith(TEMP_PREFIX) and os.path.isfile(path):
+            os.unlink(path)
+            gone.append(path)
+    return gone
 
 
 def truncate(path: str, size: int) -> None:

@@ -69,6 +69,7 @@ class RoundRecorder:
         self.files, self.result, self.bar = files, result, bar
         self.ckpt_path, self.writer, self.stop_after = ckpt_path, writer, stop_after
         self.rounds = sc.train.rounds
+        self.fingerprint: dict | None = None    # recorded in every checkpoint
 
     def __call__(self, t: int, info: RoundInfo | None) -> bool:
         row, bad = self.row(t, info)
@@ -143,7 +144,7 @@ class RoundRecorder:
         pause = self.stop_after is not None and t >= self.stop_after and t < rounds
         if ((every and t % every == 0) or pause) and 0 < t < rounds and self.sim.quiescent:
             save_checkpoint(self.ckpt_path, t, self.algo, self.sim, self.files.offsets(),
-                            self.writer)
+                            self.writer, self.fingerprint)
             if pause:
                 self.result.paused_at = t
                 return False

@@ -14,7 +14,10 @@ from ..outputs import write_run_summary
 from ..sim.engine import Simulation
 from ..sim.failures import Failures
 from ..sim.trace import Trace
-from .checkpoint import CHECKPOINT, load_checkpoint, restore, truncate
+from .checkpoint import CHECKPOINT, load_checkpoint, remove_stale_temps, restore, truncate
+from .fingerprint import (check_resume, differences, read_fingerprint, refuse, run_fingerprint,
+                          write_fingerprint)
+from .overrides import write_scenario_copy
 from .progress import Progress
 from .recorder import (AlgoResult, OutputFiles, RoundRecorder, final_params, output_paths)
 from .world import World, build_world, make_algorithm
@@ -41,13 +44,16 @@ def make_simulation(sc: Scenario, entry: AlgorithmEntry, world: World, algo, exe
 def run_algorithm(sc: Scenario, entry: AlgorithmEntry, world: World, out_dir: str,
                   progress: bool = True, keep_trace: bool = True,
                   resume: bool = False, stop_after: int | None = None,
-                  executor: Executor | None = None) -> AlgoResult:
+                  executor: Executor | None = None, fingerprint: dict | None = None) -> AlgoResult:
     """Simulate one algorithm entry, writing OUT/<label>/. With `resume`, continue from the
-    checkpoint left by an interrupted run; `stop_after` pauses after that round (leaving a
-    checkpoint, as an interruption would). `executor`: default, the scenario's
-    (train.executor)."""
+    checkpoint left by an interrupted run (refused if the run's fingerprint changed);
+    `stop_after` pauses after that round (leaving a checkpoint, as an interruption would).
+    `executor`: default, the scenario's (train.executor)."""
     torch.set_num_threads(sc.train.executor.threads)
     os.makedirs(out_dir, exist_ok=True)
+    fp = fingerprint if fingerprint is not None else run_fingerprint(sc, world)
+    if resume:
+        remove_stale_temps(out_dir)
     ckpt_path = os.path.join(out_dir, CHECKPOINT)
     final_path = os.path.join(out_dir, "final_params.npz")
     paths = output_paths(out_dir)
@@ -57,6 +63,9 @@ def run_algorithm(sc: Scenario, entry: AlgorithmEntry, world: World, out_dir: st
     meta = None
     if resume and os.path.exists(ckpt_path):
         meta, state = load_checkpoint(ckpt_path)
+        changed = differences(meta["fingerprint"], fp) if "fingerprint" in meta else []
+        if changed:
+            raise refuse(sc, ckpt_path, changed)
         algo.load_state_tensors(state)
         for k, size in meta["offsets"].items():
             truncate(paths[k], size)
@@ -74,6 +83,7 @@ def run_algorithm(sc: Scenario, entry: AlgorithmEntry, world: World, out_dir: st
     record = RoundRecorder(sc, world, algo, sim, files, result,
                            Progress(entry.label, sc.train.rounds, progress), ckpt_path, writer,
                            stop_after)
+    record.fingerprint = fp
     try:
         if meta is not None:
             sim.run(sc.train.rounds, meta["round"] + 1, record)
@@ -98,11 +108,19 @@ def run_scenario(sc: Scenario, progress: bool = True, graph=None,
     """keep_trace=False: trace events leave memory once written to trace.csv. `executor`:
     default, the scenario's (train.executor)."""
     world = build_world(sc, graph)
+    fp = run_fingerprint(sc, world)
     os.makedirs(sc.output, exist_ok=True)
-    write_run_summary(sc, world)      # OUT/scenario.yaml, OUT/summary.json for the report
+    if resume:
+        check_resume(sc, fp)          # before anything in OUT is rewritten
+        remove_stale_temps(sc.output)
+    if not (resume and read_fingerprint(sc.output) is not None):
+        write_run_summary(sc, world)  # OUT/scenario.yaml, OUT/summary.json for the report
+        write_scenario_copy(sc)       # command-line overrides shown in OUT/scenario.yaml
+        write_fingerprint(sc.output, fp)
     results = {}
     for entry in sc.algorithms:
         results[entry.label] = run_algorithm(sc, entry, world, os.path.join(sc.output, entry.label),
                                              progress, keep_trace=keep_trace, resume=resume,
-                                             stop_after=stop_after, executor=executor)
+                                             stop_after=stop_after, executor=executor,
+                                             fingerprint=fp)
     return results

@@ -211,7 +211,9 @@ class Simulation(FlatRounds, HierRounds):
                 rec.dropped = True
 
     def _fail(self, collector: Collector, k: int, rec: ClientRecord, preagg) -> None:
+        """The client's update is lost: no achieved gamma is claimed for it."""
         rec.failed = True
+        rec.gamma = float("nan")
         (preagg.collector if preagg is not None else collector).fail(k)
         return None
 

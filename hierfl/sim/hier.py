@@ -26,6 +26,7 @@ class HierRounds:
         reporting = set(runner.reporting(t, kids))
         col = Collector(self.env, len(reporting), self.sc.train.round)
         uploads: dict[str, Any] = {}
+        got: dict[str, set[int]] = {}          # child -> the clients its upload aggregates
         down = runner.down_bytes()
         model = runner.global_model()
         edge = self.sc.train.edge_round
@@ -37,17 +38,20 @@ class HierRounds:
             info.clients.extend(timing.records)
             col.arrived.extend(timing.arrived)
             uploads.update(timing.uploads)
+            for kid in kids:                    # no failures: whoever was not dropped
+                got[kid] = {r.client for r in timing.records
+                            if not r.dropped and not r.failed} & set(self.under[kid].tolist())
             yield closed
         else:
             for kid in kids:
                 self.spawn(self._hier_child("cloud", kid, t, chosen, model, down, col, uploads,
-                                            info, kid in reporting))
+                                            info, kid in reporting, got))
             yield col.closed
         arrived = sorted(col.arrived, key=lambda n: kids.index(n))
         runner.cloud_close(t, arrived, uploads, self.weights(arrived, sel))
         self.trace.add(self.env.now, "cloud", "aggregate", "", len(arrived))
-        info.selected = len(sel)
-        info.reported = int(sum(np.isin(self.under[n], sel).sum() for n in arrived))
+        info.selected = len(sel)            # reported: clients whose update reached the cloud
+        info.reported = sum(len(got[n]) for n in arrived)
         info.failed = info.selected - info.reported
 
     def weights(self, nodes: list[str], sel: np.ndarray) -> list[float]:
@@ -56,14 +60,16 @@ class HierRounds:
 
     def _hier_child(self, parent: str, node: str, t: int, chosen: Chosen, model: Any,
                     down_bytes: float, col: Collector, uploads: dict, info: RoundInfo,
-                    report: bool = True):
+                    report: bool, got: dict[str, set[int]]):
+        """An aggregator's part of its parent's round. With no client update aggregated below
+        it (all crashed, offline, lost or late) it has nothing to report and sends nothing."""
         if (yield from self.send(parent, node, down_bytes)) is None:
             col.fail(node)
             return
-        msg, nbytes = yield from self._aggregator(node, t, chosen, model, info)
+        msg, nbytes, mine = yield from self._aggregator(node, t, chosen, model, info)
         if not report:
             return
-        if msg is None:
+        if msg is None or not mine:
             col.fail(node)
             return
         if (yield from self.send(node, parent, nbytes)) is None:
@@ -71,13 +77,16 @@ class HierRounds:
             return
         if col.arrive(node):
             uploads[node] = msg
+            got[node] = mine
 
     def _aggregator(self, node: str, t: int, chosen: Chosen, model: Any, info: RoundInfo):
-        """An aggregator's rounds over its children; returns (its upload, the upload's bytes)."""
+        """An aggregator's rounds over its children; returns (its upload, the upload's bytes,
+        the clients whose updates it aggregated in any of its rounds)."""
         runner = self.runner
         es = runner.edge_start(model)
         kids = chosen.active(node)
         policy = self.sc.train.edge_round
+        mine: set[int] = set()
         for _ in range(self.tier_rounds(node)):
             start, db = runner.edge_model(es)
             if kids and self.topo.is_client(kids[0]):
@@ -88,16 +97,21 @@ class HierRounds:
                 yield col.closed
                 es = self.edge_close(t, es, work, col.arrived)
                 info.clients.extend(work.recs)
+                mine.update(int(k) for k in col.arrived)
             else:
                 col = Collector(self.env, len(kids), policy)
                 ups: dict[str, Any] = {}
+                below: dict[str, set[int]] = {}
                 for kid in kids:
                     self.spawn(self._hier_child(node, kid, t, chosen, start, db, col, ups,
-                                                info))
+                                                info, True, below))
                 yield col.closed
                 es = self.tier_close(t, chosen.ids, es, kids, col.arrived, ups, start)
+                for n in col.arrived:
+                    mine.update(below[n])
             self.trace.add(self.env.now, node, "aggregate", "", len(col.arrived))
-        return runner.edge_upload(es)
+        msg, nbytes = runner.edge_upload(es)
+        return msg, nbytes, mine
 
     # the learning side of an aggregator's round, shared by the event loop and the closed form
     def edge_train(self, node: str, t: int, kids: list[str], start: Any) -> Work:

@@ -1,0 +1,130 @@
+"""What determines a run's numbers, as plain data: the resolved scenario and topology, the seed,
+the rounds, the drawn system and data, and the versions of hierfl, torch and numpy. A checkpoint
+and OUT/fingerprint.json record it; `--resume` refuses to continue a run whose fingerprint
+differs, naming what changed (`train.local.lr 0.05 -> 0.5`, `seed 3 -> 99`)."""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from typing import Any
+
+import numpy as np
+import torch
+
+from ..config.errors import ScenarioError
+from ..outputs import atomic_text
+from ..outputs.summary import scenario_dict, topology_dict
+
+FINGERPRINT = "fingerprint.json"
+# keys that name, place or time a run without changing a number of it
+IGNORED = {"name", "file", "topology_file", "output", "report", "train.executor.threads",
+           "train.executor.address", "train.executor.clients_per_task",
+           "train.checkpoint_every", "train.timing",
+           "data.path", "data.root", "topology.graph"}   # their contents: the system digests
+
+
+def _version() -> str:
+    try:
+        from importlib.metadata import version
+        return version("hierfl")
+    except Exception:        # not installed (a checkout on PYTHONPATH)
+        return "unknown"
+
+
+def _digest(*arrays: Any) -> str:
+    h = hashlib.sha256()
+    for a in arrays:
+        a = a.detach().cpu().numpy() if isinstance(a, torch.Tensor) else np.asarray(a)
+        h.update(str((a.dtype, a.shape)).encode())
+        h.update(np.ascontiguousarray(a).tobytes())
+    return h.hexdigest()[:32]
+
+
+def _drop(d: dict, prefix: str = "") -> dict:
+    return {k: _drop(v, f"{prefix}{k}.") if isinstance(v, dict) else v
+            for k, v in d.items() if f"{prefix}{k}" not in IGNORED}
+
+
+def run_fingerprint(sc: Any, world: Any = None) -> dict:
+    """The fingerprint of a scenario as resolved (CLI overrides applied); with its `world`,
+    also digests of the drawn topology, the data and the initial model."""
+    fp: dict[str, Any] = {"scenario": json.loads(json.dumps(_drop(scenario_dict(sc)))),
+                          "versions": {"hierfl": _version(), "torch": torch.__version__,
+                                       "numpy": np.__version__}}
+    if world is not None:
+        topo = json.dumps(topology_dict(world.topo), sort_keys=True).encode()
+        fp["system"] = {"topology": hashlib.sha256(topo).hexdigest()[:32],
+                        "data": _digest(world.data.counts, world.data.x, world.data.y,
+                                        world.data.x_test, world.data.y_test),
+                        "model": _digest(world.w0)}
+    return fp
+
+
+def _flat(d: Any, prefix: str = "") -> dict[str, Any]:
+    """Leaves by dotted key (`algorithms[0].params.mu`); a list's length is a leaf too."""
+    out: dict[str, Any] = {}
+    if isinstance(d, dict):
+        for k, v in d.items():
+            out.update(_flat(v, f"{prefix}{k}."))
+        return out
+    if isinstance(d, list) and (not d or isinstance(d[0], (dict, list))):
+        out[f"{prefix}len"] = len(d)
+        for i, v in enumerate(d):
+            out.update(_flat(v, f"{prefix[:-1]}[{i}]."))
+        return out
+    return {prefix[:-1]: d}
+
+
+def _show(v: Any) -> str:
+    return "(none)" if v is None else json.dumps(v) if not isinstance(v, str) else v
+
+
+def differences(old: dict, new: dict) -> list[str]:
+    """'key old -> new' for every leaf that differs, in the scenario's own key names (the
+    `scenario.` prefix dropped); parts one side lacks (no world given) are not compared."""
+    a, b = _flat(old), _flat(new)
+    parts = {k.split(".")[0] for k in a} & {k.split(".")[0] for k in b}
+    out = []
+    for k in sorted(set(a) | set(b), key=lambda k: (not k.startswith("scenario."), k)):
+        if k.split(".")[0] in parts and a.get(k) != b.get(k):
+            name = k[len("scenario."):] if k.startswith("scenario.") else k
+            out.append(f"{name} {_show(a.get(k))} -> {_show(b.get(k))}")
+    return out
+
+
+def refuse(sc: Any, where: str, changed: list[str]) -> ScenarioError:
+    rounds = [c for c in changed if c.startswith("train.rounds ")]
+    why = ("--resume continues the run it finds, with the settings it was started with; "
+           f"changed since {where}: " + "; ".join(changed))
+    if rounds:
+        why += (". A run is not extended or shortened on resume (the last round is evaluated "
+                "and measured, so round N of an N-round run differs from round N of a longer "
+                "one): start the longer run in a new --out")
+    else:
+        why += ". Undo the change, or start a new run in another --out"
+    return ScenarioError.one(sc.file, "--resume", sc.output, why)
+
+
+def read_fingerprint(out: str) -> dict | None:
+    path = os.path.join(out, FINGERPRINT)
+    if not os.path.isfile(path):
+        return None
+    try:
+        with open(path) as fh:
+            return json.load(fh)
+    except (OSError, ValueError):
+        return None
+
+
+def check_resume(sc: Any, fp: dict) -> None:
+    """Raise a ScenarioError if OUT holds a run whose fingerprint differs from `fp`."""
+    old = read_fingerprint(sc.output)
+    if old is not None:
+        changed = differences(old, fp)
+        if changed:
+            raise refuse(sc, os.path.join(sc.output, FINGERPRINT), changed)
+
+
+def write_fingerprint(out: str, fp: dict) -> None:
+    atomic_text(os.path.join(out, FINGERPRINT), json.dumps(fp, indent=1, sort_keys=True) + "\n")
