@@ -90,3 +90,31 @@ def test_output_folders(tmp_path):
     assert "ends in .png" in figure_problem(str(tmp_path / "x.txt"))
     assert "no such folder" in figure_problem(str(tmp_path / "nowhere" / "x.png"))
     assert figure_problem(str(tmp_path / "x.png")) is None
+
+
+def test_sweep_stops_at_the_first_bad_point(tmp_path):
+    """9,999 points, one bad value: reported at once with its grid coordinates (validating
+    every point first took minutes)."""
+    import time
+
+    from hierfl.config.errors import ScenarioError
+    from hierfl.sweep import load_sweep
+
+    (tmp_path / "base.yaml").write_text(
+        "name: b\ntopology: {edges: {count: 2}, clients: {count: 6}}\n"
+        "data: {name: synthetic, dim: 5, classes: 3, samples: 20}\nmodel: {name: logreg}\n"
+        "train: {rounds: 2, clients_per_round: 3, local: {steps: 2}}\n"
+        "algorithms: [{name: fedavg}]\n")
+    seeds = list(range(1111))
+    (tmp_path / "sw.yaml").write_text(
+        f"base: base.yaml\ngrid:\n  seed: {seeds}\n"
+        "  train.local.lr: [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, -1]\n")
+    t0 = time.perf_counter()
+    with pytest.raises(ScenarioError) as exc:
+        load_sweep(str(tmp_path / "sw.yaml"), out=str(tmp_path / "out"))
+    assert time.perf_counter() - t0 < 30
+    (p,) = exc.value.problems
+    assert p.key == "grid.train.local.lr" and p.value == -1
+    # the first point holding lr = -1: seed 0, lr index 8 -> point 9 of 9999
+    assert "must be > 0" in p.message
+    assert "seed=0,lr=-1: point 9 of 9999, grid index [0, 8]" in p.message

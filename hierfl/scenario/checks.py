@@ -74,8 +74,11 @@ def check_samples(p: Problems, data: DataSpec) -> None:
 
 
 def check_output(p: Problems, key: str, path: str) -> None:
+    """The output folder (`output:` of the file, or `--out`: a command-line option, no file)."""
     msg = output_problem(path)
-    if msg:
+    if msg and key.startswith("--"):
+        p.items.append(Problem("", key, path, msg))
+    elif msg:
         p.add(key, path, msg)
 
 
