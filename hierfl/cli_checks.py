@@ -69,6 +69,23 @@ def check_run_folder(out: str) -> None:
 def os_error_message(exc: OSError) -> tuple[str, int]:
     """(the message, the exit status) of an OSError that escaped a command."""
     what = exc.strerror or str(exc)
-    where = exc.filename if exc.filename is not None else "a file"
+    where = exc.filename if exc.filename is not None else (_file_of(exc) or "a file")
     code = 2 if exc.errno in USER_ERRNOS else 1
     return f"error: cannot read or write {where}: {what}", code
+
+
+def _file_of(exc: BaseException) -> str | None:
+    """The file an OSError without a file name was about (`fh.write` raises without one):
+    the innermost frame of its traceback that holds an open file object, else a path."""
+    found, tb = None, exc.__traceback__
+    while tb is not None:
+        names = tb.tb_frame.f_locals
+        for v in names.values():
+            if hasattr(v, "write") and isinstance(getattr(v, "name", None), str):
+                found = v.name
+        if found is None:
+            for key in ("path", "tmp", "dst", "file"):
+                if isinstance(names.get(key), str):
+                    found = names[key]
+        tb = tb.tb_next
+    return found

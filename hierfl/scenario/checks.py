@@ -109,8 +109,10 @@ def check_work(p: Problems, train: TrainSpec, entries: list[AlgorithmEntry], c: 
     probs, sim_s = work_problems(train.rounds, c, runs, rows, n_params, flops)
     for key, value, msg in probs:
         p.add(key, value, msg)
-    lat = _mean(clients.link.latency_s) if clients is not None else 0.0
-    sim_s += train.rounds * 2 * lat
+    if clients is not None:     # every round: a download and an upload over the client link
+        bw = _mean(clients.link.bandwidth_Bps)
+        sim_s += train.rounds * 2 * (_mean(clients.link.latency_s) +
+                                     4.0 * (n_params or 0) / max(bw, 1.0))
     avail = getattr(topo, "availability", None)
     msg = availability_problem(avail, n_clients, sim_s)
     if msg:

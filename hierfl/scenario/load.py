@@ -306,10 +306,10 @@ def load(path: str, seed: int | None = None, rounds: int | None = None,
     data, model, train = (_part(DataSpec, raw.get("data")), _part(ModelSpec, raw.get("model")),
                           _part(TrainSpec, raw.get("train", {})))
     _cross_checks(raw, p, base_dir, topo_spec, data, model, train, entries, topo_file)
+    if isinstance(raw.get("output"), str) and raw["output"]:    # even when --out overrides
+        check_output(p, "output", os.path.join(base_dir, raw["output"]))
     if out is not None:
         check_output(p, "--out", out)
-    elif isinstance(raw.get("output"), str) and raw["output"]:
-        check_output(p, "output", os.path.join(base_dir, raw["output"]))
     p.raise_if_any()
     assert isinstance(sf, ScenarioFile)
     train = sf.train

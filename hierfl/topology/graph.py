@@ -142,6 +142,11 @@ def read_graph_file(path: str) -> nx.DiGraph:
         raise ScenarioError.one(path, "graph", path, f"graph file larger than {MAX_BYTES} bytes")
     try:
         if path.endswith((".graphml", ".xml")):
+            with open(path, "rb") as fh:
+                head = fh.read()
+            if b"<!DOCTYPE" in head or b"<!ENTITY" in head:
+                raise ValueError("GraphML with a DOCTYPE or entity declarations is not read "
+                                 "(entity expansion, external entities)")
             g = nx.read_graphml(path)
         else:
             with open(path, encoding="utf-8") as fh:
