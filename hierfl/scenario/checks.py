@@ -53,8 +53,6 @@ def check_algorithms(p: Problems, entries: list[AlgorithmEntry], rounds: int,
         if sp is not None and sp.kind == "none" and sp.gamma != 0.0:
             p.add(f"{key}.sparsity.gamma", sp.gamma, "applies to kind l1 or logcosh; "
                   "sparsity.kind is none (set kind:)")
-        if sp is not None and sp.kind != "logcosh" and sp.rho != 0.01:
-            p.add(f"{key}.sparsity.rho", sp.rho, f"applies to kind logcosh, not {sp.kind!r}")
         s = getattr(e.params, "edges_per_round", "all")
         if s != "all" and n_top is not None and int(s) > n_top:
             p.add(f"{key}.edges_per_round", s, f"more than the {n_top} edges under the cloud")
