@@ -5,6 +5,8 @@ import argparse
 import os
 import sys
 
+from .cli_checks import check_figure, check_report_args, check_run_folder, check_stop_after, \
+    os_error_message
 from .config.errors import ScenarioError
 
 EXIT_BAD_INPUT = 2
@@ -45,6 +47,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from .run import run_scenario
     from .scenario.load import load
 
+    check_stop_after(args.stop_after)
     sc = load(args.scenario, seed=args.seed, rounds=args.rounds, out=args.out)
     if args.threads is not None and not 1 <= args.threads <= 256:
         raise ScenarioError.one("", "--threads", args.threads, "must be in 1..256")
@@ -71,14 +74,19 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_report(args: argparse.Namespace) -> int:
     from .report import write_report
 
+    check_report_args(args.target, args.timeline_round)
     if not os.path.isdir(args.out):
         raise ScenarioError.one("", "OUT", args.out, "no such folder")
+    check_run_folder(args.out)
     try:
         path = write_report(args.out, os.path.basename(args.out.rstrip('/')), args.target,
                             timeline_round=args.timeline_round)
         print(f"report: {path}\nhtml: {os.path.join(os.path.dirname(path), 'report.html')}")
     except FileNotFoundError as exc:
         raise ScenarioError.one("", "OUT", args.out, str(exc)) from None
+    except (KeyError, ValueError, IndexError) as exc:       # a saved file edited by hand
+        raise ScenarioError.one("", "OUT", args.out, f"cannot read the run's files "
+                                f"(corrupted?): {type(exc).__name__}: {exc}") from None
     return 0
 
 
@@ -92,9 +100,11 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 def cmd_compare(args: argparse.Namespace) -> int:
     from .report import compare_runs
 
+    check_report_args(args.target, args.timeline_round, args.out)
     for p in args.runs:
         if not os.path.isdir(p):
             raise ScenarioError.one("", "RUN", p, "no such folder")
+        check_run_folder(p)
     out = args.out or os.path.join(os.path.dirname(os.path.normpath(args.runs[0])), "compare")
     try:
         path = compare_runs(args.runs, out, args.target, timeline_round=args.timeline_round)
@@ -111,13 +121,14 @@ def cmd_topology(args: argparse.Namespace) -> int:
     from .topology.graph import Topology, build_graph
 
     path = os.path.abspath(args.file)
+    png = args.png or os.path.splitext(args.file)[0] + ".png"
+    check_figure(png)
     problems = Problems(path)
     spec, _ = load_topology(path, os.path.dirname(path), path, problems)
     problems.raise_if_any()
     topo = Topology.from_graph(build_graph(spec, args.seed, path), path)
     print(f"topology {args.file} (seed {args.seed})")
     print(summary(topo))
-    png = args.png or os.path.splitext(args.file)[0] + ".png"
     print(f"drawing: {draw(topo, png)}")
     return 0
 
@@ -228,6 +239,10 @@ def main(argv: list[str] | None = None) -> int:
     except ScenarioError as exc:
         _print_problems(exc)
         return EXIT_BAD_INPUT
+    except OSError as exc:          # writing outputs: disk full, file too large, no access
+        msg, code = os_error_message(exc)
+        print(msg, file=sys.stderr)
+        return code
     except KeyboardInterrupt:
         print("interrupted: metrics written so far are kept", file=sys.stderr)
         return 130

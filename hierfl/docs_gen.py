@@ -197,6 +197,10 @@ def stale(path: str | None = None) -> list[str]:
 def main(check: bool = False, path: str | None = None) -> int:
     path = path or default_path()
     if check:
+        if not os.path.isfile(path):
+            print(f"{path}: not found ({'a folder' if os.path.isdir(path) else 'no such file'}"
+                  "): nothing to check; run `hierfl docs` to write it", file=sys.stderr)
+            return 1
         diff = stale(path)
         if diff:
             print(f"{path} is out of date with the schema: run `hierfl docs`", file=sys.stderr)

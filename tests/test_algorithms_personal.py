@@ -333,7 +333,7 @@ def test_every_hyperparameter_changes_the_result(tmp_path):
         "pfedme": {"lam": 3.0, "personal_steps": 4, "personal_lr": 0.07, "beta": 1.2,
                    "train_all_clients": True, "hidden_l2": 0.1, "weighting": "uniform"},
         "pfedmac": {"lam": 0.3, "beta": 1.0, "inner_steps": 4, "inner_lr": 0.07,
-                    "sparsity": {**l1, "kind": "none"}, "sparsity.gamma": {**l1, "gamma": 0.1},
+                    "sparsity": {"kind": "none"}, "sparsity.gamma": {**l1, "gamma": 0.1},
                     "weighting": "uniform", "encoding": "sparse"},
         "pfedmac-lc": {"sparsity.kind": {**logcosh, "kind": "l1"},
                        "sparsity.gamma": {**logcosh, "gamma": 0.1},

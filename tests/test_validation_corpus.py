@@ -143,6 +143,53 @@ CORPUS: dict[str, tuple[list[str], int]] = {
     "npz_float_labels.yaml": (["y_0 (float64, shape (10,)) must be 1-D integer labels"], 1),
     "npz_not_zip.yaml": (["data.path = 'data.npz'", "not a readable npz file"], 1),
     "npz_pickled.yaml": (["not a readable npz file", "allow_pickle=False"], 1),
+    # issue 20: hangs and runaway memory (guards on work), tracebacks, inputs that slipped
+    # 12 clients x (2 rounds x 2 x 0.05 s of latency) x 2 / 2e-9 s = 2.4e9 switches
+    "markov_fast.yaml": (["markov_fast.yaml:6:", "topology.availability = {",
+                          "12 clients x about 0.2 simulated s x 2 / 2e-09 s per on/off cycle "
+                          "= 2.4e+09 availability switches", "work guard"], 1),
+    "huge_steps.yaml": (["huge_steps.yaml:10:", "algorithms[0].local.steps = 10000000",
+                         "1e+07 local steps per client in one cloud round", "work guard"], 1),
+    "lr_overflow.yaml": (["algorithms[0].local.lr = 1e+308", "reaches 10^308"], 1),
+    "lr_decay_overflow.yaml": (["algorithms[0].local.lr_decay = 1e+308",
+                                "reaches 10^306 by round 2"], 1),
+    "label_report_md.yaml": (["algorithms[0].label = 'report.md'",
+                              "a folder next to the report's files"], 1),
+    "label_scenario_yaml.yaml": (["algorithms[0].label = 'scenario.yaml'", "may not end in"],
+                                 1),
+    "output_proc.yaml": (["output_proc.yaml:11:", "output = '/proc/hierfl'",
+                          "is a system folder"], 1),
+    "output_etc.yaml": (["output = '/etc/hierfl-out'", "is a system folder"], 1),
+    "latency_huge.yaml": (["topology.clients.link.latency_s = 1e+308",
+                           "latencies above 1e+06 s"], 1),
+    "bandwidth_tiny.yaml": (["topology.clients.link.bandwidth_Bps = 1e-300",
+                             "must be >= 1 B/s"], 1),
+    "first_k_above.yaml": (["train.round.k = 6", "more than the 4 clients per round"], 1),
+    "wait_all_deadline.yaml": (["train.round = {", "deadline_s applies to the deadline "
+                                "policies, not 'wait_all' (use timeout_s)"], 1),
+    "edges_per_round_above.yaml": (["algorithms[0].edges_per_round = 5",
+                                    "more than the 2 edges under the cloud"], 1),
+    "sparsity_gamma_none.yaml": (["algorithms[0].sparsity.gamma = 0.1",
+                                  "sparsity.kind is none"], 1),
+    "availability_p_markov.yaml": (["topology.availability = {", "p does not apply to kind "
+                                    "'markov' (it takes mean_on_s, mean_off_s)"], 1),
+    "dist_extra_key.yaml": (["topology.clients.compute_flops = {", "'median': '5.0e8'",
+                             "dist 'uniform' takes low, high; median does not apply"], 1),
+    "outage_no_link.yaml": (["topology.failures.outages[0].link = ['client0', 'cloud']",
+                             "no such link"], 1),
+    "samples_zero.yaml": (["data.samples = {'dist': 'constant', 'value': 0.0}",
+                           "value must be > 0 (every client needs samples)"], 1),
+    "test_fraction_one.yaml": (["data.test_fraction = 1.0", "must be in [0, 1)"], 1),
+    "graph_txt.yaml": (["topology.graph = 'topologies/g.txt'", "node-link JSON (.json) or "
+                        "GraphML"], 1),
+    "graph_json_nan.yaml": (["nan_flops.json", "NaN is not a number"], 1),
+    "graphml_entity_bomb.yaml": (["entity_bomb.graphml", "DOCTYPE or entity declarations"],
+                                 1),
+    "graphml_external_entity.yaml": (["external_entity.graphml", "entity declarations"], 1),
+    "npz_many_classes.yaml": (["labels go up to 9999 (10000 classes) for only 96 training "
+                               "rows"], 1),
+    "npz_bool_labels.yaml": (["y_0 (bool, shape (10,)) holds booleans"], 1),
+    "npz_huge_features.yaml": (["x_3 holds values up to 1e+308, beyond float32's range"], 1),
 }
 
 
@@ -165,6 +212,12 @@ def _npz(name: str, path: str) -> None:
         a = _clients(3)
     elif name == "npz_float_labels.yaml":
         a["y_0"] = a["y_0"].astype(np.float64)
+    elif name == "npz_many_classes.yaml":
+        a["y_5"][3] = 9999
+    elif name == "npz_bool_labels.yaml":
+        a["y_0"] = a["y_0"] > 0
+    elif name == "npz_huge_features.yaml":
+        a["x_3"][0, 0] = 1e308
     elif name == "npz_pickled.yaml":
         a["x_0"] = np.array([{"a": 1}] * 10, dtype=object)
     if name == "npz_not_zip.yaml":

@@ -39,6 +39,10 @@ def unit_interval(v: Any) -> str | None:
     return None if 0 <= v <= 1 else "must be in [0, 1]"
 
 
+def below_one(v: Any) -> str | None:
+    return None if 0 <= v < 1 else "must be in [0, 1) (1 would leave no training rows)"
+
+
 def at_most(limit: float) -> Check:
     def check(v: Any) -> str | None:
         return None if v <= limit else f"must be <= {limit:g} (resource guard)"

@@ -13,6 +13,11 @@ MAX_ALIASES = 200           # YAML aliases in one file
 MAX_DEPTH = 64              # nesting depth of one YAML document
 MAX_NODES = 1_000_000       # YAML nodes after alias expansion
 
+# simulated-system bounds: beyond them simulated times become astronomically long or infinite
+MAX_LATENCY_S = 1e6         # one-way link latency (11.6 days)
+MIN_BANDWIDTH_BPS = 1.0     # bytes per second
+MIN_FLOPS = 1.0             # device speed, FLOP/s
+
 STATE_COPIES = 3        # (N, P) tensors an algorithm may keep (models, control variates, ...)
 ROUND_COPIES = 6        # (C, P) tensors of one round (start, iterate, gradient, anchors, ...)
 GRAPH_BYTES = 2_000     # networkx node + two link attribute dicts, per node

@@ -4,7 +4,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar, Literal
 
-from .fields import Raw, all_of, at_most, each, non_negative, positive, spec, unit_interval
+from .fields import Raw, all_of, at_most, below_one, each, non_negative, positive, spec, \
+    unit_interval
 
 if TYPE_CHECKING:                       # config.topology imports this module's Dist
     from .topology import TopologySpec
@@ -36,6 +37,11 @@ class DistSpec:
             raise ValueError(f"dist {self.dist!r} needs {', '.join(missing)}")
         if self.dist == "uniform" and self.low > self.high:  # type: ignore[operator]
             raise ValueError("uniform needs low <= high")
+        extra = [k for k in _DIST_KEYS if k not in _DIST_TAKES[self.dist]
+                 and getattr(self, k) is not None]
+        if extra:
+            raise ValueError(f"dist {self.dist!r} takes {', '.join(_DIST_TAKES[self.dist])}; "
+                             f"{', '.join(extra)} does not apply to it")
         if self.dist == "choice":
             if not self.choices:
                 raise ValueError("choice needs a non-empty list of choices")
@@ -45,6 +51,9 @@ class DistSpec:
 
 
 Dist = float | DistSpec
+_DIST_TAKES = {"constant": ("value",), "uniform": ("low", "high"), "lognormal": ("median", "sigma"),
+               "normal": ("mean", "std", "min"), "choice": ("choices", "weights")}
+_DIST_KEYS = tuple(k for ks in _DIST_TAKES.values() for k in ks)
 
 
 # ----------------------------------------------------------------------------- data, model
@@ -81,7 +90,7 @@ class DataSpec:
                                     doc="digits, mnist, fashion_mnist, cifar10, cifar100: how "
                                     "the training rows are split over clients")
     test_fraction: float = spec(0.2, "per-client test split of the sets without a test set "
-                                "(synthetic, digits, npz without x_test_k)", check=unit_interval)
+                                "(synthetic, digits, npz without x_test_k)", check=below_one)
 
 
 @dataclass(frozen=True)
@@ -150,6 +159,14 @@ class RoundSpec:
             raise ValueError(f"policy {self.policy!r} needs deadline_s")
         if self.policy == "first_k" and self.k is None:
             raise ValueError("policy 'first_k' needs k")
+        if self.deadline_s is not None and not self.policy.startswith("deadline"):
+            raise ValueError(f"deadline_s applies to the deadline policies, not {self.policy!r}"
+                             + (" (use timeout_s)" if self.policy == "wait_all" else ""))
+        if self.timeout_s is not None and self.policy.startswith("deadline"):
+            raise ValueError(f"timeout_s applies to wait_all and first_k; {self.policy!r} "
+                             "closes at deadline_s")
+        if self.k is not None and self.policy != "first_k":
+            raise ValueError(f"k applies to policy 'first_k', not {self.policy!r}")
 
 
 @dataclass(frozen=True)

@@ -83,6 +83,16 @@ class AvailabilitySpec:
     mean_off_s: float = spec(20.0, "markov: mean off-period (exponential), seconds",
                              check=positive)
 
+    def __post_init__(self) -> None:
+        given = [k for k, d in (("p", 1.0), ("mean_on_s", 60.0), ("mean_off_s", 20.0))
+                 if getattr(self, k) != d]
+        own = {"always": (), "bernoulli": ("p",), "markov": ("mean_on_s", "mean_off_s")}
+        extra = [k for k in given if k not in own[self.kind]]
+        if extra:
+            raise ValueError(f"{', '.join(extra)} does not apply to kind {self.kind!r}"
+                             + (f" (it takes {', '.join(own[self.kind])})" if own[self.kind]
+                                else ""))
+
 
 @dataclass(frozen=True)
 class Window:

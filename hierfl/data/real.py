@@ -13,6 +13,8 @@ from ..config.schema import DataSpec, PartitionSpec
 from .federated import FederatedData, split_train_test
 
 DIGITS_SAMPLES = 1797          # rows of scikit-learn's bundled digits
+FLOAT32_MAX = float(np.finfo(np.float32).max)
+MIN_CLASS_FLOOR = 100         # more classes than training rows (and than this) is refused
 MAX_CLASSES = 10_000           # labels of an npz set must be < this (the model has one output each)
 
 
@@ -117,6 +119,9 @@ def _targets(y: np.ndarray, yk: str, task: str, path: str, bad: _Bad) -> np.ndar
     """Labels (classification: 1-D integers in range) or regression targets as float64."""
     if task != "classification":
         return np.asarray(y, np.float64)
+    if y.dtype.kind == "b":
+        raise bad(path, f"{yk} ({y.dtype}, shape {y.shape}) holds booleans: labels are integers "
+                  "0..K-1 (write them as 0 and 1)")
     if y.dtype.kind not in "biu" or y.ndim != 1:
         raise bad(path, f"{yk} ({y.dtype}, shape {y.shape}) must be 1-D integer labels "
                   "for logreg/mlp")
@@ -148,6 +153,10 @@ def _pair(arrays: dict[str, np.ndarray], k: str, required: bool, task: str, path
     x = np.asarray(x, np.float64).reshape(len(x), -1)
     if not np.all(np.isfinite(x)) or (y.dtype.kind == "f" and not np.all(np.isfinite(y))):
         raise bad(path, f"{xk} / {yk} hold non-finite values (nan or inf)")
+    big = float(np.abs(x).max()) if x.size else 0.0
+    if big > FLOAT32_MAX:
+        raise bad(path, f"{xk} holds values up to {big:.3g}, beyond float32's range "
+                  f"({FLOAT32_MAX:.3g}): features are computed in float32")
     return x, _targets(y, yk, task, path, bad)
 
 
@@ -162,6 +171,11 @@ def _n_classes(train: list[_Pair], test: list[_Pair], task: str, path: str, bad:
             raise bad(path, f"clients have different target shapes {sorted(ys)}")
         return 0
     n_classes = int(max(int(t[1].max()) for t in train) + 1)
+    rows = sum(len(t[1]) for t in train)
+    if n_classes > max(rows, MIN_CLASS_FLOOR):
+        raise bad(path, f"labels go up to {n_classes - 1} ({n_classes} classes) for only {rows} "
+                  f"training rows: most classes would have no rows (number the labels "
+                  f"0..K-1; at most max(rows, {MIN_CLASS_FLOOR}) classes)")
     for k, t in enumerate(test):
         if len(t[1]) and int(t[1].max()) >= n_classes:
             raise bad(path, f"test labels of client {k} go up to {int(t[1].max())}, but the "

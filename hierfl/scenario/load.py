@@ -14,8 +14,10 @@ from typing import Any
 
 from ..config.errors import NO_VALUE, Problem, Problems, ScenarioError
 from ..config.fields import build, is_fail
-from ..config.limits import memory_limit, resource_problems
+from ..config.limits import memory_limit, model_params, resource_problems
 from ..config.yamldoc import check_file, read_doc
+from .checks import check_algorithms, check_output, check_rounds, check_samples, check_work, \
+    label_problem, mean_of as _mean
 from ..config.schema import AlgorithmEntry, DataSpec, DistSpec, LocalSpec, ModelSpec, Scenario, \
     ScenarioFile, StragglerSpec, TrainSpec
 
@@ -66,21 +68,6 @@ def load_topology(raw: Any, base_dir: str, file: str, problems: Problems) -> tup
 DEFAULT_SAMPLES_MEAN = math.exp(4 + 2 ** 2 / 2) + 50   # int(lognormal(4, 2)) + 50
 
 
-def _mean(d: Any) -> float:
-    if not isinstance(d, DistSpec):
-        return float(d)
-    if d.dist == "constant":
-        return float(d.value)  # type: ignore[arg-type]
-    if d.dist == "uniform":
-        return (float(d.low) + float(d.high)) / 2  # type: ignore[arg-type]
-    if d.dist == "lognormal":
-        return float(d.median) * math.exp(min(float(d.sigma) ** 2 / 2, 700))  # type: ignore
-    if d.dist == "normal":
-        return max(float(d.mean), float(d.min) if d.min is not None else -math.inf)  # type: ignore
-    w = d.weights or [1.0] * len(d.choices or [])
-    return sum(a * b for a, b in zip(d.choices or [], w)) / max(sum(w), 1e-300)
-
-
 def data_shape(data: DataSpec, n_clients: int) -> tuple[float, int, int] | None:
     """(expected training rows per client, dim, classes) of the built-in sets; None for npz
     and LEAF (sized when loaded)."""
@@ -113,6 +100,20 @@ def _check_name(p: Problems, key: str, value: Any, what: str) -> bool:
     p.add(key, value, f"use 1-100 letters, digits, '.', '-' and '_', starting with a letter or "
           f"digit, and no '..' ({what} is a folder name inside the output folder)")
     return False
+
+
+def _check_label(p: Problems, key: str, label: Any, labels: dict[str, int], i: int) -> bool:
+    """A usable folder name, clear of the report's files, unique (else False if unusable)."""
+    if not _check_name(p, f"{key}.label", label, "a label"):
+        return False
+    if label_problem(label):
+        p.add(f"{key}.label", label, label_problem(label))
+        return False
+    if label in labels:
+        p.add(f"{key}.label", label, f"labels must be unique (also algorithms[{labels[label]}]"
+              "; add label: to tell entries apart)")
+    labels.setdefault(label, i)
+    return True
 
 
 def _algorithms(raw: dict, p: Problems) -> list[AlgorithmEntry]:
@@ -151,12 +152,8 @@ def _algorithms(raw: dict, p: Problems) -> list[AlgorithmEntry]:
             continue
         cls = REGISTRY[name]
         label = a.get("label", name)
-        if not _check_name(p, f"{key}.label", label, "a label"):
+        if not _check_label(p, key, label, labels, i):
             continue
-        if label in labels:
-            p.add(f"{key}.label", label, f"labels must be unique (also algorithms[{labels[label]}]"
-                  "; add label: to tell entries apart)")
-        labels.setdefault(label, i)
         local_raw = a.get("local", {})
         if not isinstance(local_raw, dict):
             p.add(f"{key}.local", local_raw, "expected a mapping")
@@ -205,6 +202,12 @@ def _n_aggregators(topo: Any) -> int:
     return int(getattr(edges, "count", 1))
 
 
+def _n_top(topo: Any) -> int | None:
+    """Aggregators directly under the cloud (None for a graph file)."""
+    tiers = getattr(topo, "tier_list", None)
+    return int(tiers[0].count) if tiers and getattr(topo, "graph", None) is None else None
+
+
 def _model_checks(p: Problems, model: ModelSpec) -> None:
     """A registered model name, and only options its factory takes."""
     from ..models.registry import MODELS, option_problems
@@ -222,7 +225,7 @@ def _model_checks(p: Problems, model: ModelSpec) -> None:
 
 def _cross_checks(raw: dict, p: Problems, base_dir: str, topo: Any, data: DataSpec | None,
                   model: ModelSpec | None, train: TrainSpec | None,
-                  entries: list[AlgorithmEntry]) -> None:
+                  entries: list[AlgorithmEntry], topo_file: str = "") -> None:
     clients = getattr(topo, "clients", None)
     n = int(clients.count) if clients is not None else None
     cpr = raw.get("train", {}).get("clients_per_round") if isinstance(raw.get("train"), dict) \
@@ -257,14 +260,20 @@ def _cross_checks(raw: dict, p: Problems, base_dir: str, topo: Any, data: DataSp
                 DIGITS_SAMPLES:
             p.add("data.partition.shards_per_client", data.partition.shards_per_client,
                   f"{n} clients x this many shards is more than the {DIGITS_SAMPLES} samples")
+    if data is not None:
+        check_samples(p, data)
+    if train is not None:
+        check_algorithms(p, entries, train.rounds, _n_top(topo))
     if data is None or model is None or train is None or n is None:
         return
+    cpr = train.clients_per_round
+    c = n if cpr == "all" else min(int(cpr), n)
+    check_rounds(p, train, c)
     shape = data_shape(data, n)
     if shape is None:
         return
     rows, dim, out = shape
-    cpr = train.clients_per_round
-    c = n if cpr == "all" else min(int(cpr), n)
+    check_work(p, train, entries, c, n, rows, model_params(model, dim, out), topo, topo_file)
     max_rows = float(data.max_samples) if data.name.startswith("synthetic") else float(rows)
     for key, value, msg in resource_problems(model, n, _n_aggregators(topo), c, rows, dim, out,
                                              [e.local for e in entries] or [train.local],
@@ -296,7 +305,11 @@ def load(path: str, seed: int | None = None, rounds: int | None = None,
     entries = _algorithms(raw, p)
     data, model, train = (_part(DataSpec, raw.get("data")), _part(ModelSpec, raw.get("model")),
                           _part(TrainSpec, raw.get("train", {})))
-    _cross_checks(raw, p, base_dir, topo_spec, data, model, train, entries)
+    _cross_checks(raw, p, base_dir, topo_spec, data, model, train, entries, topo_file)
+    if isinstance(raw.get("output"), str) and raw["output"]:    # even when --out overrides
+        check_output(p, "output", os.path.join(base_dir, raw["output"]))
+    if out is not None:
+        check_output(p, "--out", out)
     p.raise_if_any()
     assert isinstance(sf, ScenarioFile)
     train = sf.train

@@ -16,6 +16,8 @@ import numpy as np
 
 from .. import seeding
 
+MARKOV_KEEP = 256       # switch times kept per client (older ones are replayed if asked for)
+
 
 @dataclass
 class Failures:
@@ -30,6 +32,7 @@ class Failures:
     _switch: dict[int, list[float]] = field(default_factory=dict)   # markov switch times
     _start_on: dict[int, bool] = field(default_factory=dict)
     _gen: dict[int, np.random.Generator] = field(default_factory=dict)
+    _dropped: dict[int, int] = field(default_factory=dict)      # switches no longer kept
 
     @classmethod
     def none(cls) -> "Failures":
@@ -63,17 +66,27 @@ class Failures:
         if self.kind != "markov":
             return True
         sw = self._switch.get(k)
-        if sw is None:
-            g = seeding.rng(self.seed, "markov", k)
-            self._gen[k] = g
-            self._start_on[k] = bool(g.random() < self.mean_on / (self.mean_on + self.mean_off))
-            sw = self._switch[k] = [0.0]
+        if sw is None or (now < sw[0] and self._dropped.get(k, 0)):
+            sw = self._restart(k)   # asked about a time before the kept window: replay
         g = self._gen[k]
         while sw[-1] <= now:
-            on_now = self._start_on[k] ^ ((len(sw) - 1) % 2 == 1)
+            on_now = self._start_on[k] ^ ((self._dropped.get(k, 0) + len(sw) - 1) % 2 == 1)
             sw.append(sw[-1] + g.exponential(self.mean_on if on_now else self.mean_off))
-        periods = int(np.searchsorted(sw, now, side="right")) - 1
+            if len(sw) > MARKOV_KEEP:       # bounded memory: keep only the recent switches
+                cut = len(sw) - MARKOV_KEEP // 2
+                self._dropped[k] = self._dropped.get(k, 0) + cut
+                del sw[:cut]
+        periods = self._dropped.get(k, 0) + int(np.searchsorted(sw, now, side="right")) - 1
         return self._start_on[k] ^ (periods % 2 == 1)
+
+    def _restart(self, k: int) -> list[float]:
+        """Client k's on/off process from time 0 (the same draws every time)."""
+        g = seeding.rng(self.seed, "markov", k)
+        self._gen[k] = g
+        self._start_on[k] = bool(g.random() < self.mean_on / (self.mean_on + self.mean_off))
+        self._dropped[k] = 0
+        sw = self._switch[k] = [0.0]
+        return sw
 
     def crash_after(self, t: int, r: int, k: int, compute_s: float) -> float | None:
         """Seconds into its compute at which client k crashes this round, or None."""

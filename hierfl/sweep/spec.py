@@ -12,6 +12,7 @@ from typing import Any
 import yaml
 
 from ..config.errors import Problem, Problems, ScenarioError
+from ..config.paths import output_problem
 from ..config.fields import Raw, build, is_fail, spec, unit_interval
 from ..config.yamldoc import read_yaml
 from .grid import Grid, point_names, read_grid, set_path
@@ -129,21 +130,37 @@ def _point_problems(exc: ScenarioError, f: str, path: str, base_file: str, keys:
     return out
 
 
+def _check_order(grid: Grid) -> list[int]:
+    """Indices of the combos in the order they are validated: first one point per value of
+    every key (the others at their first value; keys with fewer values first), so a bad value
+    is met within the first sum(len(values)) points; then the rest, in grid order."""
+    combos = grid.combos
+    index = {c: i for i, c in enumerate(combos)}
+    first: list[int] = []
+    for j in sorted(range(len(grid.lists)), key=lambda j: len(grid.lists[j])):
+        for i in range(len(grid.lists[j])):
+            c = tuple(i if jj == j else 0 for jj in range(len(grid.lists)))
+            if index[c] not in first:
+                first.append(index[c])
+    seen = set(first)
+    return first + [i for i in range(len(combos)) if i not in seen]
+
+
 def _points(path: str, base_file: str, base_raw: dict, grid: Grid, tmp: str
             ) -> tuple[list[Point], list[Problem], Any]:
-    """Every point built and validated: (points, problems without repeats, the first point's
+    """Every point built and validated, stopping at the first bad point: (points in grid
+    order, that point's problems (each naming its grid coordinates), the first point's
     scenario or None)."""
     from ..scenario.load import load
     from ..topology.graph import build_graph
 
-    points: list[Point] = []
-    seen: set[tuple[str, str, str]] = set()
-    problems: list[Problem] = []
+    found: dict[int, Point] = {}
     first = None
     combos = grid.combos
+    names = point_names(grid.keys, grid.paths, grid.lists, combos)
     f = os.path.join(tmp, POINT_FILE)
-    for name, combo in zip(point_names(grid.keys, grid.paths, grid.lists, combos), combos):
-        values = grid.values(combo)
+    for i in _check_order(grid):
+        name, values = names[i], grid.values(combos[i])
         try:
             text = yaml.safe_dump(point_raw(base_raw, base_file, values, grid.paths),
                                   sort_keys=False, default_flow_style=None)
@@ -152,23 +169,26 @@ def _points(path: str, base_file: str, base_raw: dict, grid: Grid, tmp: str
             sc = load(f, out=tmp)
             build_graph(sc.topology, sc.seed, f)
         except ScenarioError as exc:
-            for item in _point_problems(exc, f, path, base_file, grid.keys, values, name):
-                sig = (item.file, item.key, str(item.value) + item.message.split(" (point")[0])
-                if sig not in seen:
-                    seen.add(sig)
-                    problems.append(item)
-            continue
-        if first is None:
+            where = f"{name}: point {i + 1} of {len(combos)}, grid index {list(combos[i])}"
+            return [], _point_problems(exc, f, path, base_file, grid.keys, values, where), None
+        if i == 0:
             first = sc
-        points.append(Point(name, values, text, sc.train.executor.threads))
-    return points, problems, first
+        found[i] = Point(name, values, text, sc.train.executor.threads)
+    return [found[i] for i in range(len(combos))], [], first
 
 
 def load_sweep(path: str, out: str | None = None) -> Sweep:
     """Read a sweep file, build every point's scenario and validate it (scenario schema and
-    topology). Every problem of every point is reported at once."""
+    topology). Validation stops at the first bad point (each value is tried early) and
+    reports its problems with the point's grid coordinates."""
     p = Problems(path)
     sf, base_file, base_raw = _read_files(path, p)
+    where = out if out is not None else (os.path.join(os.path.dirname(os.path.abspath(path)),
+                                                      sf.output) if sf.output else None)
+    if where is not None and output_problem(where):
+        raise ScenarioError.one("" if out is not None else path,
+                                "--out" if out is not None else "output", where,
+                                str(output_problem(where)))
     grid = read_grid(sf.grid, _self_contained(base_raw, base_file), path, p)
     with tempfile.TemporaryDirectory(prefix="hierfl-sweep-") as tmp:
         points, problems, first = _points(path, base_file, base_raw, grid, tmp)

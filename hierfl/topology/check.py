@@ -11,8 +11,10 @@ import re
 from typing import Any
 
 from ..config.errors import Problems
+from ..config.limits import MAX_LATENCY_S, MIN_BANDWIDTH_BPS, MIN_FLOPS
 from ..config.schema import DistSpec
 
+GRAPH_SUFFIXES = (".json", ".graphml", ".xml")
 TIER_NAME = re.compile(r"^[A-Za-z_][A-Za-z_-]{0,30}$")
 
 
@@ -66,6 +68,31 @@ def _dist_problem(d: Any, strict: bool) -> str | None:
     return None
 
 
+dist_problem = _dist_problem
+
+
+def _extremes(d: Any) -> tuple[float, float]:
+    """The smallest and largest value a distribution states (lognormal: its median)."""
+    if not isinstance(d, DistSpec):
+        return float(d), float(d)
+    vals = {"constant": [d.value], "uniform": [d.low, d.high], "lognormal": [d.median],
+            "normal": [d.mean] + ([d.min] if d.min is not None else []),
+            "choice": list(d.choices or [])}[d.dist]
+    return min(vals), max(vals)
+
+
+def _bound_problem(name: str, d: Any) -> str | None:
+    """Why `d` states a value that makes simulated times astronomically long, or None."""
+    lo, hi = _extremes(d)
+    if name.endswith("latency_s") and hi > MAX_LATENCY_S:
+        return f"latencies above {MAX_LATENCY_S:g} s make simulated times meaningless"
+    if name.endswith("_Bps") and lo < MIN_BANDWIDTH_BPS:
+        return f"must be >= {MIN_BANDWIDTH_BPS:g} B/s (smaller makes transfers take forever)"
+    if name.endswith("flops") and lo < MIN_FLOPS:
+        return f"must be >= {MIN_FLOPS:g} FLOP/s (slower makes compute take forever)"
+    return None
+
+
 def _rule(name: str) -> bool | None:
     """strict (> 0), non-strict (>= 0) or no rule, by attribute name."""
     if name.endswith("latency_s"):
@@ -82,7 +109,7 @@ def _walk(obj: Any, key: str, p: Problems) -> None:
             k = _join(key, f.name)
             strict = _rule(f.name)
             if strict is not None and v is not None:
-                msg = _dist_problem(v, strict)
+                msg = _dist_problem(v, strict) or _bound_problem(f.name, v)
                 if msg:
                     shown = v if not isinstance(v, DistSpec) else {
                         a: b for a, b in dataclasses.asdict(v).items() if b is not None}
@@ -104,7 +131,10 @@ def check_spec(spec: Any, p: Problems, prefix: str = "") -> None:
     if graph is not None:
         base = os.path.dirname(os.path.abspath(p.file)) if p.file else ""
         path = os.path.join(base, graph)
-        if not os.path.isfile(path):
+        if not graph.lower().endswith(GRAPH_SUFFIXES):
+            p.add(_join(prefix, "graph"), graph, "a graph file is node-link JSON (.json) or "
+                  "GraphML (.graphml, .xml)")
+        elif not os.path.isfile(path):
             p.add(_join(prefix, "graph"), graph, f"graph file not found: {path}")
         return
     tiers = getattr(spec, "tier_list", None)
@@ -160,3 +190,47 @@ def check_spec(spec: Any, p: Problems, prefix: str = "") -> None:
             p.add(_join(prefix, k), n, f"no such node (nodes: cloud, "
                   f"{', '.join(f'{a}0..{a}{t.count - 1}' for a, t in zip(names, tiers))}, "
                   f"client0..client{c.count - 1})")
+    _check_outage_links(spec, names, tiers, p, prefix)
+
+
+def _place(name: str, names: list[str], tiers: list, spec: Any) -> tuple[int, int] | None:
+    """(level, index) of a node name: cloud 0, tier i i + 1, clients below; None if unknown."""
+    if name == "cloud":
+        return 0, 0
+    m = re.fullmatch(r"([A-Za-z_-]+)(\d+)", name)
+    if m is None:
+        return None
+    level = len(tiers) + 1 if m.group(1) == "client" else (
+        names.index(m.group(1)) + 1 if m.group(1) in names else None)
+    return None if level is None else (level, int(m.group(2)))
+
+
+def _parent_index(assignment: Any, i: int, n_parents: int) -> int | None:
+    """Index of node i's parent in the tier above, where known before drawing (not random)."""
+    if isinstance(assignment, list):
+        return next((e for e, lst in enumerate(assignment) if i in lst), None)
+    return i % n_parents if assignment == "round_robin" else None
+
+
+def _check_outage_links(spec: Any, names: list[str], tiers: list, p: Problems,
+                        prefix: str) -> None:
+    """A link outage must name a link of the tree: a node and its parent."""
+    counts = [1] + [t.count for t in tiers]
+    assigns = [None] + [getattr(t, "assignment", "round_robin") for t in tiers] + \
+        [spec.clients.assignment]
+    for i, w in enumerate(spec.failures.outages or []):
+        if w.link is None:
+            continue
+        places = [_place(n, names, tiers, spec) for n in w.link]
+        if None in places:
+            continue        # reported above
+        (la, ia), (lb, ib) = sorted(places)
+        if lb != la + 1:
+            msg = "no such link: a link joins a node and its parent in the tier above"
+        else:
+            parent = _parent_index(assigns[lb], ib, counts[la])
+            child = w.link[0] if places[0][0] == lb else w.link[1]
+            msg = None if parent is None or parent == ia else \
+                f"no such link: {child} hangs under {names[la - 1]}{parent}"
+        if msg:
+            p.add(_join(prefix, f"failures.outages[{i}].link"), list(w.link), msg)

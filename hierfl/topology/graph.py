@@ -16,6 +16,7 @@ import numpy as np
 
 from .. import seeding
 from ..config.errors import NO_VALUE, Problems, ScenarioError
+from ..config.limits import MAX_LATENCY_S, MIN_BANDWIDTH_BPS, MIN_FLOPS
 from .dist import draw
 from ..config.topology import LinkSpec, TopologySpec
 
@@ -141,10 +142,15 @@ def read_graph_file(path: str) -> nx.DiGraph:
         raise ScenarioError.one(path, "graph", path, f"graph file larger than {MAX_BYTES} bytes")
     try:
         if path.endswith((".graphml", ".xml")):
+            with open(path, "rb") as fh:
+                head = fh.read()
+            if b"<!DOCTYPE" in head or b"<!ENTITY" in head:
+                raise ValueError("GraphML with a DOCTYPE or entity declarations is not read "
+                                 "(entity expansion, external entities)")
             g = nx.read_graphml(path)
         else:
             with open(path, encoding="utf-8") as fh:
-                data = json.load(fh)
+                data = json.load(fh, parse_constant=_no_constant)
             if not isinstance(data, dict):
                 raise ValueError("node-link JSON is a mapping with nodes: and links:")
             key = "links" if "links" in data else "edges"
@@ -152,9 +158,16 @@ def read_graph_file(path: str) -> nx.DiGraph:
     except RecursionError:
         raise ScenarioError.one(path, "graph", path, "cannot read graph: nested too deeply") \
             from None
+    except SyntaxError as exc:      # xml ParseError: bad XML, entities (blocked by expat)
+        raise ScenarioError.one(path, "graph", path, f"cannot read GraphML: {exc} (entity "
+                                "declarations are not allowed)") from None
     except (OSError, ValueError, KeyError, TypeError, AttributeError, nx.NetworkXError) as exc:
         raise ScenarioError.one(path, "graph", path, f"cannot read graph: {exc}") from None
     return nx.DiGraph(g)
+
+
+def _no_constant(name: str) -> float:
+    raise ValueError(f"{name} is not a number (node-link JSON holds finite numbers only)")
 
 
 @dataclass(frozen=True)
@@ -276,13 +289,16 @@ def validate_graph(g: nx.DiGraph, file: str = "") -> None:
                 v = attrs.get(key)
                 if isinstance(v, bool) or not isinstance(v, (int, float)) or not np.isfinite(v):
                     p.add(f"links.{a}->{b}.{key}", v, "expected a finite number")
-                elif key == "latency_s" and v < 0:
-                    p.add(f"links.{a}->{b}.{key}", v, "must be >= 0")
-                elif key == "bandwidth_Bps" and v <= 0:
-                    p.add(f"links.{a}->{b}.{key}", v, "must be > 0")
+                elif key == "latency_s" and not 0 <= v <= MAX_LATENCY_S:
+                    p.add(f"links.{a}->{b}.{key}", v, f"must be in [0, {MAX_LATENCY_S:g}] s")
+                elif key == "bandwidth_Bps" and v < MIN_BANDWIDTH_BPS:
+                    p.add(f"links.{a}->{b}.{key}", v, "must be > 0" if v <= 0 else
+                          f"must be >= {MIN_BANDWIDTH_BPS:g} B/s")
         f = g.nodes[n].get("flops")
         if isinstance(f, bool) or not isinstance(f, (int, float)) or not np.isfinite(f) or f <= 0:
             p.add(f"nodes.{n}.flops", f, "must be a finite number > 0")
+        elif f < MIN_FLOPS:
+            p.add(f"nodes.{n}.flops", f, f"must be >= {MIN_FLOPS:g} FLOP/s")
     for a, b in g.edges:        # links only join a node and its parent: the graph is a tree
         if g.nodes[a].get("parent") != b and g.nodes[b].get("parent") != a:
             p.add(f"links.{a}->{b}", NO_VALUE, "a link must join a node and its parent "

@@ -1,0 +1,48 @@
+"""Where outputs may go: a folder the user clearly asked for. The rule (README, "Outputs"):
+an output folder is a non-empty path to a folder that exists or can be created (no existing
+file on the way), and not inside a system folder (below): relative paths and absolute paths
+anywhere else (a home, a project, /tmp, a mounted disk) are fine."""
+from __future__ import annotations
+
+import os
+
+SYSTEM_DIRS = ("/proc", "/sys", "/dev", "/etc", "/bin", "/sbin", "/boot", "/lib", "/lib32",
+               "/lib64", "/libx32", "/usr", "/run", "/var/lib", "/var/run", "/snap")
+
+
+def _inside(path: str, top: str) -> bool:
+    return path == top or path.startswith(top.rstrip("/") + "/")
+
+
+def output_problem(path: str, what: str = "output folder") -> str | None:
+    """Why `path` cannot be an output folder, or None."""
+    if not isinstance(path, str) or not path.strip():
+        return f"an empty {what}: give a folder (e.g. reports/NAME)"
+    if "\0" in path:
+        return f"the {what} holds a NUL character"
+    real = os.path.realpath(os.path.abspath(path))
+    if real == "/" or any(_inside(real, d) for d in SYSTEM_DIRS):
+        return (f"{real} is a system folder: write under a home, a project or /tmp "
+                f"(not {', '.join(SYSTEM_DIRS)} or /)")
+    cur = real
+    while not os.path.exists(cur):
+        parent = os.path.dirname(cur)
+        if parent == cur:
+            break
+        cur = parent
+    if not os.path.isdir(cur):
+        return (f"{cur} exists and is not a folder" if cur == real else
+                f"{cur} is a file, so {real} cannot be created")
+    return None
+
+
+def figure_problem(path: str, suffixes: tuple[str, ...] = (".png", ".svg", ".pdf")) -> str | None:
+    """Why `path` cannot be a figure file to write, or None."""
+    if not path.lower().endswith(suffixes):
+        return f"a figure file ends in {', '.join(suffixes)}"
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        return f"no such folder: {folder}"
+    if os.path.isdir(path):
+        return "is a folder"
+    return output_problem(folder, "figure folder")

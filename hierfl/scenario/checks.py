@@ -1,0 +1,121 @@
+"""Cross-field checks of a scenario that no single key can make: round policies against the
+clients per round, hyperparameters that only apply to another kind, learning rates that would
+overflow over the run, labels that would collide with report files, the output folder, and the
+guard on work (config/work)."""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from ..config.errors import Problem, Problems
+from ..config.paths import output_problem
+from ..config.schema import AlgorithmEntry, DataSpec, DistSpec, TrainSpec
+from ..config.work import availability_problem, work_problems
+
+MAX_LR = 1e6        # the local learning rate, at any round (lr x lr_decay ** (rounds - 1))
+REPORT_SUFFIXES = (".md", ".html", ".png", ".svg", ".pdf", ".csv", ".json", ".yaml", ".yml",
+                   ".npz", ".txt", ".tmp", ".log")
+REPORT_NAMES = ("DONE", "compare", "figures", "checkpoints")
+
+
+def label_problem(label: str) -> str | None:
+    """Why an algorithm label would collide with a file the run or its report writes."""
+    if label.lower().endswith(REPORT_SUFFIXES) or label in REPORT_NAMES:
+        return ("a label is a folder next to the report's files: it may not end in "
+                f"{', '.join(REPORT_SUFFIXES)} or be {', '.join(REPORT_NAMES)}")
+    return None
+
+
+def check_rounds(p: Problems, train: TrainSpec, clients_per_round: int) -> None:
+    r = train.round
+    if r.policy == "first_k" and r.k is not None and r.k > clients_per_round:
+        p.add("train.round.k", r.k, f"more than the {clients_per_round} clients per round: the "
+              "round would wait for all (use wait_all, or raise clients_per_round)")
+
+
+def _lr_problem(lr: float, decay: float, rounds: int) -> str | None:
+    top = math.log10(lr) + max(rounds - 1, 0) * max(math.log10(decay), 0.0)
+    if top <= math.log10(MAX_LR):
+        return None
+    return (f"the learning rate reaches 10^{top:.3g} by round {rounds} (lr x lr_decay^(rounds-1)"
+            f"), more than {MAX_LR:g}")
+
+
+def check_algorithms(p: Problems, entries: list[AlgorithmEntry], rounds: int,
+                     n_top: int | None) -> None:
+    for i, e in enumerate(entries):
+        key = f"algorithms[{i}]"
+        msg = _lr_problem(e.local.lr, e.local.lr_decay, rounds)
+        if msg:
+            which = "lr" if e.local.lr > MAX_LR or e.local.lr_decay <= 1 else "lr_decay"
+            p.add(f"{key}.local.{which}", getattr(e.local, which), msg)
+        sp = getattr(e.params, "sparsity", None)
+        if sp is not None and sp.kind == "none" and sp.gamma != 0.0:
+            p.add(f"{key}.sparsity.gamma", sp.gamma, "applies to kind l1 or logcosh; "
+                  "sparsity.kind is none (set kind:)")
+        s = getattr(e.params, "edges_per_round", "all")
+        if s != "all" and n_top is not None and int(s) > n_top:
+            p.add(f"{key}.edges_per_round", s, f"more than the {n_top} edges under the cloud")
+
+
+def check_samples(p: Problems, data: DataSpec) -> None:
+    d = data.samples
+    if d is None or not data.name.startswith("synthetic"):
+        return
+    from ..topology.check import dist_problem
+
+    msg = dist_problem(d, True)
+    if msg:
+        shown = d if not isinstance(d, DistSpec) else \
+            {k: v for k, v in vars(d).items() if v is not None}
+        p.add("data.samples", shown, f"{msg} (every client needs samples)")
+
+
+def check_output(p: Problems, key: str, path: str) -> None:
+    """The output folder (`output:` of the file, or `--out`: a command-line option, no file)."""
+    msg = output_problem(path)
+    if msg and key.startswith("--"):
+        p.items.append(Problem("", key, path, msg))
+    elif msg:
+        p.add(key, path, msg)
+
+
+def mean_of(d: Any) -> float:
+    """The mean of a distribution spec (or a constant)."""
+    if not isinstance(d, DistSpec):
+        return float(d)
+    if d.dist == "constant":
+        return float(d.value)  # type: ignore[arg-type]
+    if d.dist == "uniform":
+        return (float(d.low) + float(d.high)) / 2  # type: ignore[arg-type]
+    if d.dist == "lognormal":
+        return float(d.median) * math.exp(min(float(d.sigma) ** 2 / 2, 700))  # type: ignore
+    if d.dist == "normal":
+        return max(float(d.mean), float(d.min) if d.min is not None else -math.inf)  # type: ignore
+    w = d.weights or [1.0] * len(d.choices or [])
+    return sum(a * b for a, b in zip(d.choices or [], w)) / max(sum(w), 1e-300)
+
+
+def check_work(p: Problems, train: TrainSpec, entries: list[AlgorithmEntry], c: int,
+               n_clients: int, rows: float, n_params: int | None, topo: Any,
+               topo_file: str) -> None:
+    _mean = mean_of
+    runs = [(f"algorithms[{i}]", e.local, math.prod(e.tier_rounds or (e.edge_rounds,)))
+            for i, e in enumerate(entries)]
+    clients = getattr(topo, "clients", None)
+    flops = _mean(clients.compute_flops) if clients is not None else 1e9
+    probs, sim_s = work_problems(train.rounds, c, runs, rows, n_params, flops)
+    for key, value, msg in probs:
+        p.add(key, value, msg)
+    if clients is not None:     # every round: a download and an upload over the client link
+        bw = _mean(clients.link.bandwidth_Bps)
+        sim_s += train.rounds * 2 * (_mean(clients.link.latency_s) +
+                                     4.0 * (n_params or 0) / max(bw, 1.0))
+    avail = getattr(topo, "availability", None)
+    msg = availability_problem(avail, n_clients, sim_s)
+    if msg:
+        shown = {"kind": "markov", "mean_on_s": avail.mean_on_s, "mean_off_s": avail.mean_off_s}
+        if topo_file == p.file:
+            p.add("topology.availability", shown, msg)
+        else:
+            p.items.append(Problem(topo_file, "availability", shown, msg))
