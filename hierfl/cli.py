@@ -40,6 +40,25 @@ def cmd_validate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _check_out(sc, args: argparse.Namespace) -> None:
+    """Refuse an output folder holding another scenario's results (run.json's hash differs, or
+    results without run.json), unless --force, which clears its run outputs first."""
+    from .outputs.manifest import clear_out, conflict, read_manifest, scenario_hash
+
+    why = conflict(sc.output, scenario_hash(sc))
+    if why is None or (args.resume and read_manifest(sc.output) is None):
+        return                  # (a run from before manifests may still be resumed)
+    if args.force:
+        gone = clear_out(sc.output)
+        if not args.quiet:
+            print(f"--force: cleared {len(gone)} run output(s) from {sc.output}",
+                  file=sys.stderr)
+        return
+    raise ScenarioError.one(sc.file, "--out", sc.output,
+                            f"{why}; scenario {sc.name!r} ({args.scenario}) would mix with "
+                            "them: choose another --out, or --force to clear it first")
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from .report import write_report
     from .run import run_scenario
@@ -52,8 +71,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         import dataclasses
         ex = dataclasses.replace(sc.train.executor, threads=args.threads)
         sc = dataclasses.replace(sc, train=dataclasses.replace(sc.train, executor=ex))
-    print(f"running {sc.name}: {len(sc.algorithms)} algorithm(s), {sc.train.rounds} rounds "
-          f"-> {sc.output}", file=sys.stderr)
+    _check_out(sc, args)
+    if not args.quiet:
+        print(f"running {sc.name}: {len(sc.algorithms)} algorithm(s), {sc.train.rounds} rounds "
+              f"-> {sc.output}", file=sys.stderr)
     res = run_scenario(sc, progress=not args.quiet, resume=args.resume,
                        stop_after=args.stop_after, keep_trace=False)
     if any(r.paused_at is not None for r in res.values()):
@@ -169,7 +190,11 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--seed", type=int, help="override the scenario seed")
     r.add_argument("--rounds", type=int, help="override train.rounds")
     r.add_argument("--threads", type=int, help="torch intra-op threads")
-    r.add_argument("--quiet", action="store_true", help="no progress lines")
+    r.add_argument("--quiet", action="store_true",
+                   help="print nothing but errors, warnings and the final report paths")
+    r.add_argument("--force", action="store_true",
+                   help="clear an --out that holds another scenario's results (its run.json, "
+                   "summary, reports, figures and algorithm folders) before running")
     r.add_argument("--resume", action="store_true",
                    help="continue an interrupted run from its checkpoints (finished algorithms "
                    "are kept, unfinished ones continue bit-for-bit)")

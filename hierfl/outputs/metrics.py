@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .manifest import manifest_labels
 from .summary import comparable, read_summary
 
 
@@ -77,7 +78,12 @@ def read_metrics(path: str, label: str, seed: int | None = None, run: str = "") 
 
 
 def _algorithm_order(out: str, summary: dict | None) -> list[str]:
-    """Algorithm folders in the scenario's order when known, else in the order written."""
+    """The labels of OUT/run.json, in its order (only those: a stale folder of another run is
+    not this run's); for folders without a manifest, the algorithm folders in the scenario's
+    order when known, else in the order written."""
+    listed = manifest_labels(out)
+    if listed is not None:
+        return [n for n in listed if os.path.isfile(os.path.join(out, n, "metrics.csv"))]
     found = []
     for name in os.listdir(out):
         p = os.path.join(out, name, "metrics.csv")
