@@ -13,8 +13,8 @@ from ..outputs import Run, Series, concat_clients, read_clients
 from . import plots
 from . import timeline as tline
 from .model import NO_NOTES, Figure, Report, Section, sections, summary_rows
-from .stats import Group, add_totals, groups_of, target_of
-from .tables import TABLE_NOTE, num, size, table_rows
+from .stats import Group, add_totals, groups_of, target_of, target_text
+from .tables import TABLE_NOTE, num, size, table_rows, task_of
 
 
 def _safe(notes: list[str], what: str, fn: Callable[..., Any], *args: Any) -> Any:
@@ -51,15 +51,16 @@ def _scenario(sec: Section, summary: dict, p: Callable[[str], str], notes: list[
 
 def _curves(sec: Section, groups: list[Group], colours: dict[str, str], personal: str,
             p: Callable[[str], str], notes: list[str]) -> None:
+    what = "Test MSE" if task_of(groups) == "regression" else "Test accuracy"
     _add(sec, plots.accuracy_figure(groups, colours, "sim_time_s", "simulated time (s)",
                                     p("accuracy_vs_time.png")),
-         "Test accuracy vs simulated wall-clock time" + personal)
+         f"{what} vs simulated wall-clock time" + personal)
     _add(sec, plots.accuracy_figure(groups, colours, "bytes_total",
                                     "bytes sent, all links, both directions (B, log)",
                                     p("accuracy_vs_bytes.png"), logx=True),
-         "Test accuracy vs total bytes sent" + personal)
+         f"{what} vs total bytes sent" + personal)
     _add(sec, plots.tier_figure(groups, colours, p("accuracy_vs_bytes_tier.png")),
-         "Test accuracy vs bytes per tier")
+         f"{what} vs bytes per tier")
     _add(sec, plots.loss_figure(groups, colours, p("loss_vs_round.png")),
          "Training loss vs round")
     _add(sec, _safe(notes, "bytes per tier", plots.tier_bytes_figure, groups, colours,
@@ -148,8 +149,8 @@ def _failure_notes(groups: list[Group], runs: list[Run]) -> list[str]:
 
 
 def _intro(groups: list[Group], runs: list[Run], tgt: float, given: bool) -> list[str]:
-    intro = [f"Algorithms: {', '.join(g.label for g in groups)}. Target accuracy for the table: "
-             f"{num(tgt)} ({'given' if given else '0.9 × best final accuracy'})."]
+    what = target_text([s for g in groups for s in g.members], given).format(num(tgt))
+    intro = [f"Algorithms: {', '.join(g.label for g in groups)}. {what}"]
     if len(runs) > 1:
         intro.append("Runs: " + ", ".join(f"{r.name} ({r.path}, seed "
                                           f"{'?' if r.seed is None else r.seed})" for r in runs)

@@ -125,8 +125,22 @@ def add_totals(series: list[Series]) -> None:
 
 
 def target_of(series: list[Series], target: float | None) -> float:
-    """The accuracy target of the tables: the one given, else 0.9 x the best final accuracy."""
+    """The target of the tables: the one given, else 0.9 x the best final accuracy, or for
+    regression (a test MSE, lower is better) 1.1 x the best (lowest) final MSE."""
     if target is not None:
         return target
     finals = [s.final_acc for s in series if math.isfinite(s.final_acc)]
-    return 0.9 * max(finals) if finals else math.nan
+    if not finals:
+        return math.nan
+    if series and all(s.lower_is_better for s in series):
+        return 1.1 * min(finals)
+    return 0.9 * max(finals)
+
+
+def target_text(series: list[Series], given: bool) -> str:
+    """How the target was chosen, in words, for the report's introduction."""
+    reg = bool(series) and all(s.lower_is_better for s in series)
+    what = "Target test MSE (lower is better)" if reg else "Target accuracy"
+    how = "given" if given else ("1.1 × best final test MSE" if reg
+                                 else "0.9 × best final accuracy")
+    return f"{what} for the table: {{}} ({how})."
