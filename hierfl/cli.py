@@ -19,6 +19,21 @@ def _print_problems(exc: ScenarioError) -> None:
         print(f"  {p}", file=sys.stderr)
 
 
+def _tiers(t) -> str:
+    """The aggregators per tier, from the top: '2 regional + 6 edge (2 aggregator tiers)'."""
+    by_depth: dict[int, list[str]] = {}
+    for n, d in t.depth.items():
+        if 0 < d and not t.is_client(n):
+            by_depth.setdefault(d, []).append(n)
+    parts = []
+    for d in sorted(by_depth):
+        names = sorted({n.rstrip("0123456789") or n for n in by_depth[d]})
+        parts.append(f"{len(by_depth[d])} {'/'.join(names)}")
+    if len(parts) == 1:
+        return f"{parts[0]} aggregator{'s' if len(by_depth[min(by_depth)]) != 1 else ''}"
+    return " + ".join(parts) + f" ({len(parts)} aggregator tiers, top first)"
+
+
 def cmd_validate(args: argparse.Namespace) -> int:
     from .run import build_world
     from .scenario.load import load
@@ -27,7 +42,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     world = build_world(sc)
     t = world.topo
     print(f"scenario {sc.name!r} ({args.scenario}) is valid")
-    print(f"  topology: 1 cloud, {t.n_edges} edges, {t.n_clients} clients "
+    print(f"  topology: 1 cloud, {_tiers(t)}, {t.n_clients} clients "
           f"(client speed {t.client_flops.min():.3g}..{t.client_flops.max():.3g} FLOP/s)")
     c = world.data.counts
     print(f"  data: {sc.data.name}, {int(c.sum())} training rows "
@@ -135,14 +150,22 @@ def cmd_topology(args: argparse.Namespace) -> int:
     topo = Topology.from_graph(build_graph(spec, args.seed, path), path)
     print(f"topology {args.file} (seed {args.seed})")
     print(summary(topo))
-    png = args.png or os.path.splitext(args.file)[0] + ".png"
-    print(f"drawing: {draw(topo, png)}")
+    if args.png:
+        print(f"drawing: {draw(topo, args.png)}")
+    else:
+        print("drawing: none written (give --png PATH to draw the tree)")
     return 0
 
 
 def cmd_docs(args: argparse.Namespace) -> int:
     from .docs_gen import main as docs_main
 
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    if args.path is None and not args.check and \
+            not os.path.isfile(os.path.join(root, "pyproject.toml")):
+        raise ScenarioError.one("", "--path", None, "hierfl is not run from its source "
+                                "checkout, so there is no docs/scenario.md of its own to "
+                                "update: give --path FILE")
     return docs_main(check=args.check, path=args.path)
 
 
@@ -220,13 +243,15 @@ def parser() -> argparse.ArgumentParser:
     tp = sub.add_parser("topology", help="print a topology's tiers and distributions, draw it")
     tp.add_argument("file")
     tp.add_argument("--seed", type=int, default=0, help="seed for drawn attributes")
-    tp.add_argument("--png", help="where to draw the graph (default: FILE with .png)")
+    tp.add_argument("--png", help="draw the tree into this file (.png or .svg); without it "
+                    "nothing is written")
     tp.set_defaults(fn=cmd_topology)
     dc = sub.add_parser("docs", help="generate docs/scenario.md from the schema")
     dc.add_argument("--check", action="store_true",
                     help="exit 1 if the file on disk differs from the generated one")
     dc.add_argument("--path", default=None,
-                    help="file to write or check (default docs/scenario.md)")
+                    help="file to write or check (default: docs/scenario.md of the source "
+                    "checkout hierfl runs from; required when it is installed elsewhere)")
     dc.set_defaults(fn=cmd_docs)
     sw = sub.add_parser("sweep", help="run a base scenario over a grid of values, in parallel; "
                         "resumes an interrupted sweep")

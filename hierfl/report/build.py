@@ -13,7 +13,7 @@ from ..outputs import Run, Series, concat_clients, read_clients
 from . import plots
 from . import timeline as tline
 from .model import NO_NOTES, Figure, Report, Section, sections, summary_rows
-from .stats import Group, add_totals, groups_of, target_of, target_text
+from .stats import Group, add_totals, check_options, groups_of, target_of, target_text
 from .tables import TABLE_NOTE, num, size, table_rows, task_of
 
 
@@ -26,9 +26,19 @@ def _safe(notes: list[str], what: str, fn: Callable[..., Any], *args: Any) -> An
         return None
 
 
-def _add(sec: Section, path: str | None, caption: str) -> None:
+def _add(sec: Section, path: str | None, caption: str, planned: str | None = None) -> None:
+    """Add a drawn figure; a figure not drawn (nothing to show) leaves no stale file of an
+    earlier report at its planned path."""
     if path:
         sec.figures.append(Figure(path, caption))
+    elif planned:
+        _remove_figure(planned)
+
+
+def _remove_figure(png: str) -> None:
+    for f in (png, os.path.splitext(png)[0] + ".svg"):
+        if os.path.isfile(f):
+            os.unlink(f)
 
 
 def _gamma_targets(runs: list[Run]) -> dict[str, float]:
@@ -64,11 +74,12 @@ def _curves(sec: Section, groups: list[Group], colours: dict[str, str], personal
     _add(sec, plots.loss_figure(groups, colours, p("loss_vs_round.png")),
          "Training loss vs round")
     _add(sec, _safe(notes, "bytes per tier", plots.tier_bytes_figure, groups, colours,
-                    p("bytes_per_tier.png")), "Bytes over the run, per tier and direction")
+                    p("bytes_per_tier.png")), "Bytes over the run, per tier and direction",
+         p("bytes_per_tier.png"))
     _add(sec, _safe(notes, "dissimilarity", plots.dissimilarity_figure, groups, colours,
                     p("dissimilarity.png")),
          "Gradient dissimilarity of the global model "
-         "(FedProx's B(w), left; variance of client gradients, right)")
+         "(FedProx's B(w), left; variance of client gradients, right)", p("dissimilarity.png"))
 
 
 def _stragglers(sec: Section, groups: list[Group], colours: dict[str, str], runs: list[Run],
@@ -86,11 +97,15 @@ def _stragglers(sec: Section, groups: list[Group], colours: dict[str, str], runs
              "Local steps done per round vs device speed (one point per client)"),
             ("stragglers", plots.stragglers_figure, (groups, colours),
              "Stragglers and clients not aggregated, per cloud round")):
-        _add(sec, _safe(notes, key, fn, *args, p(f"{key}.png")), cap)
+        _add(sec, _safe(notes, key, fn, *args, p(f"{key}.png")), cap, p(f"{key}.png"))
 
 
 def _timelines(sec: Section, groups: list[Group], round_: int, p: Callable[[str], str],
                notes: list[str]) -> None:
+    folder = os.path.dirname(p("x")) or "."
+    for f in os.listdir(folder) if os.path.isdir(folder) else []:   # an earlier report's
+        if f.startswith("timeline_") and f.endswith((".png", ".svg")):
+            os.unlink(p(f))
     for g in groups:
         s = g.members[0]
         tl = _safe(notes, f"timeline ({g.label})", tline.load, s.folder, round_)
@@ -174,6 +189,7 @@ def build(out: str, runs: list[Run], title: str, target: float | None, prefix: b
         raise FileNotFoundError("no <algorithm>/metrics.csv under " +
                                 ", ".join(r.path for r in runs))
     all_series = [s for g in groups for s in g.members]
+    check_options(all_series, target, timeline_round)
     add_totals(all_series)
     tgt = target_of(all_series, target)
     rep = Report(title, out, _intro(groups, runs, tgt, target is not None), sections(), tgt,

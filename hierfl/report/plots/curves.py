@@ -125,14 +125,18 @@ def loss_figure(groups: list[Group], colours: dict[str, str], path: str) -> str:
 
 
 def per_round_panels(groups: list[Group], colours: dict[str, str],
-                     panels: tuple[tuple[str, str], tuple[str, str]], path: str,
+                     panels: tuple[tuple[str, str], ...], path: str,
                      counts: bool) -> str | None:
-    """Two side-by-side per-round panels (key, y label); counts: integer steps from round 1,
-    else log-scale lines with markers. None when neither key has a positive value."""
-    if not any(has_positive(groups, key) for key, _ in panels):
+    """Side-by-side per-round panels (key, y label), only those of a key with a positive value;
+    counts: integer steps from round 1, else log-scale lines with markers. None when no key has
+    a positive value."""
+    panels = tuple(pn for pn in panels if has_positive(groups, pn[0]))   # no empty panel
+    if not panels:
         return None
     with plt.rc_context(STYLE):
-        fig, axes = plt.subplots(1, 2, figsize=(2 * W1 * 0.75, H1 * 0.9), sharex=True)
+        fig, axes = plt.subplots(1, len(panels), figsize=(len(panels) * W1 * 0.75, H1 * 0.9),
+                                 sharex=True, squeeze=False)
+        axes = axes[0]
         for ax, (key, name) in zip(axes, panels):
             for g in groups:
                 rows = [r for r in g.mean().rows if not counts or r.get("round", 0) >= 1]
@@ -151,7 +155,7 @@ def per_round_panels(groups: list[Group], colours: dict[str, str],
                 ax.set_ylim(bottom=0)
             else:
                 ax.set_yscale("log")
-        legend(axes[1] if counts else axes[0], loc="best")
+        legend(axes[-1] if counts else axes[0], loc="best")
         return save(fig, path)
 
 
