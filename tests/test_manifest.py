@@ -89,3 +89,19 @@ def test_resume_with_matching_manifest_is_allowed(tmp_path):
     assert json.loads((out / "run.json").read_text())["finished"] is False
     assert main(["run", a, "--out", str(out), "--quiet", "--resume"]) == 0
     assert json.loads((out / "run.json").read_text())["finished"] is True
+
+
+def test_compare_keeps_each_runs_order(tmp_path):
+    a = _two(tmp_path, "a", [{"name": "hierfavg", "edge_rounds": 2}, {"name": "fedavg"}])
+    b = _two(tmp_path, "b", [{"name": "fedavg"}, {"name": "fedprox", "mu": 0.1}],
+             **{"train.rounds": 1})
+    ra, rb, out = tmp_path / "ra", tmp_path / "rb", tmp_path / "cmp"
+    assert main(["run", a, "--out", str(ra), "--quiet"]) == 0
+    assert main(["run", b, "--out", str(rb), "--quiet"]) == 0
+    assert main(["compare", str(ra), str(rb), "--out", str(out)]) == 0
+    algos = []
+    for line in (out / "table.csv").read_text().splitlines()[1:]:
+        name = line.split(",")[0]
+        if name != "*" and name not in algos:
+            algos.append(name)
+    assert algos == ["ra/hierfavg", "ra/fedavg", "rb/fedavg", "rb/fedprox"]
