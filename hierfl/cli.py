@@ -21,6 +21,21 @@ def _print_problems(exc: ScenarioError) -> None:
         print(f"  {p}", file=sys.stderr)
 
 
+def _tiers(t) -> str:
+    """The aggregators per tier, from the top: '2 regional + 6 edge (2 aggregator tiers)'."""
+    by_depth: dict[int, list[str]] = {}
+    for n, d in t.depth.items():
+        if 0 < d and not t.is_client(n):
+            by_depth.setdefault(d, []).append(n)
+    parts = []
+    for d in sorted(by_depth):
+        names = sorted({n.rstrip("0123456789") or n for n in by_depth[d]})
+        parts.append(f"{len(by_depth[d])} {'/'.join(names)}")
+    if len(parts) == 1:
+        return f"{parts[0]} aggregator{'s' if len(by_depth[min(by_depth)]) != 1 else ''}"
+    return " + ".join(parts) + f" ({len(parts)} aggregator tiers, top first)"
+
+
 def cmd_validate(args: argparse.Namespace) -> int:
     from .run import build_world
     from .scenario.load import load
@@ -29,7 +44,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     world = build_world(sc)
     t = world.topo
     print(f"scenario {sc.name!r} ({args.scenario}) is valid")
-    print(f"  topology: 1 cloud, {t.n_edges} edges, {t.n_clients} clients "
+    print(f"  topology: 1 cloud, {_tiers(t)}, {t.n_clients} clients "
           f"(client speed {t.client_flops.min():.3g}..{t.client_flops.max():.3g} FLOP/s)")
     c = world.data.counts
     print(f"  data: {sc.data.name}, {int(c.sum())} training rows "
@@ -40,6 +55,25 @@ def cmd_validate(args: argparse.Namespace) -> int:
     for e in sc.algorithms:
         print(f"  algorithm {e.label}: {e.name} {e.params}")
     return 0
+
+
+def _check_out(sc, args: argparse.Namespace) -> None:
+    """Refuse an output folder holding another scenario's results (run.json's hash differs, or
+    results without run.json), unless --force, which clears its run outputs first."""
+    from .outputs.manifest import clear_out, conflict, read_manifest, scenario_hash
+
+    why = conflict(sc.output, scenario_hash(sc))
+    if why is None or (args.resume and read_manifest(sc.output) is None):
+        return                  # (a run from before manifests may still be resumed)
+    if args.force:
+        gone = clear_out(sc.output)
+        if not args.quiet:
+            print(f"--force: cleared {len(gone)} run output(s) from {sc.output}",
+                  file=sys.stderr)
+        return
+    raise ScenarioError.one(sc.file, "--out", sc.output,
+                            f"{why}; scenario {sc.name!r} ({args.scenario}) would mix with "
+                            "them: choose another --out, or --force to clear it first")
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -58,8 +92,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.resume:               # refuse a changed run before saying what will run
         from .run.fingerprint import check_resume, run_fingerprint
         check_resume(sc, run_fingerprint(sc))
-    print(f"running {sc.name}: {len(sc.algorithms)} algorithm(s), {sc.train.rounds} rounds "
-          f"-> {sc.output}", file=sys.stderr)
+    _check_out(sc, args)
+    if not args.quiet:
+        print(f"running {sc.name}: {len(sc.algorithms)} algorithm(s), {sc.train.rounds} rounds "
+              f"-> {sc.output}", file=sys.stderr)
     res = run_scenario(sc, progress=not args.quiet, resume=args.resume,
                        stop_after=args.stop_after, keep_trace=False)
     if any(r.paused_at is not None for r in res.values()):
@@ -129,13 +165,22 @@ def cmd_topology(args: argparse.Namespace) -> int:
     topo = Topology.from_graph(build_graph(spec, args.seed, path), path)
     print(f"topology {args.file} (seed {args.seed})")
     print(summary(topo))
-    print(f"drawing: {draw(topo, png)}")
+    if args.png:
+        print(f"drawing: {draw(topo, args.png)}")
+    else:
+        print("drawing: none written (give --png PATH to draw the tree)")
     return 0
 
 
 def cmd_docs(args: argparse.Namespace) -> int:
     from .docs_gen import main as docs_main
 
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    if args.path is None and not args.check and \
+            not os.path.isfile(os.path.join(root, "pyproject.toml")):
+        raise ScenarioError.one("", "--path", None, "hierfl is not run from its source "
+                                "checkout, so there is no docs/scenario.md of its own to "
+                                "update: give --path FILE")
     return docs_main(check=args.check, path=args.path)
 
 
@@ -183,7 +228,11 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--seed", type=int, help="override the scenario seed")
     r.add_argument("--rounds", type=int, help="override train.rounds")
     r.add_argument("--threads", type=int, help="torch intra-op threads")
-    r.add_argument("--quiet", action="store_true", help="no progress lines")
+    r.add_argument("--quiet", action="store_true",
+                   help="print nothing but errors, warnings and the final report paths")
+    r.add_argument("--force", action="store_true",
+                   help="clear an --out that holds another scenario's results (its run.json, "
+                   "summary, reports, figures and algorithm folders) before running")
     r.add_argument("--resume", action="store_true",
                    help="continue an interrupted run from its checkpoints (finished algorithms "
                    "are kept, unfinished ones continue bit-for-bit)")
@@ -209,13 +258,15 @@ def parser() -> argparse.ArgumentParser:
     tp = sub.add_parser("topology", help="print a topology's tiers and distributions, draw it")
     tp.add_argument("file")
     tp.add_argument("--seed", type=int, default=0, help="seed for drawn attributes")
-    tp.add_argument("--png", help="where to draw the graph (default: FILE with .png)")
+    tp.add_argument("--png", help="draw the tree into this file (.png or .svg); without it "
+                    "nothing is written")
     tp.set_defaults(fn=cmd_topology)
     dc = sub.add_parser("docs", help="generate docs/scenario.md from the schema")
     dc.add_argument("--check", action="store_true",
                     help="exit 1 if the file on disk differs from the generated one")
     dc.add_argument("--path", default=None,
-                    help="file to write or check (default docs/scenario.md)")
+                    help="file to write or check (default: docs/scenario.md of the source "
+                    "checkout hierfl runs from; required when it is installed elsewhere)")
     dc.set_defaults(fn=cmd_docs)
     sw = sub.add_parser("sweep", help="run a base scenario over a grid of values, in parallel; "
                         "resumes an interrupted sweep")

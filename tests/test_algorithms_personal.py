@@ -186,7 +186,7 @@ def test_pfedme_converges_to_moreau_fixed_point(tmp_path):
     np.testing.assert_allclose(personal(arrays, 3), thetas, atol=2e-4)
     fedavg_opt = np.linalg.solve(sum(pk * h for pk, h in zip(p, hs)), sum(pk * c for pk, c in zip(p, cs)))
     assert np.abs(x_star - fedavg_opt).max() > 0.05
-    assert rows[-1]["diverged"] == "0" and math.isfinite(float(rows[-1]["personal_test_acc"]))
+    assert rows[-1]["diverged"] == "0" and math.isfinite(float(rows[-1]["personal_test_mse"]))
 
 
 def test_pfedmac_converges_to_conjugate_fixed_point(tmp_path):

@@ -18,6 +18,9 @@ The three loops, as implemented (the engine runs them on the simulated hierarchy
 - EdgeUpdate(i, x^t): x_i = y_i = x^t (`edge_start`); R = `edge_rounds` times: send y_i to the
   clients (`edge_model`), each runs ClientUpdate(j, y_i) -> y_ij; then (`edge_aggregate`)
       y_i = mean_j y_ij,   x_i <- x_i - eta2 lambda2 (x_i - y_i).        Upload x_i.
+  `client_start: own`: from the second edge round on, a client that trained earlier in this
+  cloud round runs ClientUpdate(j, y_ij) from its own last y_ij instead (the slides'
+  y_ij^{t,r+1} <- ClientUpdate(j, y_ij^{t,r}) read literally; the same as `edge` for R = 1).
 - ClientUpdate(j, y): K local steps (train.local.steps or epochs), each on one minibatch D:
       theta~ <- `inner_steps` (proximal) gradient steps of size `inner_lr`, warm-started (from y at
                 the first step), on f_ij(theta; D) - lambda1 <theta, y> + gamma1 phi(theta);
@@ -72,7 +75,7 @@ from ..learn.solver import SolveResult
 from ..learn.solver import State as Steps
 from ..config.fields import all_of, at_most, positive, spec
 from ._personal import PersonalAlgorithm, keep_personal, mix, uniform_weights
-from .base import RoundCtx, State, Upload, stack_start, weighted_mean
+from .base import RoundCtx, State, Upload, set_rows, stack_start, weighted_mean
 from .pfedmac import SparsityParams, sparsity_terms
 
 
@@ -111,6 +114,14 @@ class PFedMacSHParams:
         "auto = min(dense, sparse), best = min of the three")
     weighting: Literal["uniform", "samples"] = spec(
         "uniform", "edge and cloud means: uniform (the slides' 1/J, 1/S) or n-weighted")
+    client_start: Literal["edge", "own"] = spec(
+        "edge", "where ClientUpdate starts in edge rounds r >= 2 of a cloud round: edge (the "
+        "edge's y_i, every round) or own (the client's own last y_ij of this cloud round)")
+
+    def __post_init__(self) -> None:
+        if self.client_start == "own" and self.upload != "y":
+            raise ValueError("client_start: own needs upload: y (the edge rebuilds theta and "
+                             "increment uploads from the y_i it sent)")
 
 
 @dataclass(frozen=True)
@@ -127,6 +138,16 @@ class IncrementProgram(EnvelopeProgram):
         x, theta = super().step((x, theta), batch, lr)
         a = lr * (self.lam if self.outer_lam is None else self.outer_lam)
         return (x, theta, (1.0 - a) * z + a * theta)
+
+
+@dataclass(frozen=True)
+class OwnClients:
+    """client_start: own. Per client its personal model, its last y_ij (N, P) and the cloud
+    round that y_ij belongs to (N,; -1: none yet)."""
+
+    personal: torch.Tensor
+    y: torch.Tensor
+    round: torch.Tensor
 
 
 @dataclass(frozen=True)
@@ -152,10 +173,31 @@ class PFedMacSH(PersonalAlgorithm):
         w = uniform_weights(len(rows)) if self.p.weighting == "uniform" else weights / weights.sum()
         return weighted_mean(rows, w)
 
+    def init_state(self, w0: torch.Tensor) -> State:
+        state = super().init_state(w0)
+        if self.p.client_start == "edge":
+            return state
+        n = self.setup.n_clients
+        return replace(state, clients=OwnClients(state.clients.personal,
+                                                 w0.expand(n, -1).clone(),
+                                                 torch.full((n,), -1.0, dtype=torch.float64)))
+
     # ------------------------------------------------------------------ client
+    def start_rows(self, state: State, clients: torch.Tensor, start: torch.Tensor,
+                   ctx: RoundCtx) -> torch.Tensor:
+        """(C, P) starts of ClientUpdate: the edge's y_i; with client_start: own, from the
+        second edge round of a cloud round on, a client that trained earlier in this cloud
+        round continues from its own last y_ij (the slides' y_ij^{t,r+1} <- ClientUpdate(j,
+        y_ij^{t,r}) read literally)."""
+        y0 = stack_start(start, len(clients))
+        if self.p.client_start == "edge" or ctx.edge_round == 0:
+            return y0
+        own = (state.clients.round[clients] == float(ctx.round)).unsqueeze(1)
+        return torch.where(own, state.clients.y[clients].to(y0.dtype), y0)
+
     def local(self, state: State, clients: torch.Tensor, start: torch.Tensor,
               ctx: RoundCtx) -> EnvelopeProgram:
-        y0 = stack_start(start, len(clients))
+        y0 = self.start_rows(state, clients, start, ctx)
         cls = IncrementProgram if self.p.upload == "increment" else EnvelopeProgram
         return cls(self.setup.model, y0, y0.clone(), self.p.lambda1, "linear", self.p.inner_steps,
                    self.p.inner_lr, sparsity_terms(self.p.sparsity), outer_lam=self.client_lam)
@@ -163,12 +205,23 @@ class PFedMacSH(PersonalAlgorithm):
     def client_update(self, state: State, clients: torch.Tensor, start: torch.Tensor,
                       res: SolveResult, ctx: RoundCtx) -> tuple[State, Upload]:
         y, theta = res.state[0], res.state[1]
+        if self.p.client_start == "own":
+            return self._keep_own(state, clients, y, theta, res.steps > 0, ctx), \
+                Upload((y,), encoding=self.p.encoding)
         state = keep_personal(state, clients, theta, res.steps > 0)
         if self.p.upload == "y":
             return state, Upload((y,), encoding=self.p.encoding)
         k = res.steps.to(y.dtype).unsqueeze(1)              # the 4-byte header: steps done
         payload = theta if self.p.upload == "theta" else res.state[2]
         return state, Upload((payload, k), encoding=self.p.encoding, header=1)
+
+    @staticmethod
+    def _keep_own(state: State, clients: torch.Tensor, y: torch.Tensor, theta: torch.Tensor,
+                  trained: torch.Tensor, ctx: RoundCtx) -> State:
+        c, k = state.clients, clients[trained]
+        return replace(state, clients=OwnClients(
+            set_rows(c.personal, k, theta[trained]), set_rows(c.y, k, y[trained]),
+            set_rows(c.round, k, torch.full((len(k),), float(ctx.round), dtype=torch.float64))))
 
     def client_models(self, y0: torch.Tensor, up: Upload, lr: float) -> torch.Tensor:
         """The edge's y_ij from what the clients sent and the y_0 it sent them."""

@@ -273,7 +273,7 @@ def build(cls: type, raw: dict, problems: Problems, prefix: str = "") -> Any:
         if key not in fields:
             close = difflib.get_close_matches(str(key), list(fields), n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
-            allowed = ", ".join(sorted(fields))
+            allowed = ", ".join(sorted(fields)) or "none (this takes no keys)"
             problems.add(path, value, f"unknown key{hint}; allowed: {allowed}")
             ok = False
             continue

@@ -16,7 +16,7 @@ CHUNK = 65536
 @torch.no_grad()
 def global_metrics(model: Model, w: torch.Tensor, data: FederatedData) -> tuple[float, float]:
     """(sample-weighted training loss over all clients, test accuracy on the union of tests).
-    For regression the second number is the test MSE."""
+    For regression the second number is the test MSE (the recorder writes it to test_mse)."""
     w1 = w.unsqueeze(0)
     total = 0.0
     for i in range(0, len(data.x), CHUNK):
@@ -41,7 +41,8 @@ def global_metrics(model: Model, w: torch.Tensor, data: FederatedData) -> tuple[
 @torch.no_grad()
 def personal_accuracy(model: Model, personal: torch.Tensor, data: FederatedData,
                       chunk_clients: int = 256) -> float:
-    """Each client's personal model on its own test split, sample-weighted over all clients."""
+    """Each client's personal model on its own test split, sample-weighted over all clients
+    (accuracy; for regression the MSE, written to personal_test_mse)."""
     off, counts = data.test_offsets, data.test_counts
     total, n = 0.0, int(counts.sum())
     if n == 0:

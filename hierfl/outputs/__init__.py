@@ -6,7 +6,8 @@ file writing they share. The report reads runs through this package only.
     files    -- atomic writes (temp + rename), CsvLog (appended, flushed), Background writer
     metrics  -- read_metrics -> Series, load_run -> Run, read_clients
     trace    -- read_round: one cloud round of trace.csv
-    summary  -- write_run_summary / read_summary (summary.json, scenario.yaml, topology.yaml)"""
+    summary  -- write_run_summary / read_summary (summary.json, scenario.yaml, topology.yaml)
+    manifest -- run.json: scenario hash, labels in order, versions, start / end, finished"""
 from .columns import CLIENT_COLUMNS, METRIC_COLUMNS, TRACE_COLUMNS, client_lines
 from .files import Background, CsvLog, atomic_npz, atomic_text, atomic_write, fmt
 from .metrics import CLIENT_FIELDS, Run, Series, concat_clients, load_run, read_clients, \

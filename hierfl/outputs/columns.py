@@ -10,7 +10,11 @@ METRIC_COLUMNS = ["round", "sim_time_s", "bytes_up", "bytes_down", "bytes_client
                   "personal_test_acc", "personal_sparsity", "selected", "reported", "failed",
                   "stragglers", "mean_gamma", "dissimilarity_B", "grad_variance",
                   "bytes_up_client_edge", "bytes_down_client_edge", "bytes_up_edge_cloud",
-                  "bytes_down_edge_cloud", "diverged"]
+                  "bytes_down_edge_cloud", "diverged", "test_mse", "personal_test_mse"]
+# classification scores test_acc / personal_test_acc (higher is better); regression (the linear
+# model) scores test_mse / personal_test_mse (lower is better) and leaves the acc columns empty
+SCORES = {"classification": ("test_acc", "personal_test_acc"),
+          "regression": ("test_mse", "personal_test_mse")}
 CLIENT_COLUMNS = ["round", "edge_round", "client", "steps", "budget", "compute_s", "upload_s",
                   "dropped", "straggler", "gamma", "up_bytes", "encoding", "failed"]
 

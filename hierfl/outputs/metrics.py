@@ -10,6 +10,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .columns import SCORES
+from .manifest import manifest_labels
 from .summary import comparable, read_summary
 
 
@@ -27,18 +29,40 @@ class Series:
         return [r.get(key, math.nan) for r in self.rows]
 
     @property
+    def task(self) -> str:
+        """regression when the run wrote a test MSE (the linear model), else classification."""
+        return "regression" if any(math.isfinite(r.get("test_mse", math.nan))
+                                   for r in self.rows) else "classification"
+
+    @property
+    def score_key(self) -> str:
+        """The column that scores the global model: test_acc, or test_mse for regression."""
+        return SCORES[self.task][0]
+
+    @property
+    def personal_key(self) -> str:
+        return SCORES[self.task][1]
+
+    @property
+    def lower_is_better(self) -> bool:
+        return self.task == "regression"
+
+    @property
     def evaluated(self) -> list[dict[str, float]]:
-        return [r for r in self.rows if math.isfinite(r.get("test_acc", math.nan))]
+        k = self.score_key
+        return [r for r in self.rows if math.isfinite(r.get(k, math.nan))]
 
     @property
     def final_acc(self) -> float:
+        """The last evaluated score of the global model (accuracy, or MSE for regression)."""
         ev = self.evaluated
-        return ev[-1]["test_acc"] if ev else math.nan
+        return ev[-1][self.score_key] if ev else math.nan
 
     @property
     def final_personal(self) -> float:
-        ev = [r for r in self.rows if math.isfinite(r.get("personal_test_acc", math.nan))]
-        return ev[-1]["personal_test_acc"] if ev else math.nan
+        k = self.personal_key
+        ev = [r for r in self.rows if math.isfinite(r.get(k, math.nan))]
+        return ev[-1][k] if ev else math.nan
 
     @property
     def diverged_at(self) -> int | None:
@@ -47,11 +71,29 @@ class Series:
                 return int(r["round"])
         return None
 
-    def first_reaching(self, target: float, key: str = "test_acc") -> dict[str, float] | None:
+    def first_reaching(self, target: float, key: str | None = None) -> dict[str, float] | None:
+        """The first evaluated row whose score (default: score_key) reaches `target`: >= for
+        accuracy, <= for an MSE (lower is better)."""
+        key = key or self.score_key
+        lower = key.endswith("_mse")
         for r in self.rows:
-            if math.isfinite(r.get(key, math.nan)) and r[key] >= target:
+            v = r.get(key, math.nan)
+            if math.isfinite(v) and (v <= target if lower else v >= target):
                 return r
         return None
+
+    def evaluated_before(self, row: dict[str, float], key: str | None = None) -> \
+            dict[str, float] | None:
+        """The evaluated row before `row` (None for the first): a target was reached somewhere
+        after it and at or before `row`."""
+        key = key or self.score_key
+        prev = None
+        for r in self.rows:
+            if r is row:
+                return prev
+            if math.isfinite(r.get(key, math.nan)):
+                prev = r
+        return prev
 
     def last(self, key: str) -> float:
         return self.rows[-1].get(key, math.nan) if self.rows else math.nan
@@ -77,7 +119,12 @@ def read_metrics(path: str, label: str, seed: int | None = None, run: str = "") 
 
 
 def _algorithm_order(out: str, summary: dict | None) -> list[str]:
-    """Algorithm folders in the scenario's order when known, else in the order written."""
+    """The labels of OUT/run.json, in its order (only those: a stale folder of another run is
+    not this run's); for folders without a manifest, the algorithm folders in the scenario's
+    order when known, else in the order written."""
+    listed = manifest_labels(out)
+    if listed is not None:
+        return [n for n in listed if os.path.isfile(os.path.join(out, n, "metrics.csv"))]
     found = []
     for name in os.listdir(out):
         p = os.path.join(out, name, "metrics.csv")

@@ -13,8 +13,8 @@ from ..outputs import Run, Series, concat_clients, read_clients
 from . import plots
 from . import timeline as tline
 from .model import NO_NOTES, Figure, Report, Section, sections, summary_rows
-from .stats import Group, add_totals, groups_of, target_of
-from .tables import TABLE_NOTE, num, size, table_rows
+from .stats import Group, add_totals, check_options, groups_of, target_of, target_text
+from .tables import TABLE_NOTE, num, size, table_rows, task_of
 
 
 def _safe(notes: list[str], what: str, fn: Callable[..., Any], *args: Any) -> Any:
@@ -26,9 +26,19 @@ def _safe(notes: list[str], what: str, fn: Callable[..., Any], *args: Any) -> An
         return None
 
 
-def _add(sec: Section, path: str | None, caption: str) -> None:
+def _add(sec: Section, path: str | None, caption: str, planned: str | None = None) -> None:
+    """Add a drawn figure; a figure not drawn (nothing to show) leaves no stale file of an
+    earlier report at its planned path."""
     if path:
         sec.figures.append(Figure(path, caption))
+    elif planned:
+        _remove_figure(planned)
+
+
+def _remove_figure(png: str) -> None:
+    for f in (png, os.path.splitext(png)[0] + ".svg"):
+        if os.path.isfile(f):
+            os.unlink(f)
 
 
 def _gamma_targets(runs: list[Run]) -> dict[str, float]:
@@ -51,23 +61,25 @@ def _scenario(sec: Section, summary: dict, p: Callable[[str], str], notes: list[
 
 def _curves(sec: Section, groups: list[Group], colours: dict[str, str], personal: str,
             p: Callable[[str], str], notes: list[str]) -> None:
+    what = "Test MSE" if task_of(groups) == "regression" else "Test accuracy"
     _add(sec, plots.accuracy_figure(groups, colours, "sim_time_s", "simulated time (s)",
                                     p("accuracy_vs_time.png")),
-         "Test accuracy vs simulated wall-clock time" + personal)
+         f"{what} vs simulated wall-clock time" + personal)
     _add(sec, plots.accuracy_figure(groups, colours, "bytes_total",
                                     "bytes sent, all links, both directions (B, log)",
                                     p("accuracy_vs_bytes.png"), logx=True),
-         "Test accuracy vs total bytes sent" + personal)
+         f"{what} vs total bytes sent" + personal)
     _add(sec, plots.tier_figure(groups, colours, p("accuracy_vs_bytes_tier.png")),
-         "Test accuracy vs bytes per tier")
+         f"{what} vs bytes per tier")
     _add(sec, plots.loss_figure(groups, colours, p("loss_vs_round.png")),
          "Training loss vs round")
     _add(sec, _safe(notes, "bytes per tier", plots.tier_bytes_figure, groups, colours,
-                    p("bytes_per_tier.png")), "Bytes over the run, per tier and direction")
+                    p("bytes_per_tier.png")), "Bytes over the run, per tier and direction",
+         p("bytes_per_tier.png"))
     _add(sec, _safe(notes, "dissimilarity", plots.dissimilarity_figure, groups, colours,
                     p("dissimilarity.png")),
          "Gradient dissimilarity of the global model "
-         "(FedProx's B(w), left; variance of client gradients, right)")
+         "(FedProx's B(w), left; variance of client gradients, right)", p("dissimilarity.png"))
 
 
 def _stragglers(sec: Section, groups: list[Group], colours: dict[str, str], runs: list[Run],
@@ -85,11 +97,15 @@ def _stragglers(sec: Section, groups: list[Group], colours: dict[str, str], runs
              "Local steps done per round vs device speed (one point per client)"),
             ("stragglers", plots.stragglers_figure, (groups, colours),
              "Stragglers and clients not aggregated, per cloud round")):
-        _add(sec, _safe(notes, key, fn, *args, p(f"{key}.png")), cap)
+        _add(sec, _safe(notes, key, fn, *args, p(f"{key}.png")), cap, p(f"{key}.png"))
 
 
 def _timelines(sec: Section, groups: list[Group], round_: int, p: Callable[[str], str],
                notes: list[str]) -> None:
+    folder = os.path.dirname(p("x")) or "."
+    for f in os.listdir(folder) if os.path.isdir(folder) else []:   # an earlier report's
+        if f.startswith("timeline_") and f.endswith((".png", ".svg")):
+            os.unlink(p(f))
     for g in groups:
         s = g.members[0]
         tl = _safe(notes, f"timeline ({g.label})", tline.load, s.folder, round_)
@@ -148,8 +164,8 @@ def _failure_notes(groups: list[Group], runs: list[Run]) -> list[str]:
 
 
 def _intro(groups: list[Group], runs: list[Run], tgt: float, given: bool) -> list[str]:
-    intro = [f"Algorithms: {', '.join(g.label for g in groups)}. Target accuracy for the table: "
-             f"{num(tgt)} ({'given' if given else '0.9 × best final accuracy'})."]
+    what = target_text([s for g in groups for s in g.members], given).format(num(tgt))
+    intro = [f"Algorithms: {', '.join(g.label for g in groups)}. {what}"]
     if len(runs) > 1:
         intro.append("Runs: " + ", ".join(f"{r.name} ({r.path}, seed "
                                           f"{'?' if r.seed is None else r.seed})" for r in runs)
@@ -173,6 +189,7 @@ def build(out: str, runs: list[Run], title: str, target: float | None, prefix: b
         raise FileNotFoundError("no <algorithm>/metrics.csv under " +
                                 ", ".join(r.path for r in runs))
     all_series = [s for g in groups for s in g.members]
+    check_options(all_series, target, timeline_round)
     add_totals(all_series)
     tgt = target_of(all_series, target)
     rep = Report(title, out, _intro(groups, runs, tgt, target is not None), sections(), tgt,

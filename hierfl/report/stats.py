@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..config.errors import Problem, ScenarioError
 from ..outputs import Run, Series
 
 
@@ -125,8 +126,44 @@ def add_totals(series: list[Series]) -> None:
 
 
 def target_of(series: list[Series], target: float | None) -> float:
-    """The accuracy target of the tables: the one given, else 0.9 x the best final accuracy."""
+    """The target of the tables: the one given, else 0.9 x the best final accuracy, or for
+    regression (a test MSE, lower is better) 1.1 x the best (lowest) final MSE."""
     if target is not None:
         return target
     finals = [s.final_acc for s in series if math.isfinite(s.final_acc)]
-    return 0.9 * max(finals) if finals else math.nan
+    if not finals:
+        return math.nan
+    if series and all(s.lower_is_better for s in series):
+        return 1.1 * min(finals)
+    return 0.9 * max(finals)
+
+
+def target_text(series: list[Series], given: bool) -> str:
+    """How the target was chosen, in words, for the report's introduction."""
+    reg = bool(series) and all(s.lower_is_better for s in series)
+    what = "Target test MSE (lower is better)" if reg else "Target accuracy"
+    how = "given" if given else ("1.1 × best final test MSE" if reg
+                                 else "0.9 × best final accuracy")
+    return f"{what} for the table: {{}} ({how})."
+
+
+def check_options(series: list[Series], target: float | None, timeline_round: int) -> None:
+    """A report's --target and --timeline-round, checked against the runs: a finite target, an
+    accuracy in [0, 1] (85 is not 0.85), an MSE >= 0; a timeline round the runs have."""
+    problems = []
+    if target is not None:
+        reg = bool(series) and all(s.lower_is_better for s in series)
+        if not math.isfinite(target):
+            problems.append(("--target", target, "must be a finite number"))
+        elif reg and target < 0:
+            problems.append(("--target", target, "a test MSE target must be >= 0"))
+        elif not reg and not 0.0 <= target <= 1.0:
+            problems.append(("--target", target, "an accuracy target is a fraction in [0, 1]"
+                             + (f" (did you mean {target / 100:g}?)" if 1 < target <= 100
+                                else "")))
+    last = max((int(r["round"]) for s in series for r in s.rows), default=0)
+    if not 1 <= timeline_round <= max(last, 1):
+        problems.append(("--timeline-round", timeline_round,
+                         f"must be a cloud round of the run, 1..{max(last, 1)}"))
+    if problems:
+        raise ScenarioError([Problem("", k, v, m) for k, v, m in problems])

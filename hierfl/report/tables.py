@@ -41,28 +41,58 @@ def pm(values: list[float], show: Callable[[float], str], n_total: int | None = 
 
 
 # ------------------------------------------------------------------------------ numbers
+def _hit(s: Series, target: float, key: str, prefix: str = "") -> dict[str, float]:
+    """Time, bytes and round of the first evaluated row reaching `target` on `key`, and the round
+    of the evaluation before it (`*_after_round`: the target was crossed after that round; NaN
+    when it was reached at the first evaluation)."""
+    hit = s.first_reaching(target, key) if math.isfinite(target) else None
+    prev = s.evaluated_before(hit, key) if hit else None
+    return {prefix + "time_to_target_s": hit["sim_time_s"] if hit else math.nan,
+            prefix + "bytes_to_target": hit["bytes_up"] + hit["bytes_down"] if hit else math.nan,
+            prefix + "rounds_to_target": hit["round"] if hit else math.nan,
+            prefix + "target_after_round": prev["round"] if prev else math.nan}
+
+
 def numbers(s: Series, target: float) -> dict[str, float]:
-    """The table numbers of one series (nan where not reached / not measured)."""
-    hit = s.first_reaching(target) if math.isfinite(target) else None
+    """The table numbers of one series (nan where not reached / not measured). final_acc is the
+    score of the global model: accuracy, or the test MSE for regression (s.score_key). The
+    personal_* numbers judge the personalised models on the same target."""
     last = s.rows[-1] if s.rows else {}
     return {"final_acc": s.final_acc, "final_personal_acc": s.final_personal,
             "rounds": last.get("round", math.nan), "sim_time_s": s.last("sim_time_s"),
             "bytes_total": last.get("bytes_up", math.nan) + last.get("bytes_down", math.nan),
             "bytes_client_edge": s.last("bytes_client_edge"),
             "bytes_edge_cloud": s.last("bytes_edge_cloud"),
-            "time_to_target_s": hit["sim_time_s"] if hit else math.nan,
-            "bytes_to_target": hit["bytes_up"] + hit["bytes_down"] if hit else math.nan,
-            "rounds_to_target": hit["round"] if hit else math.nan}
+            **_hit(s, target, s.score_key), **_hit(s, target, s.personal_key, "personal_")}
 
 
 TABLE_METRICS = ("final_acc", "final_personal_acc", "sim_time_s", "bytes_client_edge",
-                 "bytes_edge_cloud", "time_to_target_s", "bytes_to_target", "rounds_to_target")
+                 "bytes_edge_cloud", "time_to_target_s", "bytes_to_target", "rounds_to_target",
+                 "target_after_round", "personal_time_to_target_s", "personal_bytes_to_target",
+                 "personal_rounds_to_target", "personal_target_after_round")
 TABLE_HEAD = ["algorithm", "final acc", "personal acc", "sim time (s)", "bytes client-edge",
               "bytes edge-cloud", "time to target (s)", "bytes to target", "rounds to target",
               "note"]
 TABLE_NOTE = ("Bytes count every link a message crosses (a client's upload relayed through its "
               "edge counts on both tiers). With several seeds: mean ± sample standard deviation "
-              "(ddof=1); (k/n): only k of n seeds reached the target.")
+              "(ddof=1); (k/n): only k of n seeds reached the target. Time, bytes and rounds to "
+              "target are those of the first evaluation at or past the target (not "
+              "interpolated); ≤ marks an upper bound: the model is evaluated every eval_every "
+              "rounds and the target was crossed after the previous evaluation. A "
+              "personalised algorithm has a second row judged on its personalised models.")
+
+
+def task_of(groups: list[Group]) -> str:
+    """regression when every curve scores an MSE, else classification."""
+    tasks = {g.mean().task for g in groups}
+    return "regression" if tasks == {"regression"} else "classification"
+
+
+def table_head(task: str, multi: bool) -> list[str]:
+    head = list(TABLE_HEAD)
+    if task == "regression":
+        head[1:3] = ["final test MSE", "personal test MSE"]
+    return head + (["seeds"] if multi else [])
 
 
 def group_numbers(g: Group, target: float) -> dict[str, list[float]]:
@@ -71,29 +101,38 @@ def group_numbers(g: Group, target: float) -> dict[str, list[float]]:
     return {k: [p[k] for p in per] for k in TABLE_METRICS}
 
 
+def _to_target(v: dict[str, list[float]], n: int, pre: str = "") -> list[str]:
+    """The time, bytes and rounds to target cells; ≤ when some member's first hit came after a
+    gap between evaluations (an upper bound at eval_every resolution)."""
+    times, rounds = v[pre + "time_to_target_s"], v[pre + "rounds_to_target"]
+    if not any(math.isfinite(x) for x in times):
+        return ["not reached"] * 3
+    bound = any(math.isfinite(r) and math.isfinite(a) and r - a > 1
+                for r, a in zip(rounds, v[pre + "target_after_round"]))
+    le = "≤ " if bound else ""
+    return [le + pm(times, lambda x: num(x, ".1f")), le + pm(v[pre + "bytes_to_target"], size),
+            le + pm(rounds, lambda x: num(x, ".0f") if n == 1 else num(x, ".1f"))]
+
+
 def table_rows(groups: list[Group], target: float) -> tuple[list[str], list[list[str]]]:
-    """The time/bytes-to-accuracy table: head and rows of cells."""
+    """The time/bytes-to-accuracy table: head and rows of cells (a second row for the
+    personalised models of a personalised algorithm)."""
     multi = any(g.n > 1 for g in groups)
-    head = TABLE_HEAD + (["seeds"] if multi else [])
     rows = []
     for g in groups:
         v = group_numbers(g, target)
-        reached = sum(math.isfinite(x) for x in v["time_to_target_s"])
-
-        def hit(key: str, show: Callable[[float], str]) -> str:
-            return "not reached" if reached == 0 else pm(v[key], show)
         notes = [f"diverged at round {t}" + (f" (seed {s.seed})" if g.n > 1 else "")
                  for s, t in g.diverged]
-        row = [g.label, pm(v["final_acc"], num), pm(v["final_personal_acc"], num),
-               pm(v["sim_time_s"], lambda x: num(x, ".1f")),
-               pm(v["bytes_client_edge"], size), pm(v["bytes_edge_cloud"], size),
-               hit("time_to_target_s", lambda x: num(x, ".1f")), hit("bytes_to_target", size),
-               hit("rounds_to_target", lambda x: num(x, ".0f") if g.n == 1 else num(x, ".1f")),
-               "; ".join(notes)]
-        if multi:
-            row.append(", ".join("?" if s is None else str(s) for s in g.seeds))
-        rows.append(row)
-    return head, rows
+        common = [pm(v["sim_time_s"], lambda x: num(x, ".1f")), pm(v["bytes_client_edge"], size),
+                  pm(v["bytes_edge_cloud"], size)]
+        seeds = [", ".join("?" if s is None else str(s) for s in g.seeds)] if multi else []
+        rows.append([g.label, pm(v["final_acc"], num), pm(v["final_personal_acc"], num),
+                     *common, *_to_target(v, g.n), "; ".join(notes), *seeds])
+        if any(math.isfinite(x) for x in v["final_personal_acc"]):
+            rows.append([f"{g.label} (personalised)", "—", pm(v["final_personal_acc"], num),
+                         *common, *_to_target(v, g.n, "personal_"),
+                         "judged on each client's personalised model", *seeds])
+    return table_head(task_of(groups), multi), rows
 
 
 # ------------------------------------------------------------------------------ csv files

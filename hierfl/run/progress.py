@@ -1,6 +1,7 @@
 """One progress line per algorithm on stderr."""
 from __future__ import annotations
 
+import math
 import sys
 import time
 
@@ -13,8 +14,21 @@ class Progress:
         self.t0 = time.monotonic()
         self.last = 0.0
         self.tty = sys.stderr.isatty()
+        self.last_score: tuple[str, float, int] | None = None
+
+    def score(self, now: int) -> str:
+        """'acc 0.812' (regression: 'mse ...'): the last evaluated value, with '(round k)' when
+        it was evaluated at an earlier round k (eval_every > 1); 'acc -' before any."""
+        if self.last_score is None:
+            return "acc -"
+        name, v, t = self.last_score
+        return f"{name} {v:.3f}" + (f" (round {t})" if t != now else "")
 
     def update(self, t: int, row: dict, final: bool = False) -> None:
+        for key, name in (("test_acc", "acc"), ("test_mse", "mse")):
+            v = row.get(key, math.nan)
+            if v == v:                      # between evaluations: keep the last evaluated value
+                self.last_score = (name, v, t)
         if not self.enabled:
             return
         now = time.monotonic()
@@ -23,8 +37,7 @@ class Progress:
         self.last = now
         el = now - self.t0
         eta = el / max(t, 1) * (self.rounds - t)
-        acc = row.get("test_acc", float("nan"))
         msg = (f"[{self.label}] round {t}/{self.rounds}  sim {row['sim_time_s']:.1f}s  "
-               f"acc {acc:.3f}  elapsed {el:.0f}s  ETA {eta:.0f}s")
+               f"{self.score(t)}  elapsed {el:.0f}s  ETA {eta:.0f}s")
         end = "\n" if (final or not self.tty) else ""
         print(("\r" if self.tty else "") + msg, end=end, file=sys.stderr, flush=True)

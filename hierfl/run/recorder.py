@@ -121,6 +121,9 @@ class RoundRecorder:
                "bytes_up_edge_cloud": lg.up["edge_cloud"],
                "bytes_down_edge_cloud": lg.down["edge_cloud"],
                "diverged": int(bad)}
+        if self.world.model.task != "classification":     # the score is an MSE: its columns
+            row["test_mse"], row["personal_test_mse"] = acc, p_acc
+            row["test_acc"] = row["personal_test_acc"] = float("nan")
         m_every = self.sc.monitor.dissimilarity_every
         if m_every and not bad and (t % m_every == 0 or t == self.rounds):
             row["dissimilarity_B"], row["grad_variance"] = dissimilarity(self.world.model, w,

@@ -11,6 +11,7 @@ from ..config.schema import AlgorithmEntry, Scenario
 from ..exec import Executor, RoundRunner, executor_for
 from ..outputs import Background, atomic_npz
 from ..outputs import write_run_summary
+from ..outputs.manifest import end_manifest, start_manifest
 from ..sim.engine import Simulation
 from ..sim.failures import Failures
 from ..sim.trace import Trace
@@ -117,10 +118,12 @@ def run_scenario(sc: Scenario, progress: bool = True, graph=None,
         write_run_summary(sc, world)  # OUT/scenario.yaml, OUT/summary.json for the report
         write_scenario_copy(sc)       # command-line overrides shown in OUT/scenario.yaml
         write_fingerprint(sc.output, fp)
+    start_manifest(sc)                # OUT/run.json: which scenario these results belong to
     results = {}
     for entry in sc.algorithms:
         results[entry.label] = run_algorithm(sc, entry, world, os.path.join(sc.output, entry.label),
                                              progress, keep_trace=keep_trace, resume=resume,
                                              stop_after=stop_after, executor=executor,
                                              fingerprint=fp)
+    end_manifest(sc.output, all(r.paused_at is None for r in results.values()))
     return results

@@ -116,6 +116,17 @@ def _check_label(p: Problems, key: str, label: Any, labels: dict[str, int], i: i
     return True
 
 
+def _hyperparameters(cls: Any, name: str, hp: dict, p: Problems, key: str) -> dict:
+    """An entry's hyperparameters; for an algorithm that has none, each key is a problem that
+    says so (not "allowed:" followed by nothing)."""
+    if not hp or dataclasses.fields(cls.Params):
+        return hp
+    for k, v in hp.items():
+        p.add(f"{key}.{k}", v, f"unknown key: {name} has no hyperparameters (an entry takes "
+              "only name, label, local, stragglers)")
+    return {}
+
+
 def _algorithms(raw: dict, p: Problems) -> list[AlgorithmEntry]:
     """Validate every algorithm entry (even when other sections are wrong)."""
     from ..algorithms.registry import REGISTRY
@@ -171,7 +182,7 @@ def _algorithms(raw: dict, p: Problems) -> list[AlgorithmEntry]:
             if (leaf in local_raw) or (leaf is None and train_local_ok):
                 p.items.append(prob)
         hp = {k: v for k, v in a.items() if k not in ("name", "label", "local", "stragglers")}
-        params = build(cls.Params, hp, p, key)
+        params = build(cls.Params, _hyperparameters(cls, a["name"], hp, p, key), p, key)
         strag = None
         if "stragglers" in a:      # per-entry override of the scenario's stragglers:
             raw_s = raw.get("stragglers") if isinstance(raw.get("stragglers"), dict) else {}

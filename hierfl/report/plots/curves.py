@@ -44,17 +44,19 @@ def _draw_group(ax: plt.Axes, g: Group, x: str, y: str, c: str, logx: bool, styl
 
 def accuracy_axes(ax: plt.Axes, groups: list[Group], colours: dict[str, str], x: str,
                   logx: bool) -> None:
-    personal = has(groups, "personal_test_acc")
+    reg = bool(groups) and all(g.mean().lower_is_better for g in groups)
+    score, pers = ("test_mse", "personal_test_mse") if reg else ("test_acc", "personal_test_acc")
+    personal = has(groups, pers)
     for g in groups:
         c = colours[g.label]
-        _draw_group(ax, g, x, "test_acc", c, logx,
+        _draw_group(ax, g, x, score, c, logx,
                     label=f"{g.label} (global)" if personal else g.label)
-        if personal and has([g], "personal_test_acc"):
-            _draw_group(ax, g, x, "personal_test_acc", c, logx, "--",
+        if personal and has([g], pers):
+            _draw_group(ax, g, x, pers, c, logx, "--",
                         label=f"{g.label} (personalised)", width=1.3)
     if logx:
         ax.set_xscale("log")
-    ax.set_ylabel("test accuracy")
+    ax.set_ylabel("test MSE (lower is better)" if reg else "test accuracy")
 
 
 def _bytes_axis(ax: plt.Axes) -> None:
@@ -82,8 +84,14 @@ def accuracy_figure(groups: list[Group], colours: dict[str, str], x: str, xlabel
         ax.set_xlabel(xlabel)
         if x.startswith("bytes"):
             _bytes_axis(ax)
-        legend(ax, loc="lower right")
+        legend(ax, loc=_corner(groups))
         return save(fig, path)
+
+
+def _corner(groups: list[Group]) -> str:
+    """Where the legend hides the least: curves rise (accuracy) or fall (an MSE)."""
+    reg = bool(groups) and all(g.mean().lower_is_better for g in groups)
+    return "upper right" if reg else "lower right"
 
 
 def tier_figure(groups: list[Group], colours: dict[str, str], path: str) -> str:
@@ -96,7 +104,7 @@ def tier_figure(groups: list[Group], colours: dict[str, str], path: str) -> str:
             ax.set_xlabel(f"bytes sent on {name}, both directions (B, log)")
             _bytes_axis(ax)
         axes[1].set_ylabel("")
-        legend(axes[1], loc="lower right")
+        legend(axes[1], loc=_corner(groups))
         return save(fig, path)
 
 
@@ -117,14 +125,18 @@ def loss_figure(groups: list[Group], colours: dict[str, str], path: str) -> str:
 
 
 def per_round_panels(groups: list[Group], colours: dict[str, str],
-                     panels: tuple[tuple[str, str], tuple[str, str]], path: str,
+                     panels: tuple[tuple[str, str], ...], path: str,
                      counts: bool) -> str | None:
-    """Two side-by-side per-round panels (key, y label); counts: integer steps from round 1,
-    else log-scale lines with markers. None when neither key has a positive value."""
-    if not any(has_positive(groups, key) for key, _ in panels):
+    """Side-by-side per-round panels (key, y label), only those of a key with a positive value;
+    counts: integer steps from round 1, else log-scale lines with markers. None when no key has
+    a positive value."""
+    panels = tuple(pn for pn in panels if has_positive(groups, pn[0]))   # no empty panel
+    if not panels:
         return None
     with plt.rc_context(STYLE):
-        fig, axes = plt.subplots(1, 2, figsize=(2 * W1 * 0.75, H1 * 0.9), sharex=True)
+        fig, axes = plt.subplots(1, len(panels), figsize=(len(panels) * W1 * 0.75, H1 * 0.9),
+                                 sharex=True, squeeze=False)
+        axes = axes[0]
         for ax, (key, name) in zip(axes, panels):
             for g in groups:
                 rows = [r for r in g.mean().rows if not counts or r.get("round", 0) >= 1]
@@ -143,7 +155,7 @@ def per_round_panels(groups: list[Group], colours: dict[str, str],
                 ax.set_ylim(bottom=0)
             else:
                 ax.set_yscale("log")
-        legend(axes[1] if counts else axes[0], loc="best")
+        legend(axes[-1] if counts else axes[0], loc="best")
         return save(fig, path)
 
 

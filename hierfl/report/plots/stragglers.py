@@ -50,13 +50,19 @@ def gamma_figure(groups: list[Group], colours: dict[str, str],
         return save(fig, path)
 
 
+def _spread(c: dict[str, np.ndarray]) -> bool:
+    """More than one distinct (budget, steps) point: a panel with one dot says nothing."""
+    keep = np.isfinite(c["budget"]) & np.isfinite(c["steps"])
+    return len(np.unique(np.stack([c["budget"][keep], c["steps"][keep]], 1), axis=0)) > 1
+
+
 def steps_figure(groups: list[Group], colours: dict[str, str],
                  clients: dict[str, dict[str, np.ndarray]], path: str) -> str | None:
     """Local steps done against the step budget, one panel per algorithm; marker area grows with
     the number of client-rounds at that point; stragglers drawn as crosses."""
     data = [(g, clients[g.label]) for g in groups if len(clients.get(g.label, {}).get(
-        "budget", ())) and "steps" in clients[g.label]]
-    if not data:
+        "budget", ())) and "steps" in clients[g.label] and _spread(clients[g.label])]
+    if not data:                    # every client did its whole, equal budget: nothing to show
         return None
     n = len(data)
     cols = min(n, 4)

@@ -1,0 +1,87 @@
+"""The small items of issue 17: messages, refused report options, figures with nothing to show,
+no files written next to the input."""
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from conftest import make_scenario
+from hierfl.cli import main
+from hierfl.outputs import Series
+from hierfl.report.plots.curves import per_round_panels
+from hierfl.report.stats import Group
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def test_algorithm_without_hyperparameters_says_so(tmp_path, capsys):
+    scen = make_scenario(tmp_path, algorithms=[{"name": "fedavg", "edge_rounds": 2}])
+    assert main(["validate", scen]) == 2
+    err = capsys.readouterr().err
+    assert "fedavg has no hyperparameters" in err and "allowed: \n" not in err + "\n"
+
+
+def test_validate_prints_aggregators_per_tier(tmp_path, capsys):
+    scen = make_scenario(tmp_path, topology=os.path.join(ROOT, "topologies", "iot_regional.yaml"))
+    assert main(["validate", scen]) == 0
+    out = capsys.readouterr().out
+    assert "1 cloud, 2 regional + 8 gateway (2 aggregator tiers, top first), 64 clients" in out
+
+
+def test_topology_writes_nothing_without_png(tmp_path, capsys):
+    topo = tmp_path / "t.yaml"
+    topo.write_text("edges: {count: 2}\nclients: {count: 4}\n")
+    assert main(["topology", str(topo)]) == 0
+    assert sorted(os.listdir(tmp_path)) == ["t.yaml"]
+    assert "--png" in capsys.readouterr().out
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("small")
+    scen = make_scenario(tmp, algorithms=[{"name": "fedavg"}], **{"train.rounds": 3})
+    out = tmp / "out"
+    assert main(["run", scen, "--out", str(out), "--quiet"]) == 0
+    return out
+
+
+@pytest.mark.parametrize("opt", [["--target", "85"], ["--target", "nan"], ["--target", "-1"],
+                                 ["--timeline-round", "500"], ["--timeline-round", "-7"],
+                                 ["--timeline-round", "0"]])
+def test_report_refuses_meaningless_options(run_dir, capsys, opt):
+    assert main(["report", str(run_dir), *opt]) == 2
+    err = capsys.readouterr().err
+    assert opt[0] in err and "Traceback" not in err
+    if opt[1] == "85":
+        assert "did you mean 0.85" in err
+
+
+def test_report_drops_figures_with_nothing_to_show_and_stale_ones(run_dir):
+    # every client did its whole, equal budget: one dot; no stragglers, no drops
+    for stale in ("timeline_gone.png", "timeline_gone.svg", "steps_vs_budget.png",
+                  "stragglers.png"):
+        (run_dir / stale).write_text("old")
+    assert main(["report", str(run_dir), "--timeline-round", "2"]) == 0
+    names = os.listdir(run_dir)
+    assert "timeline_fedavg.png" in names
+    for gone in ("timeline_gone.png", "timeline_gone.svg", "steps_vs_budget.png",
+                 "stragglers.png"):
+        assert gone not in names
+    md = (run_dir / "report.md").read_text()
+    assert "steps_vs_budget" not in md and "stragglers.png" not in md
+
+
+def test_per_round_panels_leave_out_an_empty_panel(tmp_path):
+    rows = [{"round": float(t), "stragglers": 0.0, "failed": float(t % 2)} for t in range(4)]
+    g = Group("a", [Series("a", rows)], "a")
+    path = per_round_panels([g], {"a": "C0"}, (("stragglers", "stragglers per round"),
+                                               ("failed", "clients not aggregated per round")),
+                            str(tmp_path / "s.png"), counts=True)
+    svg = (tmp_path / "s.svg").read_text()
+    assert path and "clients not aggregated per round" in svg
+    assert "stragglers per round" not in svg
+    rows = [{"round": float(t), "stragglers": 0.0, "failed": 0.0} for t in range(4)]
+    assert per_round_panels([Group("a", [Series("a", rows)], "a")], {"a": "C0"},
+                            (("stragglers", "s"), ("failed", "f")), str(tmp_path / "n.png"),
+                            counts=True) is None
