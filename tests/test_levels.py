@@ -121,3 +121,22 @@ def test_ledger_checkpoint_round_trip():
     old.restore(lg.as_list()[:5])         # a checkpoint written before levels were counted
     assert old.up == lg.up and old.level_up["edge_regional"] == 0.0
     assert lg.level_row()["bytes_down_regional_cloud"] == pytest.approx(7.0)
+
+
+def test_report_of_a_four_level_tree_has_a_column_and_a_figure_per_level(tmp_path):
+    from hierfl.report import write_report
+
+    doc = _doc(tmp_path, [{"name": "fedavg"}])
+    run_outputs(make_scenario(tmp_path, doc), out=tmp_path / "out")
+    out = tmp_path / "out"
+    md = open(write_report(str(out))).read()
+    table = md.split("## Time and bytes to accuracy")[1].split("\n\n")[1].splitlines()
+    head = [c.strip() for c in table[0].strip("|").split("|")]
+    row = [c.strip() for c in table[2].strip("|").split("|")]
+    cols = ["bytes client-edge", "bytes edge-regional", "bytes regional-cloud"]
+    assert "bytes edge-cloud" not in head
+    # two rounds, both directions: (12 + 12), (12 + 6), (12 + 2) models of 4 B
+    assert [row[head.index(c)] for c in cols] == ["192 B", "144 B", "112 B"]
+    assert (out / "bytes_per_level.png").is_file() and (out / "accuracy_vs_bytes_level.png") \
+        .is_file()
+    assert not (out / "bytes_per_tier.png").exists() and "bytes_per_level.png" in md
