@@ -242,13 +242,21 @@ def test_client_lines_are_what_csvlog_writes(tmp_path):
                          72.0, "bitmap"),
             ClientRecord(10**6, 1, 0, 5, 5, 1.0, 0.1 + 0.2, False, False, 1.0, False, 76.25,
                          "sparse")]
-    log = CsvLog(str(tmp_path / "a.csv"), CLIENT_COLUMNS)
-    log.rows([{c: getattr(r, c) for c in CLIENT_COLUMNS} for r in recs])
-    log.close()
-    fast = CsvLog(str(tmp_path / "b.csv"), CLIENT_COLUMNS)
-    fast.write(client_lines(recs))
-    fast.close()
-    assert (tmp_path / "a.csv").read_bytes() == (tmp_path / "b.csv").read_bytes()
+    from hierfl.outputs.columns import class_cells
+
+    # device / link class per client id (ids 0, 4, 17 used); odd names are quoted as csv does
+    dev = tuple(["phone"] * 5 + ["lap,top"] * 13)
+    lnk = tuple(["lte"] * 4 + [""] + ['wi"fi'] * 13)
+    for classes in (None, class_cells(dev, lnk)):
+        log = CsvLog(str(tmp_path / "a.csv"), CLIENT_COLUMNS)
+        log.rows([{**{c: getattr(r, c) for c in CLIENT_COLUMNS[:-2]},
+                   "device_class": dev[r.client] if classes else "",
+                   "link_class": lnk[r.client] if classes else ""} for r in recs])
+        log.close()
+        fast = CsvLog(str(tmp_path / "b.csv"), CLIENT_COLUMNS)
+        fast.write(client_lines(recs, classes))
+        fast.close()
+        assert (tmp_path / "a.csv").read_bytes() == (tmp_path / "b.csv").read_bytes()
 
 
 

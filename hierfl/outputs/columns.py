@@ -10,26 +10,56 @@ METRIC_COLUMNS = ["round", "sim_time_s", "bytes_up", "bytes_down", "bytes_client
                   "personal_test_acc", "personal_sparsity", "selected", "reported", "failed",
                   "stragglers", "mean_gamma", "dissimilarity_B", "grad_variance",
                   "bytes_up_client_edge", "bytes_down_client_edge", "bytes_up_edge_cloud",
-                  "bytes_down_edge_cloud", "diverged", "test_mse", "personal_test_mse"]
+                  "bytes_down_edge_cloud", "diverged", "test_mse", "personal_test_mse",
+                  "unstable"]
 # classification scores test_acc / personal_test_acc (higher is better); regression (the linear
 # model) scores test_mse / personal_test_mse (lower is better) and leaves the acc columns empty
 SCORES = {"classification": ("test_acc", "personal_test_acc"),
           "regression": ("test_mse", "personal_test_mse")}
 CLIENT_COLUMNS = ["round", "edge_round", "client", "steps", "budget", "compute_s", "upload_s",
-                  "dropped", "straggler", "gamma", "up_bytes", "encoding", "failed"]
+                  "dropped", "straggler", "gamma", "up_bytes", "encoding", "failed",
+                  "device_class", "link_class"]
 
 TRACE_COLUMNS = Trace.HEADER            # time_s, node, kind, peer, value
+
+
+def level_columns(levels: list[str] | dict[str, str]) -> list[str]:
+    """bytes_up_<level>, bytes_down_<level> of every link level (bottom up) that is not one of
+    the legacy columns already (on a client -> edge -> cloud tree the levels are the legacy
+    client_edge and edge_cloud)."""
+    return [c for lv in levels for c in (f"bytes_up_{lv}", f"bytes_down_{lv}")
+            if c not in METRIC_COLUMNS]
+
+
+def metric_columns(levels: list[str] | dict[str, str] = ()) -> list[str]:
+    """metrics.csv's columns for a topology with these link levels (appended at the end)."""
+    return METRIC_COLUMNS + level_columns(levels)
 
 
 def _f(v: float) -> str:
     return repr(v) if v == v else ""
 
 
-def client_lines(recs: list) -> str:
+def _cell(s: str) -> str:
+    """A text cell as csv.writer's minimal quoting writes it."""
+    return '"' + s.replace('"', '""') + '"' if any(ch in s for ch in ',"\r\n') else s
+
+
+def class_cells(devices: tuple[str, ...], links: tuple[str, ...]) -> list[str]:
+    """Per client id, its device- and link-class cells for `client_lines` (",phone,lte")."""
+    return [f",{_cell(d)},{_cell(lk)}" for d, lk in zip(devices, links)]
+
+
+def client_lines(recs: list, classes: list[str] | None = None) -> str:
     """clients.csv rows of ClientRecords, byte for byte what CsvLog.rows writes for
     CLIENT_COLUMNS (tests/test_fast_paths.py checks), without a dict and a type test per
-    value: at 1,000 clients a round this was a tenth of W5's time."""
+    value: at 1,000 clients a round this was a tenth of W5's time. `classes`: per client id,
+    the cells of its device and link class (",phone,lte"; ",," when none), pre-formatted."""
+    if not classes:
+        classes = []
+    empty = ",,"
     return "".join(f"{r.round},{r.edge_round},{r.client},{r.steps},{r.budget},"
                    f"{_f(r.compute_s)},{_f(r.upload_s)},{int(r.dropped)},{int(r.straggler)},"
-                   f"{_f(r.gamma)},{_f(r.up_bytes)},{r.encoding},{int(r.failed)}\r\n"
+                   f"{_f(r.gamma)},{_f(r.up_bytes)},{r.encoding},{int(r.failed)}"
+                   f"{classes[r.client] if r.client < len(classes) else empty}\r\n"
                    for r in recs)

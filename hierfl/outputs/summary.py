@@ -79,7 +79,18 @@ def topology_dict(topo: Any) -> dict:
         nodes["latency_down_s"].append(float(g.edges[parent, n]["latency_s"]))
         nodes["down_Bps"].append(float(g.edges[parent, n]["bandwidth_Bps"]))
     return {"cloud": {"flops": float(g.nodes["cloud"]["flops"])}, "nodes": nodes,
-            "clients": list(topo.clients), "client_edge": [topo.edges[e] for e in topo.edge_of]}
+            "clients": list(topo.clients), "client_edge": [topo.edges[e] for e in topo.edge_of],
+            **class_dict(topo)}
+
+
+def class_dict(topo: Any) -> dict:
+    """Per client (in `clients` order) its device and link class ("" where none: no
+    `clients.mix`), and the link levels bottom up (metrics.csv's bytes_up_<level>)."""
+    n = len(topo.clients)
+    return {"device_class": list(getattr(topo, "device_class", ()) or [""] * n),
+            "link_class": list(getattr(topo, "link_class", ()) or [""] * n),
+            "tier_names": list(getattr(topo, "tier_names", ("cloud", "edge", "client"))),
+            "levels": list(getattr(topo, "levels", {"client_edge": "", "edge_cloud": ""}))}
 
 
 def _natural(name: str) -> tuple[str, int]:

@@ -12,6 +12,7 @@ import numpy as np
 from ..outputs import Run, Series, concat_clients, read_clients
 from . import plots
 from . import timeline as tline
+from .breakdown import add_breakdowns
 from .model import NO_NOTES, Figure, Report, Section, sections, summary_rows
 from .stats import Group, add_totals, check_options, groups_of, target_of, target_text
 from .tables import TABLE_NOTE, num, size, table_rows, task_of
@@ -207,6 +208,7 @@ def build(out: str, runs: list[Run], title: str, target: float | None, prefix: b
     _curves(sec["curves"], groups, colours, personal, p, notes)
     _stragglers(sec["stragglers"], groups, colours, runs, p, notes)
     _timelines(sec["timeline"], groups, timeline_round, p, notes)
+    add_breakdowns(sec, groups, runs, colours, p, notes, _safe)   # levels, classes, stability
     notes += _failure_notes(groups, runs)
     sec["notes"].notes, sec["notes"].empty = notes, NO_NOTES
     return rep

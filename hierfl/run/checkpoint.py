@@ -11,7 +11,6 @@ from ..algorithms.base import Algorithm
 from ..outputs import Background, atomic_npz
 from ..outputs.files import TEMP_PREFIX
 from ..sim.engine import Simulation
-from ..sim.links import Ledger
 
 CHECKPOINT = "checkpoint.npz"
 
@@ -55,10 +54,7 @@ def load_checkpoint(path: str) -> tuple[dict, dict[str, torch.Tensor]]:
 def restore(sim: Simulation, meta: dict) -> None:
     """Put a new simulation where the checkpoint left off: the byte ledger and trace count
     (the clock is its start time)."""
-    restored = Ledger.from_list(meta["ledger"])
-    sim.ledger.up.update(restored.up)
-    sim.ledger.down.update(restored.down)
-    sim.ledger.wasted = restored.wasted
+    sim.ledger.restore(meta["ledger"])
     sim.trace.count = meta["trace_count"]
 
 

@@ -15,6 +15,8 @@ from ..config.schema import Scenario
 from ..outputs import Background, CsvLog
 from ..learn.evaluate import dissimilarity, global_metrics, personal_accuracy
 from ..outputs import CLIENT_COLUMNS, METRIC_COLUMNS, client_lines
+from ..outputs.columns import class_cells
+from ..outputs.stability import Stability
 from ..sim.engine import RoundInfo, Simulation
 from ..sim.trace import Trace
 from .checkpoint import save_checkpoint
@@ -42,8 +44,9 @@ def sparsity(personal: torch.Tensor | None) -> float:
 class OutputFiles:
     """OUT/<label>/{metrics,clients,trace}.csv, appended as the run goes (continued on resume)."""
 
-    def __init__(self, paths: dict[str, str], append: bool):
-        self.metrics = CsvLog(paths["metrics"], METRIC_COLUMNS, append=append)
+    def __init__(self, paths: dict[str, str], append: bool,
+                 metric_columns: list[str] = METRIC_COLUMNS):
+        self.metrics = CsvLog(paths["metrics"], metric_columns, append=append)
         self.clients = CsvLog(paths["clients"], CLIENT_COLUMNS, append=append)
         self.trace = open(paths["trace"], "a" if append else "w", newline="")
         if not append:
@@ -70,11 +73,15 @@ class RoundRecorder:
         self.ckpt_path, self.writer, self.stop_after = ckpt_path, writer, stop_after
         self.rounds = sc.train.rounds
         self.fingerprint: dict | None = None    # recorded in every checkpoint
+        self.stability = Stability.replay(r.get("train_loss", math.nan) for r in result.rows)
+        topo = world.topo     # clients.csv's class cells, one per client id
+        self.class_cells = class_cells(topo.device_class, topo.link_class)
 
     def __call__(self, t: int, info: RoundInfo | None) -> bool:
         row, bad = self.row(t, info)
+        self.add_levels_and_stability(row)
         self.files.metrics.row(row)
-        self.files.clients.write(client_lines(info.clients if info else []))
+        self.files.clients.write(client_lines(info.clients if info else [], self.class_cells))
         self.sim.trace.flush_to(self.files.trace)
         self.result.rows.append(row)
         self.bar.update(t, row, final=bad or t == self.rounds)
@@ -129,6 +136,13 @@ class RoundRecorder:
             row["dissimilarity_B"], row["grad_variance"] = dissimilarity(self.world.model, w,
                                                                          self.world.data)
         return row, bad
+
+    def add_levels_and_stability(self, row: dict) -> None:
+        """The columns added to `row`: bytes per link level (levels that are legacy columns
+        already keep their value) and `unstable` (outputs/stability.py's rule)."""
+        for k, v in self.sim.ledger.level_row().items():
+            row.setdefault(k, v)
+        row["unstable"] = self.stability.update(row.get("train_loss", math.nan))
 
     def diverged(self, t: int) -> None:
         self.result.diverged_at = t

@@ -12,6 +12,7 @@ from ..exec import Executor, RoundRunner, executor_for
 from ..outputs import Background, atomic_npz
 from ..outputs import write_run_summary
 from ..outputs.manifest import end_manifest, start_manifest
+from ..outputs.columns import metric_columns
 from ..sim.engine import Simulation
 from ..sim.failures import Failures
 from ..sim.trace import Trace
@@ -75,7 +76,8 @@ def run_algorithm(sc: Scenario, entry: AlgorithmEntry, world: World, out_dir: st
                           trace, start_time=meta["now"] if meta else 0.0)
     if meta:
         restore(sim, meta)
-    files = OutputFiles(paths, append=meta is not None)
+    files = OutputFiles(paths, append=meta is not None,
+                        metric_columns=metric_columns(sim.ledger.levels))
     result = AlgoResult(entry.label, trace=trace)
     if meta:
         from ..outputs import read_metrics

@@ -47,14 +47,14 @@ class Simulation(FlatRounds, HierRounds):
         self.env = simpy.Environment(initial_time=start_time)
         self.inflight = 0         # client / relay processes alive (checkpoints need none)
         self.trace = trace or Trace()
-        self.ledger = Ledger()
+        self.ledger = Ledger.for_levels(topo.levels)    # bytes per link level and tier
         self.failures = failures or Failures.none()
         link_cls = FairLink if link_sharing == "fair" else Link
         self.links: dict[tuple[str, str], Link] = {}
         g = topo.graph
         for a, b, attrs in g.edges(data=True):
             lower = a if g.nodes[a].get("parent") == b else b
-            tier = "client_edge" if g.nodes[lower]["role"] == "client" else "edge_cloud"
+            tier = topo.level_of(lower)       # e.g. edge_regional (the ledger sums tiers)
             direction = "up" if lower == a else "down"
             self.links[a, b] = link_cls(self.env, a, b, attrs["latency_s"], attrs["bandwidth_Bps"],
                                         tier, direction, self.trace, self.ledger, self.failures)

@@ -19,16 +19,48 @@ if TYPE_CHECKING:
 TIERS = ("client_edge", "edge_cloud")
 
 
+def _legacy_levels() -> dict[str, str]:
+    return {t: t for t in TIERS}
+
+
 @dataclass
 class Ledger:
-    """Cumulative bytes by direction and tier; wasted = sent but not used by an aggregator."""
+    """Cumulative bytes by direction, per link level and per legacy tier; wasted = sent but not
+    used by an aggregator.
+
+    A level is one adjacent pair of tiers, named `<lower>_<upper>` after the tiers (bottom up:
+    client_edge, edge_regional, regional_cloud; `Topology.levels`). `levels` maps each level to
+    its legacy tier: client_edge for the clients' links, edge_cloud for every link above them
+    (the two-column sums metrics.csv has always had). A link adds to its level and its tier."""
 
     up: dict[str, float] = field(default_factory=lambda: {t: 0.0 for t in TIERS})
     down: dict[str, float] = field(default_factory=lambda: {t: 0.0 for t in TIERS})
     wasted: float = 0.0
+    levels: dict[str, str] = field(default_factory=_legacy_levels)   # level -> legacy tier
+    level_up: dict[str, float] = field(default_factory=dict)
+    level_down: dict[str, float] = field(default_factory=dict)
 
-    def add(self, tier: str, direction: str, nbytes: float) -> None:
-        (self.up if direction == "up" else self.down)[tier] += nbytes
+    def __post_init__(self) -> None:
+        for lv in self.levels:
+            self.level_up.setdefault(lv, 0.0)
+            self.level_down.setdefault(lv, 0.0)
+
+    @classmethod
+    def for_levels(cls, levels: dict[str, str]) -> "Ledger":
+        """A ledger of the given levels (bottom up), each mapped to its legacy tier."""
+        return cls(levels=dict(levels))
+
+    def add(self, level: str, direction: str, nbytes: float) -> None:
+        tier = self.levels.get(level)
+        if tier is None:          # a level not declared up front: its own legacy tier
+            tier = self.levels[level] = level if level in TIERS else "edge_cloud"
+            self.level_up[level] = self.level_down[level] = 0.0
+        if direction == "up":
+            self.up[tier] += nbytes
+            self.level_up[level] += nbytes
+        else:
+            self.down[tier] += nbytes
+            self.level_down[level] += nbytes
 
     @property
     def bytes_up(self) -> float:
@@ -41,13 +73,35 @@ class Ledger:
     def tier(self, t: str) -> float:
         return self.up[t] + self.down[t]
 
+    def level_row(self) -> dict[str, float]:
+        """metrics.csv's per-level columns: bytes_up_<level>, bytes_down_<level>."""
+        out = {}
+        for lv in self.levels:
+            out[f"bytes_up_{lv}"] = self.level_up[lv]
+            out[f"bytes_down_{lv}"] = self.level_down[lv]
+        return out
+
     def as_list(self) -> list[float]:
-        return [*self.up.values(), *self.down.values(), self.wasted]
+        """Legacy up, legacy down, wasted, then every level's up and down (level order)."""
+        return [*self.up.values(), *self.down.values(), self.wasted,
+                *self.level_up.values(), *self.level_down.values()]
 
     @classmethod
     def from_list(cls, v: list[float]) -> "Ledger":
         n = len(TIERS)
         return cls(dict(zip(TIERS, v[:n])), dict(zip(TIERS, v[n:2 * n])), v[2 * n])
+
+    def restore(self, v: list[float]) -> None:
+        """Load `as_list` values of a ledger with the same levels (a checkpoint); a list from
+        before levels were counted restores the legacy tiers only."""
+        n, m = len(TIERS), len(self.levels)
+        self.up.update(zip(TIERS, v[:n]))
+        self.down.update(zip(TIERS, v[n:2 * n]))
+        self.wasted = v[2 * n]
+        rest = v[2 * n + 1:]
+        if len(rest) == 2 * m:
+            self.level_up.update(zip(self.levels, rest[:m]))
+            self.level_down.update(zip(self.levels, rest[m:]))
 
 
 class Link:

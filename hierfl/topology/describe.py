@@ -37,7 +37,22 @@ def summary(topo: Topology) -> str:
         lines.append(f"  downlink: {_stats([a['bandwidth_Bps'] for a in down], 'B/s')}")
     fan = [len(topo.children[e]) for e in topo.edges]
     lines.append(f"clients per bottom aggregator: {_stats(fan, '')}")
+    lines += class_lines(topo)
     return "\n".join(lines)
+
+
+def class_lines(topo: Topology) -> list[str]:
+    """Clients per device / link class (profiles), with each class's speed; [] without."""
+    if not any(topo.device_class) and not any(topo.link_class):
+        return []
+    out = ["client classes (device / link):"]
+    keys = list(zip(topo.device_class, topo.link_class))
+    for key in dict.fromkeys(keys):
+        ks = [k for k, c in enumerate(keys) if c == key]
+        dev, link = (v or "(default)" for v in key)
+        out.append(f"  {dev} / {link}: {len(ks)} clients, compute "
+                   f"{_stats([float(topo.client_flops[k]) for k in ks], 'FLOP/s')}")
+    return out
 
 
 def tree_positions(topo: Topology) -> dict[str, tuple[float, float]]:
@@ -73,11 +88,15 @@ def draw(topo: Topology, path: str) -> str:
     nx.draw_networkx_edges(und, pos, ax=ax, alpha=0.4)
     nx.draw_networkx_nodes(und, pos, nodelist=aggs, node_color="tab:blue", node_size=180, ax=ax)
     cf = np.array([topo.graph.nodes[n]["flops"] for n in clients])
-    sc = nx.draw_networkx_nodes(und, pos, nodelist=clients, node_color=np.log10(cf),
-                                cmap="viridis", node_size=40, ax=ax)
+    log = cf.max() > 10 * cf.min()      # speeds over decades: a log colour scale
+    sc = nx.draw_networkx_nodes(und, pos, nodelist=clients, node_color=cf, cmap="viridis",
+                                node_size=40, ax=ax)
+    if log:
+        from matplotlib.colors import LogNorm
+        sc.set_norm(LogNorm(cf.min(), cf.max()))
     if len(aggs) <= 40:
         nx.draw_networkx_labels(und, pos, labels={n: n for n in aggs}, font_size=7, ax=ax)
-    fig.colorbar(sc, ax=ax, label="client compute, log10 FLOP/s")
+    fig.colorbar(sc, ax=ax, label="client compute (FLOP/s" + (", log)" if log else ")"))
     ax.set_title(f"{topo.n_clients} clients, {len(aggs) - 1} aggregators, "
                  f"{max(topo.depth.values())} levels below the cloud")
     ax.axis("off")

@@ -18,6 +18,7 @@ from .. import seeding
 from ..config.errors import NO_VALUE, Problems, ScenarioError
 from ..config.limits import MAX_LATENCY_S, MIN_BANDWIDTH_BPS, MIN_FLOPS
 from .dist import draw
+from .levels import level_name, tier_names
 from ..config.topology import LinkSpec, TopologySpec
 
 
@@ -54,13 +55,14 @@ def _add_link(g: nx.DiGraph, child: str, parent: str, lat: float, up: float, dow
 
 
 def _client_classes(spec: TopologySpec, n: int, seed: int, p: Problems) -> list[tuple]:
-    """Per client: (flops, latency, up, down) drawn from its class (or the defaults)."""
+    """Per client: (flops, latency, up, down, device class, link class) drawn from its class
+    (or the defaults; a class not given is "")."""
     c = spec.clients
     assert c is not None
     flops = draw(c.compute_flops, seeding.rng(seed, "topology/client-flops"), n)
     lat, up, down = _links(c.link, seed, "topology/client-links", n)
     if not c.mix:
-        return list(zip(flops, lat, up, down))
+        return list(zip(flops, lat, up, down, [""] * n, [""] * n))
     total = sum(s.fraction for s in c.mix)
     if abs(total - 1.0) > 1e-6:
         p.add("clients.mix", [s.fraction for s in c.mix], "fractions must sum to 1")
@@ -90,7 +92,9 @@ def _client_classes(spec: TopologySpec, n: int, seed: int, p: Problems) -> list[
             ln = spec.profiles.links[s.link]
             la, u, dn = _links(ln, seed, f"topology/link-class/{s.link}", len(ks))
             lat[ks], up[ks], down[ks] = la, u, dn
-    return list(zip(flops, lat, up, down))
+    device = [c.mix[i].device or "" for i in cls_of]
+    link = [c.mix[i].link or "" for i in cls_of]
+    return list(zip(flops, lat, up, down, device, link))
 
 
 def build_graph(spec: TopologySpec, seed: int, file: str = "") -> nx.DiGraph:
@@ -117,7 +121,8 @@ def build_graph(spec: TopologySpec, seed: int, file: str = "") -> nx.DiGraph:
         nodes = []
         for i in range(tier.count):
             name, parent = f"{tier.name}{i}", parents[up_of[i]]
-            g.add_node(name, role="edge", flops=float(flops[i]), parent=parent, tier=depth)
+            g.add_node(name, role="edge", flops=float(flops[i]), parent=parent, tier=depth,
+                       tier_name=tier.name)
             _add_link(g, name, parent, lat[i], up[i], down[i])
             nodes.append(name)
         parents = nodes
@@ -125,9 +130,11 @@ def build_graph(spec: TopologySpec, seed: int, file: str = "") -> nx.DiGraph:
     assert c is not None
     edge_of = _assign(c.assignment, c.count, len(parents), seed, "topology/assignment",
                       "clients.assignment", p)
-    for k, (fl, la, u, dn) in enumerate(_client_classes(spec, c.count, seed, p)):
+    for k, (fl, la, u, dn, dev, lnk) in enumerate(_client_classes(spec, c.count, seed, p)):
         name, parent = f"client{k}", parents[edge_of[k]]
         g.add_node(name, role="client", flops=float(fl), parent=parent, index=k)
+        if c.mix:              # the profile classes (clients.csv, summary.json, the report)
+            g.nodes[name].update(device_class=dev, link_class=lnk)
         _add_link(g, name, parent, la, u, dn)
     return g
 
@@ -183,6 +190,9 @@ class Topology:
     parent: dict[str, str] = field(default_factory=dict)
     depth: dict[str, int] = field(default_factory=dict)   # cloud 0, top tier 1, ...
     n_tiers: int = 1              # aggregator tiers between cloud and clients
+    tier_names: tuple[str, ...] = ("cloud", "edge", "client")   # by depth (levels.py)
+    device_class: tuple[str, ...] = ()    # (N,) each client's profiles.devices name, or ""
+    link_class: tuple[str, ...] = ()      # (N,) each client's profiles.links name, or ""
 
     @property
     def n_clients(self) -> int:
@@ -202,6 +212,18 @@ class Topology:
         while out[-1] != "cloud":
             out.append(self.parent[out[-1]])
         return out
+
+    def level_of(self, node: str) -> str:
+        """The link level between `node` and its parent, e.g. "edge_regional" (levels.py)."""
+        return level_name(self.tier_names, self.depth[node])
+
+    @property
+    def levels(self) -> dict[str, str]:
+        """Every link level, bottom up (client_edge first), -> its legacy tier (client_edge
+        for the clients' links, edge_cloud above)."""
+        n = len(self.tier_names) - 1
+        return {level_name(self.tier_names, d): "client_edge" if d == n else "edge_cloud"
+                for d in range(n, 0, -1)}
 
     def is_client(self, node: str) -> bool:
         return node in self.client_set
@@ -237,7 +259,11 @@ class Topology:
         edge_of = np.array([eid[parent[c]] for c in clients], int)
         flops = np.array([g.nodes[c]["flops"] for c in clients], float)
         n_tiers = max(depth[c] for c in clients) - 1
-        return cls(g, clients, edges, edge_of, flops, children, parent, depth, n_tiers)
+        names = tier_names(g, depth, n_tiers + 1)
+        dev = tuple(str(g.nodes[c].get("device_class") or "") for c in clients)
+        lnk = tuple(str(g.nodes[c].get("link_class") or "") for c in clients)
+        return cls(g, clients, edges, edge_of, flops, children, parent, depth, n_tiers, names,
+                   dev, lnk)
 
 
 def _natural(name: str) -> tuple[str, int]:

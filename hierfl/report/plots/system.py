@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 from matplotlib.collections import LineCollection
-from matplotlib.ticker import MaxNLocator
+from matplotlib.colors import LogNorm
+from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter
 
 from .style import H1, MAX_BARS, STYLE, W1, legend, plt, save
 
@@ -56,13 +57,7 @@ def topology_figure(summary: dict, path: str) -> str | None:
             cnt = np.asarray(counts, float)
             size = 12 + 120 * np.sqrt(cnt / cnt.max())
         many = len(clients) > 300
-        if many:       # a strip of ticks, one per client, coloured by speed
-            sc = ax.scatter([x[c] for c in clients], [-max_d] * len(clients), c=cf, s=160,
-                            marker="|", cmap="viridis", zorder=3, linewidths=1.2)
-        else:
-            sc = ax.scatter([x[c] for c in clients], [-max_d] * len(clients), c=cf, s=size,
-                            cmap="viridis", zorder=3, edgecolors="black", linewidths=0.4)
-        fig.colorbar(sc, ax=ax, label="client speed (GFLOP/s)", pad=0.01, fraction=0.04)
+        _clients_by_speed(fig, ax, [x[c] for c in clients], -max_d, cf, size, many)
         ax.scatter([x[a] for a in aggs], [-dep[a] for a in aggs], marker="s", s=70,
                    color="#4C72B0", zorder=3, edgecolors="black", linewidths=0.5)
         ax.scatter([x["cloud"]], [0], marker="h", s=220, color="#C44E52", zorder=3,
@@ -88,6 +83,39 @@ def topology_figure(summary: dict, path: str) -> str | None:
         return save(fig, path)
 
 
+def _clients_by_speed(fig: plt.Figure, ax: plt.Axes, xs: list[float], y: float,
+                      cf: np.ndarray, size: np.ndarray, many: bool) -> None:
+    """The clients coloured by speed (GFLOP/s; a log colour scale over decades)."""
+    log = spans_decades(cf)
+    norm = LogNorm(cf.min(), cf.max()) if log else None
+    if many:       # a strip of ticks, one per client
+        sc = ax.scatter(xs, [y] * len(xs), c=cf, s=160, marker="|", cmap="viridis", zorder=3,
+                        linewidths=1.2, norm=norm)
+    else:
+        sc = ax.scatter(xs, [y] * len(xs), c=cf, s=size, cmap="viridis", zorder=3,
+                        edgecolors="black", linewidths=0.4, norm=norm)
+    fig.colorbar(sc, ax=ax, label="client speed (GFLOP/s" + (", log)" if log else ")"),
+                 pad=0.01, fraction=0.04)
+
+
+def spans_decades(values: np.ndarray, ratio: float = 10.0) -> bool:
+    """Positive finite values whose largest is more than `ratio` times the smallest."""
+    v = np.asarray(values, float)
+    v = v[np.isfinite(v) & (v > 0)]
+    return bool(len(v)) and float(v.max()) > ratio * float(v.min())
+
+
+def _by_class(values: np.ndarray, classes: list[str] | None, colours: list[str],
+              what: str) -> list[tuple[np.ndarray, str, str]]:
+    """One histogram set per class (in order of first appearance), or one for all."""
+    if not classes or len(classes) != len(values) or not any(classes):
+        return [(values, what, colours[0])]
+    names = list(dict.fromkeys(classes))
+    cls = np.asarray(classes)
+    return [(values[cls == n], n or "(default)", colours[i % len(colours)])
+            for i, n in enumerate(names)]
+
+
 def _hist(ax: plt.Axes, sets: list[tuple[np.ndarray, str, str]], log: bool, xlabel: str) -> None:
     allv = np.concatenate([v for v, _, _ in sets if len(v)]) if sets else np.zeros(0)
     allv = allv[np.isfinite(allv)]
@@ -106,7 +134,10 @@ def _hist(ax: plt.Axes, sets: list[tuple[np.ndarray, str, str]], log: bool, xlab
         if len(v):
             ax.hist(v, bins=bins, color=c, alpha=0.65, label=f"{lab} (n={len(v)})")
     if log:
-        ax.set_xscale("log")
+        ax.set_xscale("log")     # ticks at 1, 2, 5 x 10^k as plain numbers
+        ax.xaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        ax.xaxis.set_minor_formatter(NullFormatter())
     ax.set_xlabel(xlabel)
     ax.set_ylabel("count")
     ax.yaxis.set_major_locator(MaxNLocator(integer=True))
@@ -123,13 +154,19 @@ def devices_figure(summary: dict, path: str) -> str | None:
 
     def a(key: str) -> np.ndarray:
         return np.asarray(nodes[key], float)
+    topo = summary.get("topology") or {}
+    speed = a("flops")[cl] / 1e9
+    lat = [(a("latency_up_s")[cl] * 1e3, "client–edge", "#4C72B0"),
+           (a("latency_up_s")[ag] * 1e3, "aggregator–parent", "#C44E52")]
+    all_lat = np.concatenate([v for v, _, _ in lat])
+    lat_log = spans_decades(all_lat) and bool((all_lat[np.isfinite(all_lat)] > 0).all())
+    speed_log = spans_decades(speed)
     with plt.rc_context(STYLE):
         fig, axes = plt.subplots(1, 3, figsize=(W1 * 1.75, H1 * 0.8))
-        _hist(axes[0], [(a("flops")[cl] / 1e9, "clients", "#55A868")], False,
-              "compute speed (GFLOP/s)")
-        _hist(axes[1], [(a("latency_up_s")[cl] * 1e3, "client–edge", "#4C72B0"),
-                        (a("latency_up_s")[ag] * 1e3, "aggregator–parent", "#C44E52")], False,
-              "link latency, one way (ms)")
+        _hist(axes[0], _by_class(speed, topo.get("device_class"),
+                                 ["#55A868", "#8172B3", "#937860", "#DA8BC3"], "clients"),
+              speed_log, "compute speed (GFLOP/s" + (", log)" if speed_log else ")"))
+        _hist(axes[1], lat, lat_log, "link latency, one way (ms" + (", log)" if lat_log else ")"))
         _hist(axes[2], [(a("up_Bps")[cl] / 1e6, "client uplink", "#DD8452"),
                         (a("down_Bps")[cl] / 1e6, "client downlink", "#4C72B0"),
                         (a("up_Bps")[ag] / 1e6, "aggregator uplink", "#C44E52")], True,
