@@ -71,10 +71,11 @@ def _install(path: str, source: str, file: str, key: str) -> None:
 
 
 def _user_line(exc: BaseException, path: str) -> str:
+    """" (at FILE:LINE)": where in the plugin file the error was raised."""
     if isinstance(exc, SyntaxError) and exc.filename == path and exc.lineno:
-        return f" (line {exc.lineno})"
+        return f" (at {path}:{exc.lineno})"
     frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == path]
-    return f" (line {frames[-1].lineno})" if frames else ""
+    return f" (at {path}:{frames[-1].lineno})" if frames else f" (in {path})"
 
 
 def load_all(paths: list[str] | tuple[str, ...], base_dir: str = "", file: str = "",
