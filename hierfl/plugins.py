@@ -14,10 +14,11 @@ without needing the files on the worker's disk."""
 from __future__ import annotations
 
 import hashlib
+import importlib.abc
+import importlib.util
 import os
 import sys
 import traceback
-import types
 
 from .config.errors import ScenarioError
 
@@ -56,18 +57,32 @@ def _install(path: str, source: str, file: str, key: str) -> None:
     """Execute `source` as the module of plugin file `path` (registered in sys.modules first, so
     that dataclasses and pickling find it); on error nothing stays registered."""
     name = module_name(path)
-    module = types.ModuleType(name)
-    module.__file__ = path
+    spec = importlib.util.spec_from_file_location(name, path, loader=_SourceText(path, source))
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     try:
-        code = compile(source, path, "exec", dont_inherit=True)   # not our __future__ flags
-        exec(code, module.__dict__)       # noqa: S102 - a plugin is code the user asked to run
+        spec.loader.exec_module(module)
     except Exception as exc:  # noqa: BLE001 - user code: any error becomes a clear message
         del sys.modules[name]
         text = exc.msg if isinstance(exc, SyntaxError) else str(exc)
         raise ScenarioError.one(file, key, path, f"the plugin raised {type(exc).__name__}: "
                                 f"{text}{_user_line(exc, path)}") from None
     _LOADED[path] = source
+
+
+class _SourceText(importlib.abc.SourceLoader):
+    """Imports a plugin from its source text, as if from `path` (tracebacks name the file;
+    nothing is cached: the import machinery's own compile, no __future__ flags of ours)."""
+
+    def __init__(self, path: str, source: str):
+        self.path, self.source = path, source
+
+    def get_filename(self, fullname: str) -> str:
+        return self.path
+
+    def get_data(self, path: str) -> bytes:
+        return self.source.encode("utf-8")
 
 
 def _user_line(exc: BaseException, path: str) -> str:

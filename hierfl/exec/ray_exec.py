@@ -9,8 +9,9 @@ minibatch row indices and weights, its step budgets, and the full-data batch of 
 (needed for the gradient-norm checks).
 
 Plugins: when plugin files are loaded (a model, an algorithm's terms defined in user code), a
-chunk's arguments travel pickled inside one blob next to `plugins.bundle()`, and the worker
-imports the plugins before it unpickles them (a class pickles by reference to its module).
+chunk's arguments are put in the object store and passed by a reference nested in a list (Ray
+does not resolve those) next to `plugins.bundle()`; the worker imports the plugins, then gets
+the arguments (a plugin's class is serialised by reference to its module).
 
 The simulator is unchanged: the result equals `BatchedExecutor`'s (each client's iterates do not
 depend on which other clients share its chunk; only float summation order may differ)."""
@@ -109,15 +110,14 @@ def solve_chunk(program: LocalProgram, rows: torch.Tensor, weights: torch.Tensor
         return solve(program, plan, full, budgets, lr, gamma, check_every, measure)
 
 
-def solve_chunk_plugins(plugins: tuple, blob: bytes, x: np.ndarray, y: np.ndarray
+def solve_chunk_plugins(plugins: tuple, args: list, x: np.ndarray, y: np.ndarray
                         ) -> SolveResult:
-    """`solve_chunk` whose arguments reference plugin code: import the plugins, then unpickle."""
-    import pickle
-
+    """`solve_chunk` whose arguments reference plugin code: import the plugins, then fetch the
+    arguments (`args`: [a reference to them], left unresolved by Ray)."""
     from ..plugins import ensure
 
     ensure(plugins)
-    program, rows, weights, *rest = pickle.loads(blob)
+    program, rows, weights, *rest = ray.get(args[0])
     return solve_chunk(program, rows, weights, x, y, *rest)
 
 
@@ -163,9 +163,8 @@ class RayExecutor:
             part = plan.select(idx)
             rest = (full.rows(idx), budgets[idx], lr, gamma, check_every, measure)
             if plugins:
-                from ray import cloudpickle
-                blob = cloudpickle.dumps((program.select(idx), part.rows, part.weights, *rest))
-                futures.append(task.remote(plugins, blob, x_ref, y_ref))
+                ref = ray.put((program.select(idx), part.rows, part.weights, *rest))
+                futures.append(task.remote(plugins, [ref], x_ref, y_ref))
             else:
                 futures.append(task.remote(program.select(idx), part.rows, part.weights,
                                            x_ref, y_ref, *rest))
