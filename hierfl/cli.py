@@ -203,11 +203,11 @@ def cmd_data_fetch(args: argparse.Namespace) -> int:
     return 0
 
 
-def _data_parser(sub: argparse._SubParsersAction) -> None:
+def _data_parser(sub: "_Sub") -> None:
     from .data.fetch import NAMES
 
     d = sub.add_parser("data", help="benchmark data sets: fetch their standard files")
-    dsub = d.add_subparsers(dest="data_cmd", required=True)
+    dsub = sub.add_subparsers(d, dest="data_cmd", required=True)
     f = dsub.add_parser("fetch", help="download a set's standard files, check their "
                         "checksums and print the scenario snippet (leaf: print how to "
                         "generate it)")
@@ -218,10 +218,31 @@ def _data_parser(sub: argparse._SubParsersAction) -> None:
     f.set_defaults(fn=cmd_data_fetch)
 
 
+class _Sub:
+    """`add_parser` that gives every command the common options (--plugin)."""
+
+    def __init__(self, sub: argparse._SubParsersAction, common: argparse.ArgumentParser):
+        self.sub, self.common = sub, common
+
+    def add_parser(self, *a, **kw) -> argparse.ArgumentParser:
+        return self.sub.add_parser(*a, parents=[self.common], **kw)
+
+    def add_subparsers(self, parser: argparse.ArgumentParser, **kw) -> "_Sub":
+        return _Sub(parser.add_subparsers(**kw), self.common)
+
+
+def _common() -> argparse.ArgumentParser:
+    c = argparse.ArgumentParser(add_help=False)
+    c.add_argument("--plugin", action="append", default=[], metavar="FILE",
+                   help="a Python file that registers models, algorithms or data sets, "
+                   "imported before the command runs (repeatable)")
+    return c
+
+
 def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="hierfl", description="Hierarchical federated learning "
                                  "simulator (simpy timing + torch training)")
-    sub = ap.add_subparsers(dest="cmd", required=True)
+    sub = _Sub(ap.add_subparsers(dest="cmd", required=True), _common())
     r = sub.add_parser("run", help="simulate every algorithm of a scenario and write a report")
     r.add_argument("scenario")
     r.add_argument("--out", help="output folder (default: the scenario's output:)")
@@ -286,6 +307,9 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
+        if args.plugin:
+            from .plugins import load_all
+            load_all(args.plugin, key="--plugin")
         return args.fn(args)
     except ScenarioError as exc:
         _print_problems(exc)

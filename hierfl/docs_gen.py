@@ -155,25 +155,80 @@ def generate() -> str:
                         "for this entry (the keys of `train.local`)")]), "",
              "Keys of `local:` (the same as `train.local`):", "",
              md_table(rows(LocalSpec)), ""]
-    for name in sorted(REGISTRY):
-        cls = REGISTRY[name]
-        mod = sys.modules.get(cls.__module__)
-        traits = []
-        if getattr(cls, "hierarchical", False):
-            traits.append("hierarchical (edge rounds inside each cloud round)")
-        else:
-            traits.append("flat (edges relay every message)")
-        if getattr(cls, "personalised", False):
-            traits.append("personalised models")
-        if not getattr(cls, "supports_gamma", True):
-            traits.append("no gamma-inexact stops")
-        parts += [f"### {name}", "", _first_paragraph(mod.__doc__ if mod else ""), "",
-                  f"Kind: {'; '.join(traits)}. Page: [algorithms/{name}.md](algorithms/{name}.md).",
-                  ""]
-        params = cls.Params
-        prows = rows(params) if dataclasses.is_dataclass(params) else []
-        parts += [md_table(prows) if prows else "No hyperparameters.", ""]
+    for name in sorted(n for n, c in REGISTRY.items() if _builtin(c)):
+        parts += _algorithm_section(name, REGISTRY[name], page=True)
+    parts += _plugin_sections()
     return "\n".join(parts).rstrip("\n") + "\n"
+
+
+def _builtin(obj: Any) -> bool:
+    return getattr(obj, "__module__", "").startswith("hierfl.")
+
+
+def _algorithm_section(name: str, cls: type, page: bool) -> list[str]:
+    """One algorithm: its docstring's first paragraph, its kind, its hyperparameters; built-ins
+    link their page, a plugin's names its file."""
+    mod = sys.modules.get(cls.__module__)
+    traits = ["hierarchical (edge rounds inside each cloud round)"
+              if getattr(cls, "hierarchical", False) else "flat (edges relay every message)"]
+    if getattr(cls, "personalised", False):
+        traits.append("personalised models")
+    if not getattr(cls, "supports_gamma", True):
+        traits.append("no gamma-inexact stops")
+    where = (f" Page: [algorithms/{name}.md](algorithms/{name}.md)." if page
+             else f" Defined in `{getattr(mod, '__file__', cls.__module__)}`.")
+    doc = cls.__doc__ if not page and cls.__doc__ else (mod.__doc__ if mod else "")
+    params = cls.Params
+    prows = rows(params) if dataclasses.is_dataclass(params) else []
+    return [f"### {name}", "", _first_paragraph(doc), "",
+            f"Kind: {'; '.join(traits)}.{where}", "",
+            md_table(prows) if prows else "No hyperparameters.", ""]
+
+
+def _signature_rows(fn: Any, skip: int) -> list[Row]:
+    """(option, type, default, "") of a factory's or loader's keyword options."""
+    import inspect
+
+    out: list[Row] = []
+    for prm in list(inspect.signature(fn).parameters.values())[skip:]:
+        if prm.kind is prm.VAR_KEYWORD:
+            out.append((f"**{prm.name}", "any", "", "any other key"))
+            continue
+        ann = prm.annotation
+        tp = ann if isinstance(ann, str) else type_text(ann)
+        tp = "any" if ann is prm.empty else tp
+        default = "**required**" if prm.default is prm.empty else value_text(prm.default)
+        out.append((prm.name, tp, default, ""))
+    return out
+
+
+def _plugin_sections() -> list[str]:
+    """Algorithms, models and data sets registered from outside the package (plugins), when
+    any are loaded: their keys, from their Params dataclass or their function's signature."""
+    from .algorithms.registry import REGISTRY
+    from .data.registry import DATASETS
+    from .models.registry import MODELS
+
+    algs = sorted(n for n, c in REGISTRY.items() if not _builtin(c))
+    models = sorted(n for n, e in MODELS.items() if not _builtin(e.factory))
+    sets = sorted(n for n, e in DATASETS.items() if not _builtin(e.loader))
+    if not (algs or models or sets):
+        return []
+    parts = ["## Plugins", "", "Registered by the plugin files loaded with this page "
+             "(`--plugin FILE`, a scenario's `plugins:`).", ""]
+    for name in algs:
+        parts += _algorithm_section(name, REGISTRY[name], page=False)
+    for title, names, table, skip in (("model", models, MODELS, 2), ("data set", sets, DATASETS, 2)):
+        for name in names:
+            fn = table[name].factory if title == "model" else table[name].loader
+            key = "model" if title == "model" else "data"
+            parts += [f"### {title} `{name}`", "", _first_paragraph(fn.__doc__), "",
+                      f"`{key}: {{name: {name}, ...}}`; its other keys are these options "
+                      f"(defined in `{fn.__code__.co_filename}`):", ""]
+            srows = _signature_rows(fn, skip)
+            parts += [md_table([(f"{key}.{a}", b, c, d) for a, b, c, d in srows])
+                      if srows else "No options.", ""]
+    return parts
 
 
 def default_path() -> str:

@@ -64,10 +64,15 @@ class PartitionSpec:
     shards_per_client: int = spec(2, "shards: label-sorted shards per client", check=positive)
 
 
+BUILTIN_DATA = ("synthetic", "synthetic_iid", "digits", "npz", "mnist", "fashion_mnist",
+                "cifar10", "cifar100", "leaf")
+
+
 @dataclass(frozen=True)
 class DataSpec:
-    name: Literal["synthetic", "synthetic_iid", "digits", "npz", "mnist", "fashion_mnist",
-                  "cifar10", "cifar100", "leaf"] = spec(doc="the federated data set")
+    name: str = spec(doc="the federated data set: synthetic, synthetic_iid, digits, npz, mnist, "
+                     "fashion_mnist, cifar10, cifar100, leaf, or one registered with "
+                     "hierfl.register_dataset (a plugin's)")
     alpha: float = spec(1.0, "synthetic: std of u_k (model heterogeneity)", check=non_negative)
     beta: float = spec(1.0, "synthetic: std of B_k (feature heterogeneity)", check=non_negative)
     dim: int = spec(60, "synthetic: feature dimension", check=all_of(positive, at_most(1e5)))
@@ -91,6 +96,9 @@ class DataSpec:
                                     "the training rows are split over clients")
     test_fraction: float = spec(0.2, "per-client test split of the sets without a test set "
                                 "(synthetic, digits, npz without x_test_k)", check=below_one)
+    options: dict[str, Raw] = spec(default_factory=dict, doc="a registered (plugin) data set: "
+                                   "its loader's own options, given here or as keys of data: "
+                                   "(every key but name goes to the loader)")
 
 
 @dataclass(frozen=True)
@@ -250,6 +258,7 @@ class Scenario:
     output: str
     monitor: MonitorSpec = MonitorSpec()
     topology_file: str = ""     # the file that holds the topology (this scenario's when inline)
+    plugins: tuple[str, ...] = ()   # absolute paths of the scenario's plugin files, loaded
 
 
 @dataclass(frozen=True)
@@ -267,3 +276,7 @@ class ScenarioFile:
     report: ReportSpec = spec(default_factory=ReportSpec, doc="report options")
     monitor: MonitorSpec = spec(default_factory=MonitorSpec, doc="oracle measurements")
     output: str = spec("", "output folder (relative to this file); --out overrides")
+    plugins: list[str] = spec(default_factory=list, doc="Python files (relative to this file) "
+                              "imported before the rest is read: they register models, "
+                              "algorithms and data sets (hierfl.register_model, "
+                              "register_algorithm, register_dataset)")

@@ -14,6 +14,10 @@ SEQUENCE_FREE_MODELS = ("logreg", "linear", "mlp")     # models that read rows a
 
 def _load(sc: Scenario, n_clients: int) -> FederatedData:
     spec = sc.data
+    from .registry import DATASETS
+    if spec.name in DATASETS:                   # registered by a plugin
+        from .registry import load_registered
+        return load_registered(spec, n_clients, sc.seed, sc.file)
     if spec.name in ("synthetic", "synthetic_iid"):
         from .synthetic import generate
         return generate(spec, n_clients, sc.seed)

@@ -8,6 +8,11 @@ chunk's part of the round travels: its LocalProgram (start parameters and per-cl
 minibatch row indices and weights, its step budgets, and the full-data batch of its own clients
 (needed for the gradient-norm checks).
 
+Plugins: when plugin files are loaded (a model, an algorithm's terms defined in user code), a
+chunk's arguments are put in the object store and passed by a reference nested in a list (Ray
+does not resolve those) next to `plugins.bundle()`; the worker imports the plugins, then gets
+the arguments (a plugin's class is serialised by reference to its module).
+
 The simulator is unchanged: the result equals `BatchedExecutor`'s (each client's iterates do not
 depend on which other clients share its chunk; only float summation order may differ)."""
 from __future__ import annotations
@@ -23,6 +28,7 @@ import torch
 from ..learn.batches import Batch, BatchPlan
 from ..learn.solver import LocalProgram, SolveResult, solve
 from ..config.errors import ScenarioError
+from ..plugins import bundle
 from .local import concat_results
 
 try:
@@ -104,13 +110,25 @@ def solve_chunk(program: LocalProgram, rows: torch.Tensor, weights: torch.Tensor
         return solve(program, plan, full, budgets, lr, gamma, check_every, measure)
 
 
+def solve_chunk_plugins(plugins: tuple, args: list, x: np.ndarray, y: np.ndarray
+                        ) -> SolveResult:
+    """`solve_chunk` whose arguments reference plugin code: import the plugins, then fetch the
+    arguments (`args`: [a reference to them], left unresolved by Ray)."""
+    from ..plugins import ensure
+
+    ensure(plugins)
+    program, rows, weights, *rest = ray.get(args[0])
+    return solve_chunk(program, rows, weights, x, y, *rest)
+
+
 _REMOTE: dict[str, object] = {}
 
 
-def _remote_solve():
-    if "solve" not in _REMOTE:
-        _REMOTE["solve"] = ray.remote(num_cpus=1)(solve_chunk)
-    return _REMOTE["solve"]
+def _remote_solve(name: str = "solve"):
+    if name not in _REMOTE:
+        fn = solve_chunk if name == "solve" else solve_chunk_plugins
+        _REMOTE[name] = ray.remote(num_cpus=1)(fn)
+    return _REMOTE[name]
 
 
 class RayExecutor:
@@ -138,12 +156,17 @@ class RayExecutor:
                 return solve(program, plan, full, budgets, lr, gamma, check_every, measure)
         connect(self.address)
         x_ref, y_ref = DATA.ref(plan.x), DATA.ref(plan.y)
-        task = _remote_solve()
+        plugins = bundle()
+        task = _remote_solve("plugins" if plugins else "solve")
         futures = []
         for idx in self.chunks(c):
             part = plan.select(idx)
-            futures.append(task.remote(program.select(idx), part.rows, part.weights, x_ref,
-                                       y_ref, full.rows(idx), budgets[idx], lr, gamma,
-                                       check_every, measure))
+            rest = (full.rows(idx), budgets[idx], lr, gamma, check_every, measure)
+            if plugins:
+                ref = ray.put((program.select(idx), part.rows, part.weights, *rest))
+                futures.append(task.remote(plugins, [ref], x_ref, y_ref))
+            else:
+                futures.append(task.remote(program.select(idx), part.rows, part.weights,
+                                           x_ref, y_ref, *rest))
         self.tasks += len(futures)
         return concat_results(ray.get(futures))

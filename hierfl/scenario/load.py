@@ -254,6 +254,9 @@ def _cross_checks(raw: dict, p: Problems, base_dir: str, topo: Any, data: DataSp
             if msg:
                 p.add("data.path", data.path, msg)
     from ..data.check import LABELLED, data_problems
+    from .extend import data_checks
+    if data is not None and not data_checks(p, data):
+        data = None                      # unknown name: its other checks would be noise
     if data is not None:
         for key, value, msg in data_problems(data, base_dir, n):
             p.add(key, value, msg)
@@ -305,6 +308,9 @@ def load(path: str, seed: int | None = None, rounds: int | None = None,
     for key, line, first in doc.duplicates:
         p.add(key, NO_VALUE, f"key given twice (first on line {first}); say it once", line)
     base_dir = os.path.dirname(os.path.abspath(path))
+    from .extend import gather_data_options, load_plugins, resolve_data_paths
+    plugins = load_plugins(raw, base_dir, p)    # before any algorithm, model or data name
+    raw = gather_data_options(raw)
     sf = build(ScenarioFile, raw, p)
     topo_spec, topo_file = (load_topology(raw["topology"], base_dir, file, p)
                             if "topology" in raw else (None, file))
@@ -333,9 +339,10 @@ def load(path: str, seed: int | None = None, rounds: int | None = None,
         data = dataclasses.replace(data, path=os.path.join(base_dir, data.path))
     if data.root:
         data = dataclasses.replace(data, root=os.path.join(base_dir, data.root))
+    data = resolve_data_paths(data, base_dir)
     sc = Scenario(name=sf.name, seed=sf.seed if seed is None else seed, file=file,
                   topology=topo_spec, data=data, model=sf.model, train=train,
                   algorithms=tuple(entries), stragglers=sf.stragglers, report=sf.report,
                   output=os.path.normpath(output), monitor=sf.monitor,
-                  topology_file=topo_file)
+                  topology_file=topo_file, plugins=plugins)
     return sc

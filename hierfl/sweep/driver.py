@@ -20,17 +20,21 @@ from typing import Any, Callable
 
 from ..config.errors import ScenarioError
 from ..outputs import atomic_text
+from ..plugins import bundle
 from .spec import DONE, POINT_FILE, STAGING, Point, Sweep
 from .summary import is_done, summarize
 
 
-def execute_point(text: str, folder: str, report: bool = True) -> dict:
+def execute_point(text: str, folder: str, report: bool = True, plugins: tuple = ()) -> dict:
     """Run one point into `folder` (created): its scenario, every algorithm, the report, then
-    the DONE marker (atomically, last). Importable by spawned processes and Ray workers."""
+    the DONE marker (atomically, last). Importable by spawned processes and Ray workers, which
+    first import the driver's plugins (`plugins.bundle()`: --plugin files and the like)."""
+    from ..plugins import ensure
     from ..report import write_report
     from ..run import run_scenario
     from ..scenario.load import load
 
+    ensure(plugins)
     t0 = time.time()
     os.makedirs(folder, exist_ok=True)
     f = os.path.join(folder, POINT_FILE)
@@ -54,12 +58,12 @@ def zip_folder(folder: str) -> bytes:
     return buf.getvalue()
 
 
-def ray_point(text: str, report: bool = True) -> tuple[bytes, dict]:
+def ray_point(text: str, report: bool = True, plugins: tuple = ()) -> tuple[bytes, dict]:
     """A point in a Ray worker: run it in a private temporary folder and send the folder back
     (as a zip), so the cluster needs no shared file system (only the data files, if any)."""
     with tempfile.TemporaryDirectory(prefix="hierfl-point-") as tmp:
         folder = os.path.join(tmp, "point")
-        info = execute_point(text, folder, report)
+        info = execute_point(text, folder, report, plugins)
         return zip_folder(folder), info
 
 
@@ -135,7 +139,7 @@ def _run_local(sw: Sweep, todo: list[Point], workers: int, staging: str,
             futs = {}
             for pt in queue:
                 folder = os.path.join(staging, f"{pt.name}.{uuid.uuid4().hex[:8]}")
-                fut = pool.submit(execute_point, pt.text, folder, sw.point_reports)
+                fut = pool.submit(execute_point, pt.text, folder, sw.point_reports, bundle())
                 futs[fut] = (pt, folder)
             for fut in cf.as_completed(futs):
                 pt, folder = futs[fut]
@@ -173,7 +177,8 @@ def _run_ray(sw: Sweep, todo: list[Point], workers: int | None, address: str, st
     while queue or pending:
         while queue and len(pending) < limit:
             pt = queue.pop(0)
-            pending[task.options(num_cpus=pt.threads).remote(pt.text, sw.point_reports)] = pt
+            pending[task.options(num_cpus=pt.threads).remote(pt.text, sw.point_reports,
+                                                             bundle())] = pt
         ready, _ = ray.wait(list(pending), num_returns=1)
         for ref in ready:
             pt = pending.pop(ref)

@@ -66,6 +66,9 @@ def _self_contained(raw: dict, base_file: str) -> dict:
     for key in ("path", "root"):            # data files: npz, leaf (path), image sets (root)
         if isinstance(data, dict) and isinstance(data.get(key), str):
             data[key] = os.path.normpath(os.path.join(base_dir, data[key]))
+    if isinstance(raw.get("plugins"), list):  # plugin files, like data files: absolute
+        raw["plugins"] = [os.path.normpath(os.path.join(base_dir, f)) if isinstance(f, str)
+                          else f for f in raw["plugins"]]
     raw.pop("output", None)
     return raw
 

@@ -1,0 +1,371 @@
+"""Plugins: a Python file that registers an algorithm, a model and a data set, named by a
+scenario's `plugins:` or by `--plugin`, run through the CLI (validate, run, docs, sweep, a Ray
+executor). Each kind is checked against a built-in it must equal: a FedAvg written again gives
+FedAvg's final parameters bit for bit, a zero-initialised nn.Linear trains as the zero-initialised
+logreg, a data set returned by a loader gives the same run as the same arrays in an npz file."""
+from __future__ import annotations
+
+import math
+import os
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+import yaml
+
+from conftest import make_scenario, outputs_of, read_csv, scenario_doc
+from hierfl import cli, plugins
+from hierfl.algorithms.base import Algorithm
+from hierfl.algorithms.registry import REGISTRY, register_algorithm
+from hierfl.data.registry import DATASETS
+from hierfl.models.registry import MODELS
+
+PLUGIN = '''\
+"""A test plugin: one algorithm, one model, one data set."""
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import nn
+
+import hierfl
+from hierfl.algorithms.base import Capabilities, stack_start
+from hierfl.learn.solver import TermsProgram
+
+with open(__file__ + ".count", "a") as fh:      # how many times this file was imported
+    fh.write("imported\\n")
+
+
+@dataclass(frozen=True)
+class CopyParams:
+    pass
+
+
+class CopyAvg(hierfl.Algorithm):
+    """FedAvg, written again outside the package."""
+    name = "copy_avg"
+    Params = CopyParams
+    caps = Capabilities(linear_aggregate=True, drops_stragglers=True)
+
+    def local(self, state, clients, start, ctx):
+        return TermsProgram(self.setup.model, stack_start(start, len(clients)))
+
+
+hierfl.register_algorithm(CopyAvg)
+
+
+class FlatLinear(nn.Module):
+    """Logistic regression as a module of this file (its class pickles by reference here)."""
+
+    def __init__(self, d, k, width):
+        super().__init__()
+        self.hidden = nn.Linear(d, width) if width else None
+        self.out = nn.Linear(width or d, k)
+
+    def forward(self, x):
+        x = torch.flatten(x, 1)
+        return self.out(torch.relu(self.hidden(x)) if self.hidden is not None else x)
+
+
+@hierfl.register_model("flat_linear")
+def flat_linear(input_shape, num_classes, width: int = 0):
+    """A linear layer on the flattened input (width > 0: one hidden ReLU layer first)."""
+    return FlatLinear(int(np.prod(input_shape)), num_classes, width)
+
+
+@hierfl.register_dataset("blobs", classes=3)
+def blobs(n_clients: int, seed: int, rows: int = 20, spread: float = 1.0):
+    """Three Gaussian blobs in 4 dimensions, every client its own draw."""
+    g = np.random.default_rng(seed)
+    centres = g.normal(size=(3, 4)) * 3
+    out = []
+    for k in range(n_clients):
+        y = np.arange(rows) % 3
+        x = centres[y] + spread * g.normal(size=(rows, 4))
+        yt = np.arange(rows // 4) % 3
+        xt = centres[yt] + spread * g.normal(size=(len(yt), 4))
+        out.append(hierfl.ClientArrays(x, y, xt, yt))
+    return out
+
+
+@hierfl.register_dataset("bad_labels", classes=3)
+def bad_labels(n_clients: int, seed: int, top: int = 3, clients: int = 0):
+    return [(np.zeros((2, 3)), np.array([0, top]), np.zeros((0, 3)), np.zeros(0, np.int64))
+            for _ in range(clients or n_clients)]
+'''
+
+TOPO = {"edges": {"count": 2, "link": {"latency_s": 0.05, "bandwidth_Bps": 1.0e8}},
+        "clients": {"count": 6, "compute_flops": 1.0e9,
+                    "link": {"latency_s": 0.02, "bandwidth_Bps": 2.0e6}}}
+TRAIN = {"rounds": 3, "clients_per_round": 4, "local": {"steps": 4, "batch_size": 5, "lr": 0.1}}
+
+
+@pytest.fixture(autouse=True)
+def clean_registries():
+    """Every test starts and ends with the built-in registries only (later test modules read
+    REGISTRY and generate docs)."""
+    saved = dict(REGISTRY), dict(MODELS), dict(DATASETS), dict(plugins._LOADED)
+    yield
+    for reg, old in zip((REGISTRY, MODELS, DATASETS, plugins._LOADED), saved):
+        reg.clear()
+        reg.update(old)
+    for name in [m for m in sys.modules if m.startswith("hierfl_plugin_")]:
+        del sys.modules[name]
+
+
+def _plugin(tmp_path, name: str = "myplug.py", text: str = PLUGIN) -> str:
+    path = tmp_path / name
+    path.write_text(text)
+    return str(path)
+
+
+def _scenario(tmp_path, name: str = "s", **overrides) -> str:
+    doc = scenario_doc(name=name, seed=2, topology=TOPO, train=TRAIN,
+                       data={"name": "synthetic", "dim": 5, "classes": 3, "samples": 30})
+    return make_scenario(tmp_path, scenario_doc(doc, **overrides), name=name)
+
+
+def _run(argv: list[str], capsys) -> tuple[int, str, str]:
+    rc = cli.main(argv)
+    out = capsys.readouterr()
+    return rc, out.out, out.err
+
+
+# --------------------------------------------------------------------- each kind, by the CLI
+def test_algorithm_plugin_equals_fedavg_bit_for_bit(tmp_path, capsys):
+    _plugin(tmp_path)
+    f = _scenario(tmp_path, plugins=["myplug.py"],
+                  algorithms=[{"name": "fedavg"}, {"name": "copy_avg"}])
+    rc, out, err = _run(["validate", f], capsys)
+    assert rc == 0, err
+    assert "algorithm copy_avg: copy_avg CopyParams()" in out
+    rc, _, err = _run(["run", f, "--out", str(tmp_path / "out"), "--quiet"], capsys)
+    assert rc == 0, err
+    o = outputs_of(str(tmp_path / "out"), ["fedavg", "copy_avg"])
+    assert o.params["fedavg"].keys() == o.params["copy_avg"].keys()
+    for key, value in o.params["fedavg"].items():
+        assert np.array_equal(value, o.params["copy_avg"][key])
+    drop = ("algorithm", "label")
+    strip = [[{k: v for k, v in r.items() if k not in drop} for r in o.metrics[a]]
+             for a in ("fedavg", "copy_avg")]
+    assert strip[0] == strip[1] and len(strip[0]) == 4          # rounds 0..3
+    loss = [float(r["train_loss"]) for r in o.metrics["copy_avg"]]
+    assert loss[-1] < loss[0]                                    # it trained
+
+
+def test_model_plugin_by_option_trains_as_logreg(tmp_path, capsys):
+    """nn.Linear from zeros takes the same SGD steps as logreg from zeros (its closed-form
+    gradient): the same losses and accuracies to float rounding."""
+    p = _plugin(tmp_path)
+    ours = _scenario(tmp_path, "mine", model={"name": "flat_linear", "init": "zeros"})
+    ref = _scenario(tmp_path, "ref", model={"name": "logreg", "init": "zeros"})
+    rc, out, err = _run(["validate", ours, "--plugin", p], capsys)
+    assert rc == 0, err
+    assert "model: flat_linear, 18 parameters" in out          # 5 x 3 weights + 3 biases
+    for f, o in ((ours, "o_mine"), (ref, "o_ref")):
+        rc, _, err = _run(["run", f, "--out", str(tmp_path / o), "--quiet", "--plugin", p],
+                          capsys)
+        assert rc == 0, err
+    a = read_csv(str(tmp_path / "o_mine" / "fedavg" / "metrics.csv"))
+    b = read_csv(str(tmp_path / "o_ref" / "fedavg" / "metrics.csv"))
+    assert len(a) == len(b) == 4                                  # rounds 0..3
+    cols = ("train_loss", "test_acc", "bytes_up", "bytes_down")  # (FLOPs: counted apart)
+    assert all(c in b[0] for c in cols)
+    for ra, rb in zip(a, b):
+        for col in cols:
+            assert math.isclose(float(ra[col]), float(rb[col]), rel_tol=1e-5,
+                                abs_tol=1e-7), (col, ra[col], rb[col])
+    assert math.isclose(float(a[0]["train_loss"]), math.log(3), rel_tol=1e-6)  # zeros: log K
+    assert float(a[-1]["train_loss"]) < float(a[0]["train_loss"])
+
+
+def test_dataset_plugin_equals_the_same_arrays_in_npz(tmp_path, capsys):
+    p = _plugin(tmp_path)
+    plugin_ns: dict = {}
+    exec(compile(PLUGIN.split("@hierfl.register_dataset")[0].split("with open")[0]
+                 + "\n" + "def blobs" + PLUGIN.split("def blobs")[1].split("@hierfl")[0],
+                 "<blobs>", "exec"), plugin_ns)
+    parts = plugin_ns["blobs"](6, 2, rows=12, spread=0.5)       # the loader, by hand
+    train = [(c.x_train, c.y_train) for c in parts]
+    tests = [(c.x_test, c.y_test) for c in parts]
+    ours = _scenario(tmp_path, "mine", data={"name": "blobs", "rows": 12, "spread": 0.5},
+                     plugins=[p])
+    ref = make_scenario(tmp_path, scenario_doc(scenario_doc(name="ref", seed=2, topology=TOPO,
+                                                            train=TRAIN)),
+                        name="ref", clients=train, tests=tests, labels=True)
+    rc, out, err = _run(["validate", ours], capsys)
+    assert rc == 0, err
+    assert "data: blobs, 72 training rows (12..12 per client), 18 test rows, dim 4" in out
+    for f, o in ((ours, "o_mine"), (ref, "o_ref")):
+        rc, _, err = _run(["run", f, "--out", str(tmp_path / o), "--quiet"], capsys)
+        assert rc == 0, err
+    a = outputs_of(str(tmp_path / "o_mine"), ["fedavg"])
+    b = outputs_of(str(tmp_path / "o_ref"), ["fedavg"])
+    for key in b.params["fedavg"]:
+        assert np.array_equal(a.params["fedavg"][key], b.params["fedavg"][key])
+    assert [r["test_acc"] for r in a.metrics["fedavg"]] == \
+        [r["test_acc"] for r in b.metrics["fedavg"]]
+
+
+def test_docs_lists_the_plugins_parameters(tmp_path, capsys):
+    p = _plugin(tmp_path)
+    page = tmp_path / "ref.md"
+    rc, _, err = _run(["docs", "--plugin", p, "--path", str(page)], capsys)
+    assert rc == 0, err
+    text = page.read_text()
+    plug = text[text.index("## Plugins"):]
+    assert "### copy_avg" in plug and "FedAvg, written again outside the package." in plug
+    assert "| `model.width` | integer | `0` |" in plug
+    assert "| `data.rows` | integer | `20` |" in plug
+    assert "| `data.spread` | number | `1.0` |" in plug
+    assert "## Plugins" not in open(os.path.join("docs", "scenario.md")).read()
+
+
+# --------------------------------------------------------------------- loading and errors
+def test_loading_twice_registers_once(tmp_path, capsys):
+    p = _plugin(tmp_path)
+    f = _scenario(tmp_path, plugins=["myplug.py"], algorithms=[{"name": "copy_avg"}])
+    rc, _, err = _run(["validate", f, "--plugin", p, "--plugin", p], capsys)
+    assert rc == 0, err
+    with open(p + ".count") as fh:
+        assert fh.read() == "imported\n"
+    assert plugins.loaded() == [p]
+    assert REGISTRY["copy_avg"].__module__ == plugins.module_name(p)
+
+
+def test_error_in_the_plugin_names_its_file_and_line(tmp_path, capsys):
+    p = _plugin(tmp_path, "broken.py", "import hierfl\n\nX = 1\nraise RuntimeError('boom')\n")
+    f = _scenario(tmp_path, plugins=["broken.py"])
+    rc, _, err = _run(["validate", f], capsys)
+    assert rc == 2 and "Traceback" not in err
+    assert f"{f}:12: plugins[0] = " in err                 # the scenario's line of plugins:
+    assert f"the plugin raised RuntimeError: boom (at {p}:4)" in err
+    rc, _, err = _run(["run", _scenario(tmp_path, "t"), "--plugin", p], capsys)
+    assert rc == 2 and "--plugin = " in err and f"(at {p}:4)" in err
+    s = _plugin(tmp_path, "syntax.py", "x = 1\ndef f(:\n")
+    rc, _, err = _run(["report", str(tmp_path), "--plugin", s], capsys)
+    assert rc == 2 and f"SyntaxError: invalid syntax (at {s}:2)" in err
+    assert plugins.loaded() == []                       # nothing half-registered
+
+
+def test_missing_plugin_file_exits_2(tmp_path, capsys):
+    f = _scenario(tmp_path, plugins=["nowhere.py"])
+    rc, _, err = _run(["validate", f], capsys)
+    assert rc == 2 and "plugins[0]" in err and "no such plugin file" in err
+    rc, _, err = _run(["sweep", str(tmp_path / "sw.yaml"), "--plugin", "nowhere.py"], capsys)
+    assert rc == 2 and "--plugin" in err and "no such plugin file" in err
+
+
+def test_unknown_names_and_options_of_plugins(tmp_path, capsys):
+    f = _scenario(tmp_path, algorithms=[{"name": "copy_avg"}])
+    rc, _, err = _run(["validate", f], capsys)                  # not loaded yet: unknown
+    assert rc == 2 and "algorithms[0].name = 'copy_avg': unknown algorithm" in err
+    p = _plugin(tmp_path)
+    f = _scenario(tmp_path, plugins=[p], data={"name": "blob", "rows": 4})
+    rc, _, err = _run(["validate", f], capsys)
+    assert rc == 2 and "error: 1 problem" in err
+    assert "data.name = 'blob': unknown data set (did you mean 'blobs'?)" in err
+    f = _scenario(tmp_path, plugins=[p], data={"name": "blobs", "rowz": 4})
+    rc, _, err = _run(["validate", f], capsys)
+    assert rc == 2 and "data.rowz = 4: unknown key for data set 'blobs' (did you mean " \
+        "'rows'?); allowed: name, rows, spread" in err
+    f = _scenario(tmp_path, data={"name": "digits", "options": {"a": 1}})
+    rc, _, err = _run(["validate", f], capsys)
+    assert rc == 2 and "options: are for data sets registered" in err
+
+
+def test_a_loader_breaking_its_contract_is_named(tmp_path, capsys):
+    p = _plugin(tmp_path)
+    f = _scenario(tmp_path, plugins=[p], data={"name": "bad_labels"})
+    rc, _, err = _run(["validate", f], capsys)                  # classes=3, a label 3
+    assert rc == 2 and "Traceback" not in err
+    assert f"data.name = 'bad_labels': data set 'bad_labels' ({p}:" in err
+    assert "client 0: y_train labels must be in 0..2 (found 0..3)" in err
+    f = _scenario(tmp_path, plugins=[p], data={"name": "bad_labels", "top": 2, "clients": 2})
+    rc, _, err = _run(["validate", f], capsys)
+    assert rc == 2 and "the loader returned 2 clients, the topology has 6" in err
+    f = _scenario(tmp_path, plugins=[p], data={"name": "bad_labels", "top": 2})
+    rc, out, err = _run(["validate", f], capsys)                # within its contract
+    assert rc == 0, err
+    assert "data: bad_labels, 12 training rows (2..2 per client), 0 test rows, dim 3" in out
+
+
+def test_register_algorithm_checks(tmp_path):
+    from dataclasses import dataclass
+
+    @dataclass(frozen=True)
+    class P:
+        pass
+
+    class NoName(Algorithm):
+        Params = P
+
+    class Clash(Algorithm):
+        name = "fedavg"
+        Params = P
+
+    class Fine(Algorithm):
+        name = "fine_one"
+        Params = P
+
+    with pytest.raises(TypeError, match="subclass"):
+        register_algorithm(int)                            # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="name"):
+        register_algorithm(NoName)
+    with pytest.raises(ValueError, match="'fedavg' is taken"):
+        register_algorithm(Clash)
+    assert register_algorithm(Fine) is Fine and register_algorithm(Fine) is Fine
+    assert REGISTRY["fine_one"] is Fine
+
+
+# --------------------------------------------------------------------- other processes
+def test_local_sweep_workers_load_the_command_line_plugin(tmp_path, capsys):
+    """The plugin is named only by --plugin: the spawned worker processes import it from the
+    driver's bundle before they read their point."""
+    p = _plugin(tmp_path)
+    _scenario(tmp_path, "base", algorithms=[{"name": "fedavg"}, {"name": "copy_avg"}],
+              **{"train.rounds": 2})
+    sw = tmp_path / "sw.yaml"
+    sw.write_text("base: base.yaml\ngrid:\n  seed: [0, 1]\noutput: out\npoint_reports: false\n")
+    rc, _, err = _run(["sweep", str(sw), "--plugin", p, "--workers", "2", "--quiet"], capsys)
+    assert rc == 0, err
+    points = sorted(d for d in os.listdir(tmp_path / "out") if d.startswith("seed"))
+    assert len(points) == 2
+    for pt in points:
+        o = outputs_of(str(tmp_path / "out" / pt), ["fedavg", "copy_avg"])
+        for key in o.params["fedavg"]:
+            assert np.array_equal(o.params["fedavg"][key], o.params["copy_avg"][key])
+    text = yaml.safe_load((tmp_path / "out" / points[0] / "point.yaml").read_text())
+    assert "plugins" not in text                       # it came with the task, not the file
+
+
+@pytest.mark.ray
+def test_ray_executor_workers_load_the_plugin(tmp_path, capsys):
+    """A plugin model (its nn.Module class in the plugin file) on a real one-node Ray cluster:
+    the workers import the plugin before unpickling the chunk; the result equals the batched
+    executor's."""
+    ray = pytest.importorskip("ray")
+    if ray.is_initialized():
+        ray.shutdown()
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False,
+             object_store_memory=200 * 1024 * 1024)
+    try:
+        p = _plugin(tmp_path)
+        model = {"name": "flat_linear", "width": 6}
+        algs = [{"name": "copy_avg"}]
+        f_ray = _scenario(tmp_path, "r", model=model, algorithms=algs, **{
+            "train.executor": {"kind": "ray", "address": "local", "clients_per_task": 2}})
+        f_b = _scenario(tmp_path, "b", model=model, algorithms=algs)
+        for f, o in ((f_ray, "o_ray"), (f_b, "o_b")):
+            rc, _, err = _run(["run", f, "--out", str(tmp_path / o), "--quiet", "--plugin", p],
+                              capsys)
+            assert rc == 0, err
+    finally:
+        ray.shutdown()
+    a = outputs_of(str(tmp_path / "o_ray"), ["copy_avg"])
+    b = outputs_of(str(tmp_path / "o_b"), ["copy_avg"])
+    for key in b.params["copy_avg"]:
+        np.testing.assert_allclose(a.params["copy_avg"][key], b.params["copy_avg"][key],
+                                   atol=1e-5, rtol=0)
+    assert float(np.abs(b.params["copy_avg"]["global"]).sum()) > 0
