@@ -14,6 +14,7 @@ import torch
 from ..learn.batches import Batch, BatchPlan
 from ..learn.solver import LocalProgram, SolveResult, solve
 from ..models.functional import Model
+from .device import OnDevice
 
 
 class Executor(Protocol):
@@ -23,11 +24,26 @@ class Executor(Protocol):
 
 
 class BatchedExecutor:
+    """Every client of the call at once, on `device` (exec/device.py: the data, the model and
+    the round's program live there; the result comes back to the CPU; cpu moves nothing)."""
+
+    def __init__(self, device: torch.device | str = "cpu"):
+        self.on = OnDevice(device)
+
+    @property
+    def device(self) -> torch.device:
+        return self.on.device
+
     def run(self, program: LocalProgram, plan: BatchPlan, full: Batch, budgets: torch.Tensor,
             lr: float, gamma: float | None, check_every: int,
             measure: bool = True) -> SolveResult:
+        on = self.on
         with torch.no_grad():
-            return solve(program, plan, full, budgets, lr, gamma, check_every, measure)
+            if not on.moves:
+                return solve(program, plan, full, budgets, lr, gamma, check_every, measure)
+            res = solve(on.program(program), on.plan(plan), on.batch(full), budgets, lr, gamma,
+                        check_every, measure)
+            return on.back(res)
 
 
 def with_model(program: LocalProgram, model: Model) -> LocalProgram:
