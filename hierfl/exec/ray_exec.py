@@ -9,7 +9,8 @@ minibatch row indices and weights, its step budgets, and the full-data batch of 
 (needed for the gradient-norm checks).
 
 The simulator is unchanged: the result equals `BatchedExecutor`'s (each client's iterates do not
-depend on which other clients share its chunk; only float summation order may differ)."""
+depend on which other clients share its chunk; only float summation order may differ).
+Ray's workers run on the CPU: `train.executor.device` applies to the batched executor only."""
 from __future__ import annotations
 
 import os
