@@ -79,9 +79,20 @@ def added_column(key: str, recorded: dict[str, str]) -> bool:
     return any(k.startswith(prefix) for k in recorded)
 
 
+NEEDS_DATA = "# needs-data:"
+
+
+def needs_data(path: str) -> bool:
+    """A scenario on a data set that is not shipped (LEAF, CIFAR, ...) says so on its first
+    line, `# needs-data: ...`; it is never fingerprinted (its files are not here)."""
+    with open(path, encoding="utf-8") as fh:
+        return fh.readline().startswith(NEEDS_DATA)
+
+
 def shipped() -> list[str]:
-    return sorted(os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(ROOT, "scenarios",
-                                                                          "*.yaml")))
+    """The shipped scenarios that run offline (those marked `# needs-data:` are left out)."""
+    paths = glob.glob(os.path.join(ROOT, "scenarios", "*.yaml"))
+    return sorted(os.path.relpath(p, ROOT) for p in paths if not needs_data(p))
 
 
 def all_digests(scenarios: list[str] | None = None) -> dict[str, dict[str, str]]:

@@ -151,6 +151,9 @@ class ExecutorSpec:
     address: str = spec("local", "ray: cluster address (auto, local or host:port)")
     clients_per_task: int = spec(64, "ray: clients per task", check=positive)
     threads: int = spec(1, "torch intra-op threads", check=all_of(positive, at_most(256)))
+    device: Literal["auto", "cpu", "cuda"] = spec(
+        "auto", "batched: where client work runs (auto: CUDA when present; cuda without CUDA "
+        "is an error); sequential and ray run on the CPU")
 
 
 @dataclass(frozen=True)

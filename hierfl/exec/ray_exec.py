@@ -14,7 +14,8 @@ does not resolve those) next to `plugins.bundle()`; the worker imports the plugi
 the arguments (a plugin's class is serialised by reference to its module).
 
 The simulator is unchanged: the result equals `BatchedExecutor`'s (each client's iterates do not
-depend on which other clients share its chunk; only float summation order may differ)."""
+depend on which other clients share its chunk; only float summation order may differ).
+Ray's workers run on the CPU: `train.executor.device` applies to the batched executor only."""
 from __future__ import annotations
 
 import os

@@ -174,7 +174,7 @@ class Model:
         xa = torch.cat([x, x.new_ones(c, t_steps, b, 1)], -1) if layer.bias else x
         m4 = m.unsqueeze(-1)
         if self.task == "classification":
-            neg = torch.zeros(c, t_steps, b, layer.n_out, dtype=x.dtype).scatter_(
+            neg = x.new_zeros(c, t_steps, b, layer.n_out).scatter_(
                 -1, y.unsqueeze(-1), -m4)                          # -m onehot(y)
             scale = m4
         else:

@@ -13,6 +13,7 @@ from ..config.errors import ScenarioError
 from ..config.limits import guard_resources
 from ..config.schema import AlgorithmEntry, Scenario
 from ..data import FederatedData, load_data
+from ..exec.device import resolve as resolve_device
 from ..models.functional import Model
 from ..models.registry import scenario_model
 from ..topology.graph import Topology, build_graph
@@ -26,6 +27,7 @@ class World:
     data: FederatedData
     model: Model
     w0: torch.Tensor
+    device: str = "cpu"     # where the batched executor trains (train.executor.device, resolved)
 
 
 def build_world(sc: Scenario, graph=None) -> World:
@@ -39,12 +41,13 @@ def build_world(sc: Scenario, graph=None) -> World:
             raise ScenarioError.one(sc.file, f"algorithms[{i}].tier_rounds", list(rounds),
                                     f"one entry per aggregator tier, from the top: this "
                                     f"topology has {tiers}")
+    device = resolve_device(sc.train.executor.device, sc.file)   # cuda without CUDA: exit 2
     data = load_data(sc, topo.n_clients)
     model = scenario_model(sc.file, sc.model, data)
     guard_resources(sc, topo.n_clients, topo.graph.number_of_nodes() - topo.n_clients, data.dim,
                     data.out_dim, len(data.x), model.n_params)  # before the states are allocated
     w0 = model.init(seeding.torch_gen(sc.seed, "model-init"), zeros=sc.model.init == "zeros")
-    return World(topo, data, model, w0)
+    return World(topo, data, model, w0, device.type)
 
 
 def make_algorithm(sc: Scenario, entry: AlgorithmEntry, world: World) -> Algorithm:
