@@ -60,11 +60,13 @@ def cmd_validate(args: argparse.Namespace) -> int:
 def _check_out(sc, args: argparse.Namespace) -> None:
     """Refuse an output folder holding another scenario's results (run.json's hash differs, or
     results without run.json), unless --force, which clears its run outputs first."""
-    from .outputs.manifest import clear_out, conflict, read_manifest, scenario_hash
+    from .outputs.manifest import clear_out, conflict, scenario_hash
 
+    if args.resume:             # --resume has checked the run's fingerprint, which names what
+        return                  # changed and lets number-neutral settings (threads...) differ
     why = conflict(sc.output, scenario_hash(sc))
-    if why is None or (args.resume and read_manifest(sc.output) is None):
-        return                  # (a run from before manifests may still be resumed)
+    if why is None:
+        return
     if args.force:
         gone = clear_out(sc.output)
         if not args.quiet:
