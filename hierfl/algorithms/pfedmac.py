@@ -1,5 +1,5 @@
 """pFedMac: personalised FL by maximising correlation (R. Li et al. 2021, arXiv 2107.05330), with
-the sparse extension pFedMac-S from the seminar slides (shared/seeds/001_*.txt).
+the sparse extension pFedMac-S from the seminar slides on pFedMac.
 
 Objective: min_x sum_k p_k F_k(x),
     F_k(x) = min_theta { f_k(theta) - lam <theta, x> [+ gamma ||theta||_1] } + (lam/2) ||x||^2

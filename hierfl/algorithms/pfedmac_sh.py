@@ -1,5 +1,5 @@
 """pFedMac-SH: sparse, hierarchical pFedMac on client -> edge -> cloud with a two-level lambda
-(seminar slides on pFedMac, after R. Li et al. 2021, arXiv 2107.05330; shared/seeds/001_*.txt).
+(seminar slides on pFedMac, after R. Li et al. 2021, arXiv 2107.05330).
 
 Objective (slides, N edges, J clients under edge i):
     min_x sum_i F_i(x),
