@@ -101,8 +101,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     res = run_scenario(sc, progress=not args.quiet, resume=args.resume,
                        stop_after=args.stop_after, keep_trace=False)
     if any(r.paused_at is not None for r in res.values()):
+        same = "".join(f" {flag} {v}" for flag, v in (("--out", args.out), ("--seed", args.seed),
+                                                      ("--rounds", args.rounds)) if v is not None)
         print(f"paused after round {args.stop_after}; continue with: hierfl run "
-              f"{args.scenario} --resume" + (f" --out {args.out}" if args.out else ""))
+              f"{args.scenario} --resume{same}")
         return 0
     path = write_report(sc.output, sc.name, sc.report.target_accuracy)
     print(f"report: {path}\nhtml: {os.path.join(os.path.dirname(path), 'report.html')}")
