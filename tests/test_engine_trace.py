@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 import yaml
 
+from conftest import TraceBuilder, assert_trace
 from hierfl.run import build_world, run_algorithm
 from hierfl.scenario.load import load
 
@@ -68,20 +69,9 @@ def results(tmp_path_factory):
             for e in sc.algorithms}
 
 
-def S(t, node, peer):            # a send of one 8-byte model
-    return (t, node, "send", peer, 8)
-
-
-def R(t, node, peer):            # a receive of one 8-byte model
-    return (t, node, "recv", peer, 8)
-
-
-def CS(t, node):
-    return (t, node, "compute_start", "", 1)
-
-
-def CE(t, node):
-    return (t, node, "compute_end", "", 1)
+_T = TraceBuilder(8)             # the trace events of one 8-byte model
+S, R = _T.send, _T.recv
+CS, CE = _T.compute_start, _T.compute_end
 
 
 # FedAvg: the edges relay; every upload crosses client->edge and then edge->cloud.
@@ -156,26 +146,12 @@ HIERFAVG = [
 ]
 
 
-def _assert_trace(got, want):
-    """The whole trace, event by event. Events at the same simulated instant may be emitted in
-    any order (simpy's tie order is an implementation detail), so each instant is compared as a
-    multiset; the fingerprint test below pins the exact order of the shipped scenario."""
-    def canon(events):
-        return sorted((round(float(t), 9), n, k, p, float(v)) for t, n, k, p, v in events)
-    got_c, want_c = canon(got), canon(want)
-    assert [e[1:] for e in got_c] == [e[1:] for e in want_c]
-    for g, w in zip(got_c, want_c):
-        assert g[0] == pytest.approx(w[0], abs=1e-9), (g, w)
-    times = [float(e[0]) for e in got]
-    assert times == sorted(times), "events must be emitted in time order"
-
-
 def test_fedavg_round_trace(results):
-    _assert_trace(results["fedavg"].trace.events, FEDAVG)
+    assert_trace(results["fedavg"].trace.events, FEDAVG)
 
 
 def test_hierfavg_cloud_round_trace(results):
-    _assert_trace(results["hierfavg"].trace.events, HIERFAVG)
+    assert_trace(results["hierfavg"].trace.events, HIERFAVG)
 
 
 def test_ledger_and_clock_of_the_round(results):
