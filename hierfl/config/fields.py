@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import inspect
 import math
 import re
 import types
@@ -310,3 +311,12 @@ def build(cls: type, raw: dict, problems: Problems, prefix: str = "") -> Any:
 
 def is_fail(obj: Any) -> bool:
     return obj is _FAIL
+
+
+def keyword_options(fn: Callable[..., Any], skip: int = 0) -> list[str] | None:
+    """The keyword arguments `fn` accepts after its first `skip` parameters (the options a
+    registered plugin factory or loader takes from a scenario); None when it takes **kwargs."""
+    params = list(inspect.signature(fn).parameters.values())[skip:]
+    if any(p.kind is p.VAR_KEYWORD for p in params):
+        return None
+    return [p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]

@@ -30,6 +30,7 @@ import numpy as np
 import torch
 
 from ..config.errors import ScenarioError
+from ..config.fields import keyword_options
 from ..config.schema import BUILTIN_DATA, DataSpec
 from .federated import FederatedData, offsets_of
 
@@ -56,10 +57,7 @@ class DatasetEntry:
 
     def options(self) -> list[str] | None:
         """The keyword options the loader takes after (n_clients, seed); None: any."""
-        params = list(inspect.signature(self.loader).parameters.values())[2:]
-        if any(p.kind is p.VAR_KEYWORD for p in params):
-            return None
-        return [p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+        return keyword_options(self.loader, skip=2)
 
 
 DATASETS: dict[str, DatasetEntry] = {}

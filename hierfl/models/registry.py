@@ -12,7 +12,6 @@ batched gradients, FLOPs counted from the module) or a ready stacked `Model` (th
 from __future__ import annotations
 
 import difflib
-import inspect
 import math
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -21,6 +20,7 @@ import torch
 from torch import nn
 
 from ..config.errors import ScenarioError
+from ..config.fields import keyword_options
 from ..config.schema import ModelSpec
 from .functional import Layer, Model
 from .torch_model import TorchModel
@@ -44,11 +44,9 @@ class ModelEntry:
     task: str               # "classification" (outputs = classes) or "regression"
 
     def options(self) -> list[str] | None:
-        """The keyword options the factory takes (None: any, it has **kwargs)."""
-        params = list(inspect.signature(self.factory).parameters.values())[2:]
-        if any(p.kind is p.VAR_KEYWORD for p in params):
-            return None
-        return [p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+        """The keyword options the factory takes after (input_shape, num_classes); None: any
+        (it has **kwargs)."""
+        return keyword_options(self.factory, skip=2)
 
 
 MODELS: dict[str, ModelEntry] = {}
