@@ -89,6 +89,10 @@ def test_resume_with_matching_manifest_is_allowed(tmp_path):
     assert json.loads((out / "run.json").read_text())["finished"] is False
     assert main(["run", a, "--out", str(out), "--quiet", "--resume"]) == 0
     assert json.loads((out / "run.json").read_text())["finished"] is True
+    ref = tmp_path / "ref"        # the resumed run continued: it equals an uninterrupted one
+    assert main(["run", a, "--out", str(ref), "--quiet"]) == 0
+    assert (out / "fedavg" / "metrics.csv").read_bytes() == \
+        (ref / "fedavg" / "metrics.csv").read_bytes()
 
 
 def test_compare_keeps_each_runs_order(tmp_path):
@@ -105,3 +109,20 @@ def test_compare_keeps_each_runs_order(tmp_path):
         if name != "*" and name not in algos:
             algos.append(name)
     assert algos == ["ra/hierfavg", "ra/fedavg", "rb/fedavg", "rb/fedprox"]
+
+
+def test_settings_that_move_no_number_keep_the_scenario_hash(tmp_path, capsys):
+    """--threads, the report target and the checkpoint interval do not make another scenario
+    (the resume fingerprint lets them differ too); a changed learning rate does."""
+    a = _two(tmp_path, "a", [{"name": "fedavg"}], **{"train.rounds": 1})
+    out = tmp_path / "X"
+    assert main(["run", a, "--out", str(out), "--quiet"]) == 0
+    b = _two(tmp_path, "a", [{"name": "fedavg"}], **{"train.rounds": 1,
+                                                      "train.checkpoint_every": 5,
+                                                      "report.target_accuracy": 0.5})
+    assert main(["run", b, "--out", str(out), "--quiet", "--threads", "2"]) == 0
+    c = _two(tmp_path, "a", [{"name": "fedavg"}], **{"train.rounds": 1,
+                                                      "train.local.lr": 0.5})
+    capsys.readouterr()
+    assert main(["run", c, "--out", str(out), "--quiet"]) == 2
+    assert "--force" in capsys.readouterr().err

@@ -27,12 +27,23 @@ RUN_FILES = (MANIFEST, SUMMARY, SCENARIO_COPY, TOPOLOGY_COPY, "report.md", "repo
 FIGURE_EXT = (".png", ".svg")
 
 
+# keys that place or run a scenario without changing any number of it (threads, checkpoints,
+# report options...): a run may be repeated or resumed with them changed
+NEUTRAL = {"file", "topology_file", "output", "report", "train.executor.threads",
+           "train.executor.address", "train.executor.clients_per_task",
+           "train.checkpoint_every", "train.timing"}
+
+
+def without(d: dict, keys: set[str], prefix: str = "") -> dict:
+    """`d` without the dotted `keys` (nested mappings included)."""
+    return {k: without(v, keys, f"{prefix}{k}.") if isinstance(v, dict) else v
+            for k, v in d.items() if f"{prefix}{k}" not in keys}
+
+
 def scenario_hash(sc: Any) -> str:
-    """sha256 of the resolved scenario (topology included) as canonical JSON; where the scenario
-    file lies and where its outputs go are not part of it."""
-    d = scenario_dict(sc)
-    for k in ("output", "file", "topology_file"):
-        d.pop(k, None)
+    """sha256 of the resolved scenario (topology included) as canonical JSON, without the
+    NEUTRAL keys (where the scenario file lies, where its outputs go, threads, ...)."""
+    d = without(scenario_dict(sc), NEUTRAL)
     text = json.dumps(d, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(text.encode()).hexdigest()
 

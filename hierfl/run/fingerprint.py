@@ -14,14 +14,13 @@ import torch
 
 from ..config.errors import ScenarioError
 from ..outputs import atomic_text
+from ..outputs.manifest import NEUTRAL, without
 from ..outputs.summary import scenario_dict, topology_dict
 
 FINGERPRINT = "fingerprint.json"
-# keys that name, place or time a run without changing a number of it
-IGNORED = {"name", "file", "topology_file", "output", "report", "train.executor.threads",
-           "train.executor.address", "train.executor.clients_per_task",
-           "train.checkpoint_every", "train.timing",
-           "data.path", "data.root", "topology.graph"}   # their contents: the system digests
+# keys that name, place or time a run without changing a number of it; data and graph paths
+# are left out too, their contents are in the system digests
+IGNORED = NEUTRAL | {"name", "data.path", "data.root", "topology.graph"}
 
 
 def _version() -> str:
@@ -41,15 +40,10 @@ def _digest(*arrays: Any) -> str:
     return h.hexdigest()[:32]
 
 
-def _drop(d: dict, prefix: str = "") -> dict:
-    return {k: _drop(v, f"{prefix}{k}.") if isinstance(v, dict) else v
-            for k, v in d.items() if f"{prefix}{k}" not in IGNORED}
-
-
 def run_fingerprint(sc: Any, world: Any = None) -> dict:
     """The fingerprint of a scenario as resolved (CLI overrides applied); with its `world`,
     also digests of the drawn topology, the data and the initial model."""
-    fp: dict[str, Any] = {"scenario": json.loads(json.dumps(_drop(scenario_dict(sc)))),
+    fp: dict[str, Any] = {"scenario": json.loads(json.dumps(without(scenario_dict(sc), IGNORED))),
                           "versions": {"hierfl": _version(), "torch": torch.__version__,
                                        "numpy": np.__version__}}
     if world is not None:
