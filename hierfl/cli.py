@@ -161,8 +161,8 @@ def cmd_topology(args: argparse.Namespace) -> int:
     from .topology.graph import Topology, build_graph
 
     path = os.path.abspath(args.file)
-    png = args.png or os.path.splitext(args.file)[0] + ".png"
-    check_figure(png)
+    if args.png:
+        check_figure(args.png)
     problems = Problems(path)
     spec, _ = load_topology(path, os.path.dirname(path), path, problems)
     problems.raise_if_any()

@@ -29,8 +29,9 @@ def check_report_args(target: float | None, timeline_round: int | None,
         probs.append(Problem("", "--target", target, "expected a finite number"))
     if timeline_round is not None and timeline_round < 1:
         probs.append(Problem("", "--timeline-round", timeline_round, "rounds count from 1"))
-    if out is not None and output_problem(out):
-        probs.append(Problem("", "--out", out, str(output_problem(out))))
+    why = output_problem(out) if out is not None else None
+    if why:
+        probs.append(Problem("", "--out", out, str(why)))
     if probs:
         raise ScenarioError(probs)
 

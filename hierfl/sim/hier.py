@@ -38,9 +38,9 @@ class HierRounds:
             info.clients.extend(timing.records)
             col.arrived.extend(timing.arrived)
             uploads.update(timing.uploads)
+            ok = {r.client for r in timing.records if not r.dropped and not r.failed}
             for kid in kids:                    # no failures: whoever was not dropped
-                got[kid] = {r.client for r in timing.records
-                            if not r.dropped and not r.failed} & set(self.under[kid].tolist())
+                got[kid] = ok.intersection(self.under[kid].tolist())
             yield closed
         else:
             for kid in kids:
