@@ -76,22 +76,28 @@ class ClientsSpec:
 
 @dataclass(frozen=True)
 class AvailabilitySpec:
-    kind: Literal["always", "bernoulli", "markov"] = spec("always", "client availability model")
+    kind: Literal["always", "bernoulli", "markov", "trace"] = spec(
+        "always", "client availability model")
     p: float = spec(1.0, "bernoulli: probability a client is available in a round",
                     check=unit_interval)
     mean_on_s: float = spec(60.0, "markov: mean on-period (exponential), seconds", check=positive)
     mean_off_s: float = spec(20.0, "markov: mean off-period (exponential), seconds",
                              check=positive)
+    path: str | None = spec(None, "trace: CSV of client,start_s,end_s availability intervals, "
+                            "relative to this file")
 
     def __post_init__(self) -> None:
-        given = [k for k, d in (("p", 1.0), ("mean_on_s", 60.0), ("mean_off_s", 20.0))
-                 if getattr(self, k) != d]
-        own = {"always": (), "bernoulli": ("p",), "markov": ("mean_on_s", "mean_off_s")}
+        given = [k for k, d in (("p", 1.0), ("mean_on_s", 60.0), ("mean_off_s", 20.0),
+                                ("path", None)) if getattr(self, k) != d]
+        own = {"always": (), "bernoulli": ("p",), "markov": ("mean_on_s", "mean_off_s"),
+               "trace": ("path",)}
         extra = [k for k in given if k not in own[self.kind]]
         if extra:
             raise ValueError(f"{', '.join(extra)} does not apply to kind {self.kind!r}"
                              + (f" (it takes {', '.join(own[self.kind])})" if own[self.kind]
                                 else ""))
+        if self.kind == "trace" and not self.path:
+            raise ValueError("kind trace needs path: (a CSV of client,start_s,end_s)")
 
 
 @dataclass(frozen=True)

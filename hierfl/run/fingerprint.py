@@ -52,6 +52,9 @@ def run_fingerprint(sc: Any, world: Any = None) -> dict:
                         "data": _digest(world.data.counts, world.data.x, world.data.y,
                                         world.data.x_test, world.data.y_test),
                         "model": _digest(world.w0)}
+        if getattr(world, "availability_file", None):
+            from ..topology.traces import digest
+            fp["system"]["availability_trace"] = digest(world.availability_file)
     return fp
 
 

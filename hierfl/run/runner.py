@@ -37,7 +37,8 @@ def make_simulation(sc: Scenario, entry: AlgorithmEntry, world: World, algo, exe
                     trace: Trace, start_time: float = 0.0) -> Simulation:
     """The engine for one algorithm, with its round runner (the bridge to the executor)."""
     spec = sc.topology
-    failures = Failures.from_spec(spec, sc.seed) if spec is not None else None
+    failures = (Failures.from_spec(spec, sc.seed, world.availability) if spec is not None
+                else None)
     runner = RoundRunner(sc, entry, world.topo, world.data, world.model, algo, executor)
     return Simulation(sc, entry, world.topo, runner, trace, failures,
                       getattr(spec, "link_sharing", "fifo"), start_time=start_time)

@@ -1,6 +1,7 @@
 """The simulated system and data shared by every algorithm of a scenario, built once per run."""
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 import numpy as np
@@ -17,6 +18,7 @@ from ..exec.device import resolve as resolve_device
 from ..models.functional import Model
 from ..models.registry import scenario_model
 from ..topology.graph import Topology, build_graph
+from ..topology.traces import read_availability
 
 
 @dataclass
@@ -28,6 +30,8 @@ class World:
     model: Model
     w0: torch.Tensor
     device: str = "cpu"     # where the batched executor trains (train.executor.device, resolved)
+    availability: dict | None = None    # availability trace: client -> (starts, ends)
+    availability_file: str | None = None
 
 
 def build_world(sc: Scenario, graph=None) -> World:
@@ -47,7 +51,19 @@ def build_world(sc: Scenario, graph=None) -> World:
     guard_resources(sc, topo.n_clients, topo.graph.number_of_nodes() - topo.n_clients, data.dim,
                     data.out_dim, len(data.x), model.n_params)  # before the states are allocated
     w0 = model.init(seeding.torch_gen(sc.seed, "model-init"), zeros=sc.model.init == "zeros")
-    return World(topo, data, model, w0, device.type)
+    avail, avail_file = _availability_trace(sc, topo)
+    return World(topo, data, model, w0, device.type, avail, avail_file)
+
+
+def _availability_trace(sc: Scenario, topo: Topology) -> tuple[dict | None, str | None]:
+    """The measured availability intervals of `availability: {kind: trace, path: ...}`, read
+    and checked (a bad line is a ScenarioError naming file and line), or (None, None)."""
+    avail = getattr(sc.topology, "availability", None)
+    if avail is None or avail.kind != "trace":
+        return None, None
+    base = os.path.dirname(os.path.abspath(sc.topology_file or sc.file))
+    path = os.path.join(base, avail.path)
+    return read_availability(path, list(topo.clients)), path
 
 
 def make_algorithm(sc: Scenario, entry: AlgorithmEntry, world: World) -> Algorithm:

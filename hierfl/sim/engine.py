@@ -65,7 +65,7 @@ class Simulation(FlatRounds, HierRounds):
         self.index = {name: k for k, name in enumerate(topo.clients)}   # client name -> id
         f, train = self.failures, scenario.train
         # rounds whose timing depends on nothing but itself are computed in closed form
-        self.closed_form = (train.timing == "auto" and link_cls is Link and f.kind != "markov"
+        self.closed_form = (train.timing == "auto" and link_cls is Link and f.kind not in ("markov", "trace")
                             and f.crash_p <= 0 and not (f.node_down or f.link_down)
                             and train.round.policy == "wait_all"
                             and train.round.timeout_s is None

@@ -5,6 +5,9 @@
 - availability markov(mean_on_s, mean_off_s): each client alternates exponential on/off periods
   in simulated time (its own generator; starts in the stationary distribution); it is selectable
   only while on, and drops out if it is off when it would upload.
+- availability trace: measured intervals (client,start_s,end_s); a client is available while
+  start_s <= t < end_s of one of its intervals; like markov, it is selectable only while
+  available, and drops out if it is unavailable when it would upload.
 - crash_p: a selected client crashes with this probability at a uniform point of its compute.
 - outages: windows in which a node, or a link (both directions), is down; a message whose
   transfer overlaps a window is lost."""
@@ -33,16 +36,20 @@ class Failures:
     _start_on: dict[int, bool] = field(default_factory=dict)
     _gen: dict[int, np.random.Generator] = field(default_factory=dict)
     _dropped: dict[int, int] = field(default_factory=dict)      # switches no longer kept
+    intervals: dict[int, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)  # trace
 
     @classmethod
     def none(cls) -> "Failures":
         return cls()
 
     @classmethod
-    def from_spec(cls, spec, seed: int) -> "Failures":
+    def from_spec(cls, spec, seed: int,
+                  intervals: dict[int, tuple[np.ndarray, np.ndarray]] | None = None
+                  ) -> "Failures":
+        """`intervals`: availability trace (kind trace), read and checked by the caller."""
         f = cls(seed=seed, kind=spec.availability.kind, p=spec.availability.p,
                 mean_on=spec.availability.mean_on_s, mean_off=spec.availability.mean_off_s,
-                crash_p=spec.failures.crash_p)
+                crash_p=spec.failures.crash_p, intervals=dict(intervals or {}))
         for w in spec.failures.outages:
             if w.node is not None:
                 f.node_down.setdefault(w.node, []).append((w.start_s, w.end_s))
@@ -60,9 +67,23 @@ class Failures:
             return None
         if self.kind == "bernoulli":
             return seeding.rng(self.seed, "availability", t).random(n) < self.p
+        if self.kind == "trace":
+            up = np.zeros(n, dtype=bool)
+            for k in self.intervals:
+                up[k] = self._in_trace(k, now)
+            return up
         return np.array([self.client_up(k, now) for k in range(n)])
 
+    def _in_trace(self, k: int, now: float) -> bool:
+        iv = self.intervals.get(k)
+        if iv is None:
+            return False
+        i = int(np.searchsorted(iv[0], now, side="right")) - 1
+        return i >= 0 and now < iv[1][i]
+
     def client_up(self, k: int, now: float) -> bool:
+        if self.kind == "trace":
+            return self._in_trace(k, now)
         if self.kind != "markov":
             return True
         sw = self._switch.get(k)

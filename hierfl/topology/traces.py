@@ -1,0 +1,96 @@
+"""Measured traces as CSV files (never pickles): each row is checked, and a bad one is a
+`ScenarioError` naming the file, the line, the column and the reason (exit 2).
+
+- availability: `client,start_s,end_s` — the intervals in which a client is available; a
+  client's intervals come in increasing time and do not overlap; a client with no row is never
+  available.
+
+A client is named by its index (0 .. clients-1) or its node name (`client7`)."""
+from __future__ import annotations
+
+import csv
+import hashlib
+import math
+import os
+
+import numpy as np
+
+from ..config.errors import Problem, ScenarioError
+from ..config.limits import MAX_BYTES
+
+MAX_TRACE_BYTES = 20 * MAX_BYTES        # a trace of a million clients is a few hundred MB no more
+
+
+class TraceRows:
+    """The rows of one trace file, with the checks every trace shares."""
+
+    def __init__(self, path: str, key: str, columns: tuple[str, ...]):
+        self.path, self.key, self.columns = path, key, columns
+        if not os.path.isfile(path):
+            raise ScenarioError.one(path, key, path, "trace file not found")
+        if os.path.getsize(path) > MAX_TRACE_BYTES:
+            raise ScenarioError.one(path, key, path,
+                                    f"trace file larger than {MAX_TRACE_BYTES} bytes")
+        with open(path, encoding="utf-8", newline="") as fh:
+            try:
+                self.rows = list(csv.reader(fh))
+            except (csv.Error, UnicodeDecodeError) as e:
+                raise ScenarioError.one(path, key, path, f"not a readable CSV file: {e}")
+        head = [c.strip() for c in self.rows[0]] if self.rows else []
+        if head[:len(columns)] != list(columns):
+            raise ScenarioError([Problem(path, "header", ",".join(head),
+                                         f"the first line must be {','.join(columns)}", 1)])
+        self.body = [(i, r) for i, r in enumerate(self.rows[1:], 2) if any(c.strip() for c in r)]
+
+    def fail(self, line: int, column: str, value: object, why: str) -> ScenarioError:
+        return ScenarioError([Problem(self.path, column, value, why, line)])
+
+    def number(self, line: int, row: list[str], j: int, *, lo: float = 0.0) -> float:
+        col = self.columns[j]
+        if j >= len(row):
+            raise self.fail(line, col, None, f"missing: each line has {','.join(self.columns)}")
+        try:
+            v = float(row[j])
+        except ValueError:
+            raise self.fail(line, col, row[j], "expected a number") from None
+        if not math.isfinite(v) or v < lo:
+            raise self.fail(line, col, row[j], f"expected a finite number >= {lo:g}")
+        return v
+
+    def client(self, line: int, row: list[str], names: dict[str, int], n: int) -> int:
+        text = row[0].strip() if row else ""
+        k = names.get(text)
+        if k is None and text.isdigit():
+            k = int(text)
+        if k is None or not 0 <= k < n:
+            raise self.fail(line, "client", text,
+                            f"unknown client: give an index 0..{n - 1} or a name like client0")
+        return k
+
+
+def digest(path: str) -> str:
+    """sha256 of a trace file's bytes (for the resume fingerprint)."""
+    with open(path, "rb") as fh:
+        return hashlib.sha256(fh.read()).hexdigest()[:32]
+
+
+def read_availability(path: str, clients: list[str],
+                      key: str = "availability.path") -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    """client index -> (starts, ends) of its availability intervals, checked."""
+    t = TraceRows(path, key, ("client", "start_s", "end_s"))
+    names = {c: k for k, c in enumerate(clients)}
+    spans: dict[int, list[tuple[float, float]]] = {}
+    for line, row in t.body:
+        k = t.client(line, row, names, len(clients))
+        a, b = t.number(line, row, 1), t.number(line, row, 2)
+        if b <= a:
+            raise t.fail(line, "end_s", row[2], f"an interval ends after it starts ({row[1]})")
+        own = spans.setdefault(k, [])
+        if own and a < own[-1][0]:
+            raise t.fail(line, "start_s", row[1], f"unsorted: client {row[0].strip()}'s "
+                         f"intervals must come in increasing time (one starts at {own[-1][0]:g})")
+        if own and a < own[-1][1]:
+            raise t.fail(line, "start_s", row[1], f"overlaps client {row[0].strip()}'s interval "
+                         f"{own[-1][0]:g}..{own[-1][1]:g}")
+        own.append((a, b))
+    return {k: (np.array([s for s, _ in v]), np.array([e for _, e in v])) for k, v in spans.items()}

@@ -1,0 +1,88 @@
+"""Measured traces (issue 21): availability intervals from a CSV file decide who is selected
+and who drops out; bad trace files are exit-2 errors naming the file, line and reason."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import make_scenario, run_outputs
+
+# the default test system (1 edge, 4 clients, 2 local steps): a round's downloads end at
+# 1.152e-6 s, its uploads start at 5.904e-6 s, and the round closes before 1e-5 s
+TRACE = ("client,start_s,end_s\n"
+         "client0,0,1\n"               # always available
+         "2,0,3e-6\n"                  # selected at 0, gone before it uploads at 5.9e-6
+         "3,2e-6,1\n")                 # back from 2e-6: not selectable in round 1, then yes
+#                                        client1 has no interval: never available
+
+
+def _scenario(tmp_path, trace: str, **kw) -> str:
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    (tmp_path / "avail.csv").write_text(trace)
+    return make_scenario(tmp_path, **{"train.rounds": 3,
+                                      "topology.availability": {"kind": "trace",
+                                                                "path": "avail.csv"}, **kw})
+
+
+def test_trace_decides_selection_and_dropouts(tmp_path):
+    out = run_outputs(_scenario(tmp_path, TRACE), keep_trace=True)
+    rows = [(int(r["round"]), int(r["client"]), int(r["failed"]))
+            for r in out.clients["fedavg"]]
+    assert sorted(rows) == [(1, 0, 0), (1, 2, 1), (2, 0, 0), (2, 3, 0), (3, 0, 0), (3, 3, 0)]
+    events = list(out.results["fedavg"].trace.events)
+    offline = [(e[1], e[2]) for e in events if e[2] == "offline"]
+    assert offline == [("client2", "offline")]
+    assert not any(e[1] == "client1" for e in events)
+    m = out.metrics["fedavg"]
+    assert [int(r["reported"]) for r in m if r.get("reported", "") != ""][-3:] == [1, 2, 2]
+
+
+def test_trace_matches_always_when_every_client_is_always_up(tmp_path):
+    """A trace in which every client is available throughout equals `kind: always`."""
+    full = "client,start_s,end_s\n" + "".join(f"{k},0,1000\n" for k in range(4))
+    a = run_outputs(_scenario(tmp_path / "a", full, **{"train.timing": "events"}))
+    b = run_outputs(make_scenario(tmp_path / "b", **{"train.rounds": 3,
+                                                     "train.timing": "events"}))
+    assert a.metrics["fedavg"] == b.metrics["fedavg"]
+    assert (a.final("fedavg") == b.final("fedavg")).all()
+
+
+@pytest.mark.parametrize("body, line, needle", [
+    ("client0,0,1\nclient9,0,1\n", 3, "unknown client"),
+    ("client0,0,1\nclient0,0.5,2\n", 3, "overlaps"),
+    ("client0,5,6\nclient0,1,2\n", 3, "unsorted"),
+    ("client0,-1,2\n", 2, "expected a finite number >= 0"),
+    ("client0,3,2\n", 2, "ends after it starts"),
+    ("client0,abc,2\n", 2, "expected a number"),
+    ("client0,1\n", 2, "missing"),
+])
+def test_bad_trace_lines_exit_2_naming_file_and_line(tmp_path, body, line, needle):
+    path = _scenario(tmp_path, "client,start_s,end_s\n" + body)
+    r = subprocess.run([sys.executable, "-m", "hierfl", "validate", path],
+                       capture_output=True, text=True)
+    assert r.returncode == 2, r.stderr
+    assert f"{tmp_path / 'avail.csv'}:{line}:" in r.stderr and needle in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_bad_header_and_missing_file(tmp_path):
+    path = _scenario(tmp_path, "who,from,to\n0,0,1\n")
+    r = subprocess.run([sys.executable, "-m", "hierfl", "validate", path],
+                       capture_output=True, text=True)
+    assert r.returncode == 2 and "client,start_s,end_s" in r.stderr, r.stderr
+    os.remove(tmp_path / "avail.csv")
+    r = subprocess.run([sys.executable, "-m", "hierfl", "validate", path],
+                       capture_output=True, text=True)
+    assert r.returncode == 2 and "trace file not found" in r.stderr, r.stderr
+
+
+def test_trace_kind_needs_a_path_and_path_needs_trace(tmp_path):
+    for avail, needle in (({"kind": "trace"}, "needs path"),
+                          ({"kind": "markov", "path": "a.csv"}, "path does not apply")):
+        path = make_scenario(tmp_path, **{"topology.availability": avail})
+        r = subprocess.run([sys.executable, "-m", "hierfl", "validate", path],
+                           capture_output=True, text=True)
+        assert r.returncode == 2 and needle in r.stderr, r.stderr
