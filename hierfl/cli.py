@@ -1,4 +1,4 @@
-"""hierfl command line: run, validate, report, compare, docs, sweep, data fetch."""
+"""hierfl command line: run, validate, report, compare, docs, sweep, data fetch, trace convert."""
 from __future__ import annotations
 
 import argparse
@@ -222,6 +222,37 @@ def _data_parser(sub: "_Sub") -> None:
     f.set_defaults(fn=cmd_data_fetch)
 
 
+def cmd_trace_convert(args: argparse.Namespace) -> int:
+    from .outputs.files import atomic_text
+    from .topology.fedscale import convert
+
+    if args.clients is not None and args.clients < 1:
+        raise ScenarioError.one("", "--clients", args.clients, "expected a count >= 1")
+    lines = convert(args.kind, args.input, flops_per_sample=args.flops_per_sample,
+                    horizon_s=args.horizon_s, clients=args.clients)
+    atomic_text(args.out, "\n".join(lines) + "\n")
+    print(f"wrote {args.out}: {len(lines) - 1} rows ({lines[0]})")
+    return 0
+
+
+def _trace_parser(sub: "_Sub") -> None:
+    from .topology.fedscale import KINDS
+
+    t = sub.add_parser("trace", help="measured traces: convert published formats to hierfl's CSVs")
+    tsub = sub.add_subparsers(t, dest="trace_cmd", required=True)
+    c = tsub.add_parser("convert", help="FedScale's device capacity / behaviour traces (exported "
+                        "from their pickles to JSON) to devices / availability CSVs")
+    c.add_argument("kind", choices=KINDS)
+    c.add_argument("input", help="the JSON export of FedScale's trace")
+    c.add_argument("--out", required=True, help="the CSV to write")
+    c.add_argument("--flops-per-sample", type=float,
+                   help="fedscale-capacity: training FLOPs of one sample of your model")
+    c.add_argument("--horizon-s", type=float,
+                   help="fedscale-behave: simulated seconds the intervals must cover")
+    c.add_argument("--clients", type=int, help="keep the first N clients (by FedScale id)")
+    c.set_defaults(fn=cmd_trace_convert)
+
+
 class _Sub:
     """`add_parser` that gives every command the common options (--plugin)."""
 
@@ -305,6 +336,7 @@ def parser() -> argparse.ArgumentParser:
     sw.add_argument("--quiet", action="store_true", help="no progress lines")
     sw.set_defaults(fn=cmd_sweep)
     _data_parser(sub)
+    _trace_parser(sub)
     return ap
 
 

@@ -86,3 +86,54 @@ def test_trace_kind_needs_a_path_and_path_needs_trace(tmp_path):
         r = subprocess.run([sys.executable, "-m", "hierfl", "validate", path],
                            capture_output=True, text=True)
         assert r.returncode == 2 and needle in r.stderr, r.stderr
+
+
+# ----------------------------------------------------------------------------- FedScale converter
+def _convert(tmp_path, kind: str, doc: dict, *extra: str) -> subprocess.CompletedProcess:
+    import json
+    src = tmp_path / "in.json"
+    src.write_text(json.dumps(doc))
+    return subprocess.run([sys.executable, "-m", "hierfl", "trace", "convert", kind, str(src),
+                           "--out", str(tmp_path / "out.csv"), *extra],
+                          capture_output=True, text=True)
+
+
+def test_fedscale_capacity_units(tmp_path):
+    """FedScale: a training sample costs 3x the inference ms; B bytes are B*8/1024 kbit. Client
+    ids are numbered in increasing id (3 before 12)."""
+    r = _convert(tmp_path, "fedscale-capacity",
+                 {"12": {"computation": 50.0, "communication": 8000.0},
+                  "3": {"computation": 100.0, "communication": 1024.0}},
+                 "--flops-per-sample", "3e6")
+    assert r.returncode == 0, r.stderr
+    lines = (tmp_path / "out.csv").read_text().splitlines()
+    assert lines[0] == "client,compute_flops,uplink_Bps,downlink_Bps,latency_s"
+    rows = [[float(v) for v in ln.split(",")] for ln in lines[1:]]
+    # 3e6 FLOPs in 3 * 100 ms = 0.3 s -> 1e7 FLOP/s; 1024 kbit/s = 131072 B/s
+    assert rows == [[0, 1e7, 131072.0, 131072.0, 0.0], [1, 2e7, 1024000.0, 1024000.0, 0.0]]
+
+
+def test_fedscale_behaviour_to_intervals_feeds_a_run(tmp_path):
+    doc = {"1": {"active": [10, 50], "inactive": [20, 70], "finish_time": 100},
+           "2": {"active": [0], "inactive": [100], "finish_time": 100}}
+    r = _convert(tmp_path, "fedscale-behave", doc, "--horizon-s", "250")
+    assert r.returncode == 0, r.stderr
+    text = (tmp_path / "out.csv").read_text()
+    assert text.splitlines() == ["client,start_s,end_s", "0,10.0,20.0", "0,50.0,70.0",
+                                 "0,110.0,120.0", "0,150.0,170.0", "0,210.0,220.0",
+                                 "1,0.0,250.0"]   # periods repeat; touching intervals merged
+    out = run_outputs(_scenario(tmp_path / "run", text, **{"topology.clients.count": 2}))
+    assert {int(r["client"]) for r in out.clients["fedavg"]} == {1}   # client 0 is off at t<10
+
+
+@pytest.mark.parametrize("kind, doc, extra, needle", [
+    ("fedscale-capacity", {"1": {"computation": 0, "communication": 5}}, ["--flops-per-sample",
+                                                                          "1"], "1.computation"),
+    ("fedscale-capacity", {"1": {"computation": 1, "communication": 5}}, [], "--flops-per-sample"),
+    ("fedscale-behave", {"1": {"active": [1], "inactive": [], "finish_time": 9}},
+     ["--horizon-s", "5"], "same length"),
+    ("fedscale-behave", [1, 2], ["--horizon-s", "5"], "mapping"),
+])
+def test_fedscale_bad_input_exit_2(tmp_path, kind, doc, extra, needle):
+    r = _convert(tmp_path, kind, doc, *extra)
+    assert r.returncode == 2 and needle in r.stderr and "Traceback" not in r.stderr, r.stderr
