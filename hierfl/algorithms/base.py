@@ -110,6 +110,8 @@ class Capabilities:
     supports_gamma: bool = True     # the local program has one objective (gamma stops)
     personalised: bool = False      # personal(state) gives one model per client
     upload_tensors: int = 1         # model-sized tensors per client upload (planning, checked)
+    asynchronous: bool = False      # train.round fedasync / fedbuff: the upload is the client's
+    #                                 model, the server step a weighted mean (no other state)
 
 
 class Algorithm:
@@ -225,6 +227,10 @@ class Algorithm:
         if self.state is None:
             raise RuntimeError(f"{self.name}: init(w0) first")
         return self.state
+
+    def set_global(self, w: torch.Tensor) -> None:
+        """Asynchronous rounds: the server's model after mixing (the rest of the State kept)."""
+        self.state = replace(self._now(), w=w)
 
     def global_model(self) -> torch.Tensor:
         return self._now().w

@@ -21,7 +21,7 @@ class FedAvg(Algorithm):
     name = "fedavg"
     Params = FedAvgParams
     # FedProx's experiment: FedAvg drops stragglers (HierFAVG too)
-    caps = Capabilities(linear_aggregate=True, drops_stragglers=True)
+    caps = Capabilities(linear_aggregate=True, drops_stragglers=True, asynchronous=True)
 
     def local(self, state: State, clients: torch.Tensor, start: torch.Tensor,
               ctx: RoundCtx) -> TermsProgram:

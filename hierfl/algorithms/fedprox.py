@@ -34,7 +34,7 @@ class FedProx(Algorithm):
     name = "fedprox"
     Params = FedProxParams
     # the server rule is FedAvg's weighted mean (edges may pre-sum)
-    caps = Capabilities(linear_aggregate=True)
+    caps = Capabilities(linear_aggregate=True, asynchronous=True)
 
     def local(self, state: State, clients: torch.Tensor, start: torch.Tensor,
               ctx: RoundCtx) -> TermsProgram:

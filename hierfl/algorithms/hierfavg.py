@@ -27,4 +27,5 @@ class HierFAVGParams:
 class HierFAVG(FedAvg):
     name = "hierfavg"
     Params = HierFAVGParams
-    caps = replace(FedAvg.caps, hierarchical=True, linear_aggregate=False)
+    caps = replace(FedAvg.caps, hierarchical=True, linear_aggregate=False,
+                   asynchronous=False)

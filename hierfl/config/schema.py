@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar, Literal
 
+from .asynchrony import ALPHA, ASYNC_POLICIES, CONCURRENCY, SERVER_LR, StalenessSpec
 from .fields import Raw, all_of, at_most, below_one, each, non_negative, positive, spec, \
     unit_interval
 
@@ -158,12 +159,20 @@ class ExecutorSpec:
 
 @dataclass(frozen=True)
 class RoundSpec:
-    policy: Literal["wait_all", "deadline_drop", "deadline_partial", "first_k"] = spec(
-        "wait_all", "when an aggregation round closes")
+    policy: Literal["wait_all", "deadline_drop", "deadline_partial", "first_k", "fedasync",
+                    "fedbuff"] = spec(
+        "wait_all", "when an aggregation round closes; fedasync / fedbuff: asynchronous (cloud "
+        "tier; a server version per update / per k updates)")
     deadline_s: float | None = spec(None, "deadline after the round starts (deadline policies)",
                                     check=positive)
-    k: int | None = spec(None, "first_k: how many arrivals to keep", check=positive)
+    k: int | None = spec(None, "first_k: how many arrivals to keep; fedbuff: updates per "
+                         "server version", check=positive)
     timeout_s: float | None = spec(None, "wait_all: give up after this long", check=positive)
+    alpha: float = ALPHA
+    server_lr: float = SERVER_LR
+    staleness: StalenessSpec = spec(default_factory=StalenessSpec,
+                                    doc="fedasync / fedbuff: staleness weighting")
+    max_concurrency: int | None = CONCURRENCY
 
     def __post_init__(self) -> None:
         if self.policy.startswith("deadline") and self.deadline_s is None:
@@ -176,8 +185,19 @@ class RoundSpec:
         if self.timeout_s is not None and self.policy.startswith("deadline"):
             raise ValueError(f"timeout_s applies to wait_all and first_k; {self.policy!r} "
                              "closes at deadline_s")
-        if self.k is not None and self.policy != "first_k":
-            raise ValueError(f"k applies to policy 'first_k', not {self.policy!r}")
+        if self.k is not None and self.policy not in ("first_k", "fedbuff"):
+            raise ValueError(f"k applies to policies 'first_k' and 'fedbuff', not "
+                             f"{self.policy!r}")
+        if self.policy == "fedbuff" and self.k is None:
+            raise ValueError("policy 'fedbuff' needs k (updates per server version)")
+        if self.policy not in ASYNC_POLICIES:
+            odd = [k for k, d in (("alpha", 0.6), ("server_lr", 1.0), ("max_concurrency", None),
+                                  ("staleness", StalenessSpec())) if getattr(self, k) != d]
+            if odd:
+                raise ValueError(f"{', '.join(odd)} apply to the asynchronous policies "
+                                 f"(fedasync, fedbuff), not {self.policy!r}")
+        elif self.timeout_s is not None:
+            raise ValueError(f"timeout_s does not apply to {self.policy!r}")
 
 
 @dataclass(frozen=True)
@@ -199,6 +219,9 @@ class TrainSpec:
         check=lambda v: None if v == "all" or v > 0 else "must be > 0")
     local: LocalSpec = spec(default_factory=LocalSpec, doc="local solver")
     eval_every: int = spec(1, "evaluate every this many rounds (and the last)", check=positive)
+    duration_s: float | None = spec(None, "also end the run once this much simulated time has "
+                                    "passed (at the end of a round; asynchronous runs: at that "
+                                    "instant)", check=positive)
     round: RoundSpec = spec(default_factory=RoundSpec, doc="round policy (cloud tier)")
     edge_round: RoundSpec = spec(default_factory=RoundSpec, doc="round policy (edge tier)")
     executor: ExecutorSpec = spec(default_factory=ExecutorSpec, doc="client executor")

@@ -23,6 +23,7 @@ from ..sim import messages
 from ..sim.stragglers import Budgets
 from ..sim.work import ClientRecord, Work
 from ..topology.graph import Topology
+from .asynchronous import fedasync_mix, fedbuff_apply
 from .local import Executor
 
 
@@ -218,6 +219,14 @@ class RoundRunner:
         """What an aggregator sends to its parent, with its size."""
         msg = self.algo.edge_upload(state)
         return msg, (0.0 if msg is None else tensors_bytes(msg))
+
+    def async_mix(self, work: Work, alpha: float) -> None:
+        """FedAsync: mix one arrived update into the global model (exec/asynchronous.py)."""
+        fedasync_mix(self.algo, work, alpha)
+
+    def async_buffer(self, buffer: list[tuple[Work, Any, float]], server_lr: float) -> None:
+        """FedBuff: apply k buffered updates as one weighted mean of deltas."""
+        fedbuff_apply(self.algo, buffer, self.counts, server_lr)
 
     def cloud_close(self, t: int, arrived: list[str], uploads: dict[str, Any],
                     weights: list[float]) -> None:

@@ -84,17 +84,17 @@ class RoundRecorder:
         self.files.clients.write(client_lines(info.clients if info else [], self.class_cells))
         self.sim.trace.flush_to(self.files.trace)
         self.result.rows.append(row)
-        self.bar.update(t, row, final=bad or t == self.rounds)
+        self.bar.update(t, row, final=bad or t == self.rounds or bool(info and info.last))
         if bad:
             self.diverged(t)
             return False
         return self.checkpoint(t)
 
-    def _evaluate(self, t: int, w: torch.Tensor):
+    def _evaluate(self, t: int, w: torch.Tensor, last: bool = False):
         """(loss, accuracy, personal accuracy, diverged, personal models) of the global model
         `w` and the personal models."""
         sc, world = self.sc, self.world
-        evaluate = t % sc.train.eval_every == 0 or t == self.rounds or t == 0
+        evaluate = t % sc.train.eval_every == 0 or t == self.rounds or t == 0 or last
         bad = not bool(torch.isfinite(w).all()) or float(w.norm()) > sc.train.divergence_bound
         loss, acc = (global_metrics(world.model, w, world.data) if evaluate and not bad
                      else (float("nan"), float("nan")))
@@ -110,7 +110,7 @@ class RoundRecorder:
     def row(self, t: int, info: RoundInfo | None) -> tuple[dict, bool]:
         """metrics.csv's row of round t, and whether the algorithm diverged."""
         w = self.algo.global_model()
-        loss, acc, p_acc, bad, personal = self._evaluate(t, w)
+        loss, acc, p_acc, bad, personal = self._evaluate(t, w, bool(info and info.last))
         lg = self.sim.ledger
         recs = info.clients if info else []
         gam = [r.gamma for r in recs if math.isfinite(r.gamma)]

@@ -16,8 +16,8 @@ from ..config.errors import NO_VALUE, Problem, Problems, ScenarioError
 from ..config.fields import build, is_fail
 from ..config.limits import memory_limit, model_params, resource_problems
 from ..config.yamldoc import check_file, read_doc
-from .checks import check_algorithms, check_output, check_rounds, check_samples, check_work, \
-    label_problem, mean_of as _mean
+from .checks import check_algorithms, check_asynchrony, check_output, check_rounds, \
+    check_samples, check_work, label_problem, mean_of as _mean
 from ..config.schema import AlgorithmEntry, DataSpec, DistSpec, LocalSpec, ModelSpec, Scenario, \
     ScenarioFile, StragglerSpec, TrainSpec
 
@@ -278,6 +278,7 @@ def _cross_checks(raw: dict, p: Problems, base_dir: str, topo: Any, data: DataSp
         check_samples(p, data)
     if train is not None:
         check_algorithms(p, entries, train.rounds, _n_top(topo))
+        check_asynchrony(p, train, entries)
     if data is None or model is None or train is None or n is None:
         return
     cpr = train.clients_per_round

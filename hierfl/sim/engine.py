@@ -25,6 +25,8 @@ from simpy.events import NORMAL, URGENT
 from .. import seeding
 from ..config.schema import AlgorithmEntry, Scenario
 from ..topology.graph import Topology
+from ..config.asynchrony import ASYNC_POLICIES
+from .asynchronous import AsyncRounds
 from .closed_form import RoundTiming, spawned
 from .failures import Failures
 from .flat import FlatRounds
@@ -37,7 +39,7 @@ from .work import Chosen, ClientRecord, RoundInfo, RoundRunner, Work
 __all__ = ["Simulation", "ClientRecord", "RoundInfo", "Work", "Chosen"]
 
 
-class Simulation(FlatRounds, HierRounds):
+class Simulation(FlatRounds, HierRounds, AsyncRounds):
     def __init__(self, scenario: Scenario, entry: AlgorithmEntry, topo: Topology,
                  runner: RoundRunner, trace: Trace | None = None,
                  failures: Failures | None = None, link_sharing: str = "fifo",
@@ -65,7 +67,9 @@ class Simulation(FlatRounds, HierRounds):
         self.index = {name: k for k, name in enumerate(topo.clients)}   # client name -> id
         f, train = self.failures, scenario.train
         # rounds whose timing depends on nothing but itself are computed in closed form
-        self.closed_form = (train.timing == "auto" and link_cls is Link and f.kind not in ("markov", "trace")
+        self.failures.n_clients = topo.n_clients
+        self.asynchronous = train.round.policy in ASYNC_POLICIES
+        self.closed_form = (train.timing == "auto" and not self.asynchronous and link_cls is Link and f.kind not in ("markov", "trace")
                             and f.crash_p <= 0 and not (f.node_down or f.link_down)
                             and train.round.policy == "wait_all"
                             and train.round.timeout_s is None
@@ -131,13 +135,15 @@ class Simulation(FlatRounds, HierRounds):
     def run(self, rounds: int, start_round: int = 1,
             on_round: Callable[[int, RoundInfo], bool] | None = None) -> None:
         """Simulate cloud rounds start_round..rounds; on_round returns False to stop."""
-        self.env.process(self._cloud(rounds, start_round, on_round))
+        proc = self.env.process(self._async_cloud(rounds, start_round, on_round)
+                                if self.asynchronous else
+                                self._cloud(rounds, start_round, on_round))
         # a round allocates many short-lived tuples (events, keys, records): collecting the
         # young generation every 700 allocations cost up to 30% of W5's time
         threshold = gc.get_threshold()
         gc.set_threshold(max(threshold[0], 50_000), *threshold[1:])
         try:
-            self.env.run()
+            self.env.run(until=proc if self.asynchronous else None)
         finally:
             gc.set_threshold(*threshold)
 
@@ -151,7 +157,9 @@ class Simulation(FlatRounds, HierRounds):
             else:
                 yield from self._flat_round(t, info)
             self.trace.add(self.env.now, "cloud", "round_end", "", t)
-            if on_round is not None and not on_round(t, info):
+            duration = self.sc.train.duration_s
+            info.last = duration is not None and self.env.now >= duration
+            if on_round is not None and not on_round(t, info) or info.last:
                 return
 
     def _mark_active(self, sel: np.ndarray) -> Chosen:

@@ -37,6 +37,7 @@ class Failures:
     _gen: dict[int, np.random.Generator] = field(default_factory=dict)
     _dropped: dict[int, int] = field(default_factory=dict)      # switches no longer kept
     intervals: dict[int, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)  # trace
+    n_clients: int = 0          # set by the engine (next_change of markov availability)
 
     @classmethod
     def none(cls) -> "Failures":
@@ -73,6 +74,23 @@ class Failures:
                 up[k] = self._in_trace(k, now)
             return up
         return np.array([self.client_up(k, now) for k in range(n)])
+
+    def next_change(self, now: float) -> float | None:
+        """The first time after `now` at which a client may become available (markov, trace),
+        or None when none will (or availability does not change in time)."""
+        if self.kind == "trace":
+            nxt = [iv[0][i] for iv in self.intervals.values()
+                   for i in [int(np.searchsorted(iv[0], now, side="right"))] if i < len(iv[0])]
+            return float(min(nxt)) if nxt else None
+        if self.kind != "markov" or self.n_clients == 0:
+            return None
+        best = None
+        for k in range(self.n_clients):
+            self.client_up(k, now)             # extends k's switches beyond now
+            sw = self._switch[k]
+            later = sw[int(np.searchsorted(sw, now, side="right"))]
+            best = later if best is None or later < best else best
+        return best
 
     def _in_trace(self, k: int, now: float) -> bool:
         iv = self.intervals.get(k)

@@ -29,6 +29,7 @@ class ClientRecord:
     failed: bool = False
     up_bytes: float = float("nan")   # the encoded size of this client's upload
     encoding: str = "dense"          # the encoding it used (sim/messages: dense|sparse|bitmap)
+    staleness: float = float("nan")  # asynchronous rounds: server versions since its download
 
 
 @dataclass
@@ -38,6 +39,7 @@ class RoundInfo:
     reported: int = 0
     failed: int = 0
     clients: list[ClientRecord] = field(default_factory=list)
+    last: bool = False          # the run ends after this round (train.duration_s): evaluate it
 
 
 @dataclass
@@ -96,3 +98,5 @@ class RoundRunner(Protocol):
     def edge_upload(self, state: Any) -> tuple[Any, float]: ...
     def cloud_close(self, t: int, arrived: list[str], uploads: dict[str, Any],
                     weights: list[float]) -> None: ...
+    def async_mix(self, work: Work, alpha: float) -> None: ...
+    def async_buffer(self, buffer: list[tuple[Work, Any, float]], server_lr: float) -> None: ...

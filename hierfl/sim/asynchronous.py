@@ -1,0 +1,166 @@
+"""Asynchronous aggregation at the cloud (`train.round.policy: fedasync | fedbuff`), flat
+algorithms. A mixin of sim.engine.Simulation.
+
+Up to `max_concurrency` clients work at once. A job: the cloud draws a client (the same seeded
+stream as synchronous sampling: job j draws from `sample`/j among the available clients not
+already working), sends it the current model along its path, the client trains from that model
+and uploads along its path; at arrival its update is applied at once (FedAsync, Xie et al. 2019:
+x <- (1 - a_s) x + a_s x_k, a_s = alpha s(tau)) or buffered and applied as one weighted mean of
+deltas every k arrivals (FedBuff, Nguyen et al. 2022: x <- x + eta sum n_k (x_k - x_start_k) /
+sum n_k). tau, the staleness, is the number of server versions between the job's download and its
+arrival (clients.csv `staleness`). Each server version is a "round" of metrics.csv (evaluated
+every train.eval_every versions); a finished, failed or dropped job frees its slot and a new job
+starts. The run ends after train.rounds versions, or with the first version at or after
+train.duration_s (no job starts after it; with nothing in flight then, the run ends there); jobs
+still in flight at the end are abandoned. A client that is unavailable when it would upload fails
+(markov / trace availability); when nobody can be dispatched and nothing is in flight the cloud
+waits for the next availability change, or the run ends. Async runs are never quiescent, so no
+checkpoint is written (`--resume` starts them over)."""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import seeding
+from ..config.schema import RoundSpec
+from .rounds import Collector
+from .work import RoundInfo
+
+WAIT_ONE = RoundSpec()
+
+
+class AsyncRounds:
+    """The asynchronous cloud (uses Simulation's core: spawn, send, _client, failures, ...)."""
+
+    def _async_cloud(self, rounds: int, start_round: int, on_round):
+        pol = self.sc.train.round
+        n, m = self.topo.n_clients, self.sc.train.clients_per_round
+        self._a = _AsyncState(version=start_round - 1, rounds=rounds, on_round=on_round,
+                              concurrency=pol.max_concurrency or (n if m == "all" else int(m)),
+                              done=self.env.event())
+        self.trace.add(self.env.now, "cloud", "round_start", "", start_round)
+        self._a.info = RoundInfo(start_round)
+        duration = self.sc.train.duration_s
+        if duration is not None:
+            self.env.process(self._async_deadline(duration))
+        self._dispatch()
+        yield self._a.done
+
+    def _async_deadline(self, duration: float):
+        """At train.duration_s no job starts any more; the run ends with the next server
+        version (evaluated), or now if nothing is in flight."""
+        yield self.env.timeout(max(duration - self.env.now, 0.0))
+        self._a.expired = True
+        if not self._a.busy:
+            self._async_end()
+
+    def _async_end(self) -> None:
+        if not self._a.done.triggered:
+            self._a.done.succeed()
+
+    def _dispatch(self) -> None:
+        """Start jobs until every slot is taken or nobody is free."""
+        a = self._a
+        tries = 0
+        if a.expired and not a.busy:
+            self._async_end()
+        while not a.done.triggered and not a.expired and len(a.busy) < a.concurrency:
+            a.jobs += 1
+            avail = self.failures.available(a.jobs, self.env.now, self.topo.n_clients)
+            free = np.ones(self.topo.n_clients, dtype=bool) if avail is None else avail.copy()
+            free[list(a.busy)] = False
+            pool = np.flatnonzero(free)
+            if len(pool) == 0 and self.failures.kind == "bernoulli" and tries < 1000:
+                tries += 1          # availability is drawn per job: draw again
+                continue
+            if len(pool) == 0:
+                a.jobs -= 1         # the job number goes to the next client that can take it
+                if not a.busy:
+                    self._wait_for_clients()
+                return
+            k = int(pool[0]) if len(pool) == 1 else \
+                int(seeding.rng(self.sc.seed, "sample", a.jobs).choice(pool, 1, replace=False)[0])
+            a.busy.add(k)
+            self.spawn(self._job(a.jobs, k))
+
+    def _wait_for_clients(self) -> None:
+        """Nobody available and nothing in flight: retry at the next availability change."""
+        nxt = self.failures.next_change(self.env.now)
+        if nxt is None:
+            self._async_end()
+            return
+        self.env.timeout(nxt - self.env.now).callbacks.append(lambda _: self._dispatch())
+
+    def _job(self, j: int, k: int):
+        a, runner = self._a, self.runner
+        v0, start = a.version, runner.global_model()
+        work = runner.train(j, 0, np.array([k], dtype=np.int64), start)
+        rec = work.recs[0]
+        name = self.topo.clients[k]
+        path = self.topo.path_up(name)[::-1]           # cloud ... bottom aggregator, client
+        col = Collector(self.env, 0 if work.drop[0] else 1, WAIT_ONE)
+        down = runner.down_bytes()
+        lost = False
+        for src, dst in zip(path[:-2], path[1:-1]):
+            if (yield from self.send(src, dst, down)) is None:
+                lost = True
+                break
+        if lost:
+            self._fail(col, k, rec, None)
+        else:
+            yield from self._client(k, 0, path[-2], down, work, True, col)
+        a.busy.discard(k)
+        if a.done.triggered:                           # arrived after the run ended
+            return
+        rec.staleness = float(a.version - v0)
+        rec.round = a.info.round                       # the version it lands in
+        a.info.clients.append(rec)
+        if col.arrived:
+            self._arrive(work, start, rec)
+        else:
+            rec.dropped = True
+            a.info.failed += 1
+        self._dispatch()
+
+    def _arrive(self, work, start, rec) -> None:
+        a, pol, runner = self._a, self.sc.train.round, self.runner
+        a.info.reported += 1
+        if pol.policy == "fedasync":
+            alpha = pol.alpha * pol.staleness.weight(int(rec.staleness))
+            runner.async_mix(work, alpha)
+            self._new_version(1)
+            return
+        a.buffer.append((work, start, pol.staleness.weight(int(rec.staleness))))
+        if len(a.buffer) >= int(pol.k):
+            runner.async_buffer(a.buffer, pol.server_lr)
+            a.buffer = []
+            self._new_version(int(pol.k))
+
+    def _new_version(self, updates: int) -> None:
+        a = self._a
+        a.version += 1
+        info = a.info
+        info.selected = info.reported + info.failed
+        duration = self.sc.train.duration_s
+        info.last = a.version >= a.rounds or (duration is not None and self.env.now >= duration)
+        self.trace.add(self.env.now, "cloud", "aggregate", "", updates)
+        self.trace.add(self.env.now, "cloud", "round_end", "", a.version)
+        go = a.on_round is None or a.on_round(a.version, info)
+        if not go or info.last:
+            self._async_end()
+            return
+        self.round = a.version + 1
+        self.trace.add(self.env.now, "cloud", "round_start", "", a.version + 1)
+        a.info = RoundInfo(a.version + 1)
+
+
+class _AsyncState:
+    """The asynchronous cloud's bookkeeping during a run."""
+
+    def __init__(self, version: int, rounds: int, on_round, concurrency: int, done) -> None:
+        self.version, self.rounds, self.on_round = version, rounds, on_round
+        self.concurrency, self.done = concurrency, done
+        self.jobs = 0
+        self.expired = False                # train.duration_s has passed
+        self.busy: set[int] = set()
+        self.buffer: list = []
+        self.info: RoundInfo | None = None

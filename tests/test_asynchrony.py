@@ -1,0 +1,169 @@
+"""Asynchronous aggregation at the cloud (issue 21): FedAsync (Xie et al. 2019) and FedBuff
+(Nguyen et al. 2022). Identities with synchronous FedAvg, a hand-computed schedule of three
+clients of known speeds with every update's staleness, the mixing rules on hand numbers, and
+the validation of what is not supported."""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import networkx as nx
+import numpy as np
+import pytest
+import torch
+
+from conftest import make_scenario, run_outputs
+from hierfl.config.asynchrony import StalenessSpec
+
+ONE = {"train.rounds": 6, "train.clients_per_round": 1}
+
+
+@pytest.mark.parametrize("policy", [{"policy": "fedasync", "alpha": 1.0, "max_concurrency": 1},
+                                    {"policy": "fedbuff", "k": 1, "server_lr": 1.0,
+                                     "max_concurrency": 1}])
+def test_one_at_a_time_is_synchronous_fedavg_with_one_client(tmp_path, policy):
+    """max_concurrency 1: no staleness ever; alpha = 1 (FedAsync) or k = 1, eta = 1 (FedBuff)
+    gives synchronous FedAvg with one client per round: the same clients (one seeded stream),
+    times, bytes and parameters."""
+    a = run_outputs(make_scenario(tmp_path / "a", **ONE, **{"train.round": policy}))
+    s = run_outputs(make_scenario(tmp_path / "s", **ONE))
+    assert (a.final("fedavg") == s.final("fedavg")).all()
+    assert [r["staleness"] for r in a.clients["fedavg"]] == ["0.0"] * 6
+    assert [r["client"] for r in a.clients["fedavg"]] == [r["client"] for r in s.clients["fedavg"]]
+    for ra, rs in zip(a.metrics["fedavg"], s.metrics["fedavg"]):
+        assert ra == rs
+
+
+def test_no_staleness_with_one_slot_even_with_uneven_speeds(tmp_path):
+    out = run_outputs(make_scenario(tmp_path, **{
+        "train.rounds": 8, "train.clients_per_round": 3,
+        "topology.clients.compute_flops": {"dist": "uniform", "low": 1e7, "high": 1e9},
+        "train.round": {"policy": "fedasync", "alpha": 0.5, "max_concurrency": 1}}))
+    assert {r["staleness"] for r in out.clients["fedavg"]} == {"0.0"}
+
+
+def _three_clients(flops: list[float]) -> nx.DiGraph:
+    g = nx.DiGraph()
+    g.add_node("cloud", role="cloud", flops=1e12)
+    g.add_node("edge0", role="edge", flops=1e12, parent="cloud")
+    for k, f in enumerate(flops):
+        g.add_node(f"client{k}", role="client", flops=f, parent="edge0", index=k)
+    for n, a in list(g.nodes(data=True)):
+        if "parent" in a:       # 1 s a hop, transfers of no duration
+            g.add_edge(n, a["parent"], latency_s=1.0, bandwidth_Bps=1e30)
+            g.add_edge(a["parent"], n, latency_s=1.0, bandwidth_Bps=1e30)
+    return g
+
+
+def test_hand_computed_schedule_of_three_clients(tmp_path):
+    """Three clients, all working at once; each job is 2 s down, c_k computing, 2 s up, with
+    c = 6, 22, 39 s: jobs of 10, 26 and 43 s. A finished client is the only free one, so it
+    starts again at once. Arrivals (time, client, version at download -> at arrival):
+    10 c0 0->0, 20 c0 1->1, 26 c1 0->2, 30 c0 2->3, 40 c0 4->4, 43 c2 0->5, 50 c0 5->6,
+    52 c1 3->7: staleness 0, 0, 2, 1, 0, 5, 1, 4."""
+    kw = {"train.rounds": 8, "train.clients_per_round": "all", "topology.clients.count": 3,
+          "train.round": {"policy": "fedasync", "alpha": 0.6,
+                          "staleness": {"kind": "polynomial", "a": 0.5}}}
+    path = make_scenario(tmp_path, **kw)
+    probe = run_outputs(path, graph=_three_clients([1.0, 1.0, 1.0]), out=tmp_path / "p")
+    work = {int(r["client"]): float(r["compute_s"]) for r in probe.clients["fedavg"]}  # FLOPs
+    want_c = [6.0, 22.0, 39.0]
+    out = run_outputs(path, graph=_three_clients([work[k] / want_c[k] for k in range(3)]),
+                      out=tmp_path / "o", keep_trace=True)
+    rows = out.clients["fedavg"]
+    assert [int(r["client"]) for r in rows] == [0, 0, 1, 0, 0, 2, 0, 1]
+    assert [float(r["staleness"]) for r in rows] == [0, 0, 2, 1, 0, 5, 1, 4]
+    assert [int(r["round"]) for r in rows] == list(range(1, 9))
+    times = [float(r["sim_time_s"]) for r in out.metrics["fedavg"][1:]]
+    assert times == pytest.approx([10, 20, 26, 30, 40, 43, 50, 52], abs=1e-9)
+    recv = [(round(e[0], 6), e[3]) for e in out.results["fedavg"].trace.events
+            if e[1] == "cloud" and e[2] == "recv"]
+    assert recv == [(10.0, "edge0"), (20.0, "edge0"), (26.0, "edge0"), (30.0, "edge0"),
+                    (40.0, "edge0"), (43.0, "edge0"), (50.0, "edge0"), (52.0, "edge0")]
+
+
+def test_mixing_rules_on_hand_numbers():
+    from types import SimpleNamespace
+
+    from hierfl.exec.asynchronous import fedasync_mix, fedbuff_apply
+
+    class Algo:
+        def __init__(self, w):
+            self.w = torch.tensor(w)
+
+        def global_model(self):
+            return self.w
+
+        def set_global(self, w):
+            self.w = w
+
+    def work(client, x):
+        return SimpleNamespace(sel=np.array([client]), uploads=SimpleNamespace(
+            tensors=(torch.tensor([x]),)))
+
+    algo = Algo([1.0, 2.0])
+    s = StalenessSpec(kind="polynomial", a=0.5).weight(3)            # (3 + 1)^-0.5 = 0.5
+    fedasync_mix(algo, work(0, [3.0, 6.0]), 0.6 * s)                  # a_s = 0.3
+    assert algo.w.tolist() == pytest.approx([0.7 * 1 + 0.3 * 3, 0.7 * 2 + 0.3 * 6])
+    algo = Algo([1.0, 1.0])
+    counts = np.array([1.0, 3.0])   # deltas (2, 0) from start (0, 0) and (0, 4) from (1, 1)
+    buf = [(work(0, [2.0, 0.0]), torch.tensor([0.0, 0.0]), 1.0),
+           (work(1, [1.0, 5.0]), torch.tensor([1.0, 1.0]), 0.5)]
+    fedbuff_apply(algo, buf, counts, server_lr=2.0)
+    # x + eta * (1*1*(2, 0) + 3*0.5*(0, 4)) / (1 + 3) = (1, 1) + 2 * (2, 6) / 4 = (2, 4)
+    assert algo.w.tolist() == pytest.approx([2.0, 4.0])
+    assert StalenessSpec(kind="hinge", a=0.5, b=2).weight(2) == 1.0
+    assert StalenessSpec(kind="hinge", a=0.5, b=2).weight(6) == pytest.approx(1 / 3)
+
+
+def test_fedbuff_versions_count_k_updates(tmp_path):
+    out = run_outputs(make_scenario(tmp_path, **{
+        "train.rounds": 4, "train.clients_per_round": 3,
+        "train.round": {"policy": "fedbuff", "k": 2, "server_lr": 1.0}}))
+    m = out.metrics["fedavg"][1:]
+    assert [int(r["reported"]) for r in m] == [2, 2, 2, 2]
+    assert len(out.clients["fedavg"]) == 8
+
+
+def test_duration_ends_the_run_and_evaluates_its_last_version(tmp_path):
+    out = run_outputs(make_scenario(tmp_path, **{
+        "train.rounds": 1000, "train.duration_s": 3e-5, "train.clients_per_round": 2,
+        "train.round": {"policy": "fedasync", "alpha": 0.5}}))
+    m = out.metrics["fedavg"]
+    assert 1 < len(m) < 1000 and float(m[-1]["sim_time_s"]) >= 3e-5
+    assert float(m[-2]["sim_time_s"]) < 3e-5 and m[-1]["test_acc"] != ""
+
+
+@pytest.mark.parametrize("overrides, needle", [
+    ({"algorithms": [{"name": "scaffold"}], "train.round": {"policy": "fedasync"}},
+     "cannot run with train.round.policy 'fedasync'"),
+    ({"algorithms": [{"name": "hierfavg"}], "train.round": {"policy": "fedbuff", "k": 2}},
+     "hierarchical algorithm"),
+    ({"train.edge_round": {"policy": "fedasync"}}, "cloud tier (train.round) only"),
+    ({"train.round": {"policy": "fedbuff"}}, "needs k"),
+    ({"train.round": {"policy": "wait_all", "alpha": 0.5}}, "asynchronous policies"),
+    ({"train.round": {"policy": "fedasync", "alpha": 1.5}}, "(0, 1]"),
+])
+def test_unsupported_or_bad_async_settings_exit_2(tmp_path, overrides, needle):
+    path = make_scenario(tmp_path, **overrides)
+    r = subprocess.run([sys.executable, "-m", "hierfl", "validate", path],
+                       capture_output=True, text=True)
+    assert r.returncode == 2 and needle in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
+def test_async_waits_for_availability_and_never_hangs(tmp_path):
+    """Nobody is available until 1 s: the first job starts then. Client 0's availability ends
+    at 1.00002 s: jobs that would upload later fail; once nobody can ever be available again
+    and nothing is in flight, the run ends before its 50 versions instead of hanging."""
+    (tmp_path / "avail.csv").write_text("client,start_s,end_s\n0,1,1.00002\n1,1,1.00001\n")
+    out = run_outputs(make_scenario(tmp_path, **{
+        "train.rounds": 50, "train.clients_per_round": 2, "topology.clients.count": 2,
+        "topology.availability": {"kind": "trace", "path": "avail.csv"},
+        "train.round": {"policy": "fedasync", "alpha": 0.5}}), keep_trace=True)
+    events = out.results["fedavg"].trace.events
+    first_send = min(e[0] for e in events if e[2] == "send")
+    assert first_send == 1.0
+    m = out.metrics["fedavg"]
+    assert 1 < len(m) < 51
+    assert any(r["failed"] == "1" for r in out.clients["fedavg"])
+    assert max(float(r["sim_time_s"]) for r in m) < 1.0001
