@@ -83,8 +83,6 @@ def test_hand_computed_schedule_of_three_clients(tmp_path):
 
 
 def test_mixing_rules_on_hand_numbers():
-    from types import SimpleNamespace
-
     from hierfl.exec.asynchronous import fedasync_mix, fedbuff_apply
 
     class Algo:
@@ -97,19 +95,14 @@ def test_mixing_rules_on_hand_numbers():
         def set_global(self, w):
             self.w = w
 
-    def work(client, x):
-        return SimpleNamespace(sel=np.array([client]), uploads=SimpleNamespace(
-            tensors=(torch.tensor([x]),)))
-
     algo = Algo([1.0, 2.0])
     s = StalenessSpec(kind="polynomial", a=0.5).weight(3)            # (3 + 1)^-0.5 = 0.5
-    fedasync_mix(algo, work(0, [3.0, 6.0]), 0.6 * s)                  # a_s = 0.3
+    fedasync_mix(algo, (torch.tensor([3.0, 6.0]), 1.0), 0.6 * s)      # a_s = 0.3
     assert algo.w.tolist() == pytest.approx([0.7 * 1 + 0.3 * 3, 0.7 * 2 + 0.3 * 6])
-    algo = Algo([1.0, 1.0])
-    counts = np.array([1.0, 3.0])   # deltas (2, 0) from start (0, 0) and (0, 4) from (1, 1)
-    buf = [(work(0, [2.0, 0.0]), torch.tensor([0.0, 0.0]), 1.0),
-           (work(1, [1.0, 5.0]), torch.tensor([1.0, 1.0]), 0.5)]
-    fedbuff_apply(algo, buf, counts, server_lr=2.0)
+    algo = Algo([1.0, 1.0])     # deltas (2, 0) from start (0, 0), weight 1, s 1 and (0, 4)
+    buf = [((torch.tensor([2.0, 0.0]), 1.0), torch.tensor([0.0, 0.0]), 1.0),   # from (1, 1),
+           ((torch.tensor([1.0, 5.0]), 3.0), torch.tensor([1.0, 1.0]), 0.5)]   # weight 3, s .5
+    fedbuff_apply(algo, buf, server_lr=2.0)
     # x + eta * (1*1*(2, 0) + 3*0.5*(0, 4)) / (1 + 3) = (1, 1) + 2 * (2, 6) / 4 = (2, 4)
     assert algo.w.tolist() == pytest.approx([2.0, 4.0])
     assert StalenessSpec(kind="hinge", a=0.5, b=2).weight(2) == 1.0
@@ -137,8 +130,8 @@ def test_duration_ends_the_run_and_evaluates_its_last_version(tmp_path):
 @pytest.mark.parametrize("overrides, needle", [
     ({"algorithms": [{"name": "scaffold"}], "train.round": {"policy": "fedasync"}},
      "cannot run with train.round.policy 'fedasync'"),
-    ({"algorithms": [{"name": "hierfavg"}], "train.round": {"policy": "fedbuff", "k": 2}},
-     "hierarchical algorithm"),
+    ({"algorithms": [{"name": "pfedmac_sh"}], "train.round": {"policy": "fedbuff", "k": 2}},
+     "weighted mean of aggregator models"),
     ({"train.edge_round": {"policy": "fedasync"}}, "cloud tier (train.round) only"),
     ({"train.round": {"policy": "fedbuff"}}, "needs k"),
     ({"train.round": {"policy": "wait_all", "alpha": 0.5}}, "asynchronous policies"),
@@ -167,3 +160,58 @@ def test_async_waits_for_availability_and_never_hangs(tmp_path):
     assert 1 < len(m) < 51
     assert any(r["failed"] == "1" for r in out.clients["fedavg"])
     assert max(float(r["sim_time_s"]) for r in m) < 1.0001
+
+
+HIER = {"topology.edges.count": 2, "topology.clients.count": 6, "train.clients_per_round": "all",
+        "algorithms": [{"name": "hierfavg", "edge_rounds": 2}]}
+
+
+def test_hierarchical_one_edge_at_a_time_with_alpha_1_is_that_edges_model(tmp_path):
+    """Synchronous edges, asynchronous cloud: with one edge working at a time and alpha 1, each
+    version is the model of the edge that arrived, which started from the previous version:
+    the same as synchronous HierFAVG on a topology holding only that edge's clients, round
+    after round. Checked on the versions' sequence of edges: every version's clients belong to
+    one edge, edges alternate by the seeded draw, nothing is stale."""
+    out = run_outputs(make_scenario(tmp_path, **HIER, **{
+        "train.rounds": 4, "train.round": {"policy": "fedasync", "alpha": 1.0,
+                                           "max_concurrency": 1}}))
+    rows = out.clients["hierfavg"]
+    by_version: dict[int, set[int]] = {}
+    for r in rows:
+        by_version.setdefault(int(r["round"]), set()).add(int(r["client"]) % 2)
+        assert r["staleness"] == "0.0"
+    assert sorted(by_version) == [1, 2, 3, 4]
+    assert all(len(v) == 1 for v in by_version.values())   # round_robin: edge = client % 2
+    assert len(rows) == 4 * 2 * 3                          # 2 edge rounds x 3 clients a job
+    m = out.metrics["hierfavg"][1:]
+    assert [int(r["reported"]) for r in m] == [3, 3, 3, 3]
+
+
+def test_hierarchical_fedbuff_staleness_and_bytes(tmp_path):
+    out = run_outputs(make_scenario(tmp_path, **HIER, **{
+        "topology.edges.link": {"latency_s": 0.5, "bandwidth_Bps": 1e9},
+        "train.rounds": 6, "train.round": {"policy": "fedbuff", "k": 1, "server_lr": 1.0}}),
+        keep_trace=True)
+    rows = out.clients["hierfavg"]
+    assert {r["staleness"] for r in rows} >= {"0.0", "1.0"}   # two edges overlap
+    last = out.metrics["hierfavg"][-1]
+    ev = out.results["hierfavg"].trace.events
+    sent = [e[4] for e in ev if e[1].startswith("edge") and e[2] == "send" and e[3] == "cloud"]
+    got = [e for e in ev if e[1] == "cloud" and e[2] == "recv"]
+    assert len(got) == 6 and len(sent) >= 6 and len(set(sent)) == 1   # one model each
+    assert float(last["bytes_up_edge_cloud"]) == sum(sent)
+
+
+def test_per_algorithm_round_policy_sync_and_async_side_by_side(tmp_path):
+    """An entry's `round:` replaces train.round for it alone: a synchronous HierFAVG and one
+    with a FedBuff cloud in one scenario; the synchronous one equals a run without the other."""
+    both = run_outputs(make_scenario(tmp_path / "b", **{
+        **HIER, "train.rounds": 3, "algorithms": [
+            {"name": "hierfavg", "edge_rounds": 2},
+            {"name": "hierfavg", "label": "hier_fedbuff", "edge_rounds": 2,
+             "round": {"policy": "fedbuff", "k": 2}}]}))
+    alone = run_outputs(make_scenario(tmp_path / "a", **HIER, **{"train.rounds": 3}))
+    assert both.metrics["hierfavg"] == alone.metrics["hierfavg"]
+    assert (both.final("hierfavg") == alone.final("hierfavg")).all()
+    assert {r["staleness"] for r in both.clients["hierfavg"]} == {""}
+    assert {r["staleness"] for r in both.clients["hier_fedbuff"]} != {""}

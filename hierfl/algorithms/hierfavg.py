@@ -27,5 +27,4 @@ class HierFAVGParams:
 class HierFAVG(FedAvg):
     name = "hierfavg"
     Params = HierFAVGParams
-    caps = replace(FedAvg.caps, hierarchical=True, linear_aggregate=False,
-                   asynchronous=False)
+    caps = replace(FedAvg.caps, hierarchical=True, linear_aggregate=False)

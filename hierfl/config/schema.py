@@ -265,6 +265,11 @@ class AlgorithmEntry:
     stragglers: "StragglerSpec | None" = None   # this entry's override of scenario.stragglers
     tier_rounds: tuple[int, ...] | None = None  # deeper trees: rounds per aggregator tier,
     #                                             from the top (overrides edge_rounds)
+    round: "RoundSpec | None" = None            # this entry's cloud round policy (train.round)
+
+    def round_policy(self, train: "TrainSpec") -> "RoundSpec":
+        """The cloud tier's round policy of this entry: its own `round:`, else train.round."""
+        return self.round if self.round is not None else train.round
 
 
 @dataclass(frozen=True)

@@ -54,7 +54,8 @@ class RoundRunner:
         self.stragglers = entry.stragglers or scenario.stragglers
         self.counts = data.counts
         self.nonfinite: dict[int, list[int]] = {}   # round -> clients whose upload was not finite
-        policy = scenario.train.edge_round if algo.hierarchical else scenario.train.round
+        policy = scenario.train.edge_round if algo.hierarchical else \
+            entry.round_policy(scenario.train)
         self.budgets = Budgets(scenario.seed, self.local, self.stragglers, policy, self.counts,
                                topo, self.model.n_params, self.model.fwd_flops,
                                algo.upload_tensors, algo.hierarchical)
@@ -220,13 +221,20 @@ class RoundRunner:
         msg = self.algo.edge_upload(state)
         return msg, (0.0 if msg is None else tensors_bytes(msg))
 
-    def async_mix(self, work: Work, alpha: float) -> None:
-        """FedAsync: mix one arrived update into the global model (exec/asynchronous.py)."""
-        fedasync_mix(self.algo, work, alpha)
+    def async_update(self, work: Work | None, msg: Any = None, weight: float = 0.0) -> Any:
+        """An asynchronous update: one client's upload (`work` of one client) or a top
+        aggregator's upload `msg` with its weight (exec/asynchronous.py)."""
+        if work is not None:
+            return work.uploads.tensors[0][0], float(self.counts[int(work.sel[0])])
+        return msg[0], weight
 
-    def async_buffer(self, buffer: list[tuple[Work, Any, float]], server_lr: float) -> None:
+    def async_mix(self, update: Any, alpha: float) -> None:
+        """FedAsync: mix one arrived update into the global model."""
+        fedasync_mix(self.algo, update, alpha)
+
+    def async_buffer(self, buffer: list[tuple[Any, Any, float]], server_lr: float) -> None:
         """FedBuff: apply k buffered updates as one weighted mean of deltas."""
-        fedbuff_apply(self.algo, buffer, self.counts, server_lr)
+        fedbuff_apply(self.algo, buffer, server_lr)
 
     def cloud_close(self, t: int, arrived: list[str], uploads: dict[str, Any],
                     weights: list[float]) -> None:

@@ -43,9 +43,18 @@ def _plain(obj: Any) -> Any:
 def scenario_dict(sc: Any) -> dict:
     """The resolved scenario as plain data (algorithms with their typed parameters)."""
     d = _plain(sc)
-    d["algorithms"] = [{"name": e.name, "label": e.label, "edge_rounds": e.edge_rounds,
-                        "params": _plain(e.params), "local": _plain(e.local)}
-                       for e in sc.algorithms]
+    d["algorithms"] = [_entry_dict(e) for e in sc.algorithms]
+    return d
+
+
+def _entry_dict(e: Any) -> dict:
+    """An algorithm entry; its own stragglers: and round: only where it has them (so the
+    resume fingerprint and the manifest's hash see an edit to them)."""
+    d = {"name": e.name, "label": e.label, "edge_rounds": e.edge_rounds,
+         "params": _plain(e.params), "local": _plain(e.local)}
+    for key in ("stragglers", "round"):
+        if getattr(e, key, None) is not None:
+            d[key] = _plain(getattr(e, key))
     return d
 
 

@@ -27,34 +27,39 @@ def label_problem(label: str) -> str | None:
     return None
 
 
-def check_rounds(p: Problems, train: TrainSpec, clients_per_round: int) -> None:
-    r = train.round
-    if r.policy == "first_k" and r.k is not None and r.k > clients_per_round:
-        p.add("train.round.k", r.k, f"more than the {clients_per_round} clients per round: the "
-              "round would wait for all (use wait_all, or raise clients_per_round)")
+def check_rounds(p: Problems, train: TrainSpec, clients_per_round: int,
+                 entries: list[AlgorithmEntry] = ()) -> None:
+    pols = [("train.round", train.round)] + [(f"algorithms[{i}].round", e.round)
+                                             for i, e in enumerate(entries) if e.round]
+    for key, r in pols:
+        if r.policy == "first_k" and r.k is not None and r.k > clients_per_round:
+            p.add(f"{key}.k", r.k, f"more than the {clients_per_round} clients per round: the "
+                  "round would wait for all (use wait_all, or raise clients_per_round)")
 
 
 def check_asynchrony(p: Problems, train: TrainSpec, entries: list[AlgorithmEntry]) -> None:
-    """Asynchronous policies (fedasync, fedbuff) at the cloud tier, for the algorithms that
-    declare them (Capabilities.asynchronous); not yet at the aggregator tiers."""
+    """Asynchronous policies (fedasync, fedbuff) at the cloud tier (train.round or an entry's
+    round:), for the algorithms that declare them (Capabilities.asynchronous); not yet at the
+    aggregator tiers."""
     from ..algorithms.registry import get
 
     if train.edge_round.policy in ASYNC_POLICIES:
         p.add("train.edge_round.policy", train.edge_round.policy,
               "asynchronous aggregation is implemented at the cloud tier (train.round) only")
-    if train.round.policy not in ASYNC_POLICIES:
-        return
-    if train.edge_preaggregate:
-        p.add("train.edge_preaggregate", True, f"does not apply to {train.round.policy!r}: "
-              "each update travels to the cloud on its own")
     for i, e in enumerate(entries):
+        pol = e.round_policy(train).policy
+        if pol not in ASYNC_POLICIES:
+            continue
+        key = "train.round.policy" if e.round is None else f"algorithms[{i}].round.policy"
+        if train.edge_preaggregate:
+            p.add("train.edge_preaggregate", True, f"does not apply to {pol!r} ({key}): each "
+                  "update travels to the cloud on its own")
         caps = get(e.name).caps
         if not caps.asynchronous:
-            why = ("a hierarchical algorithm (its edges aggregate in rounds)" if caps.hierarchical
-                   else "its server step is not a weighted mean of client models, or it keeps "
-                   "server or client state")
-            p.add(f"algorithms[{i}].name", e.name, f"cannot run with train.round.policy "
-                  f"{train.round.policy!r}: {why}; asynchronous: fedavg, fedprox")
+            what = "aggregator" if caps.hierarchical else "client"
+            p.add(f"algorithms[{i}].name", e.name, f"cannot run with {key} {pol!r}: its cloud "
+                  f"step is not a weighted mean of {what} models, or it keeps other server or "
+                  "client state (asynchronous: fedavg, fedprox, hierfavg)")
 
 
 def _lr_problem(lr: float, decay: float, rounds: int) -> str | None:

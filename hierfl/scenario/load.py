@@ -19,7 +19,7 @@ from ..config.yamldoc import check_file, read_doc
 from .checks import check_algorithms, check_asynchrony, check_output, check_rounds, \
     check_samples, check_work, label_problem, mean_of as _mean
 from ..config.schema import AlgorithmEntry, DataSpec, DistSpec, LocalSpec, ModelSpec, Scenario, \
-    ScenarioFile, StragglerSpec, TrainSpec
+    RoundSpec, ScenarioFile, StragglerSpec, TrainSpec
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
 
@@ -123,7 +123,7 @@ def _hyperparameters(cls: Any, name: str, hp: dict, p: Problems, key: str) -> di
         return hp
     for k, v in hp.items():
         p.add(f"{key}.{k}", v, f"unknown key: {name} has no hyperparameters (an entry takes "
-              "only name, label, local, stragglers)")
+              "only name, label, local, stragglers, round)")
     return {}
 
 
@@ -181,19 +181,12 @@ def _algorithms(raw: dict, p: Problems) -> list[AlgorithmEntry]:
                 else None
             if (leaf in local_raw) or (leaf is None and train_local_ok):
                 p.items.append(prob)
-        hp = {k: v for k, v in a.items() if k not in ("name", "label", "local", "stragglers")}
+        hp = {k: v for k, v in a.items() if k not in ENTRY_KEYS}
         params = build(cls.Params, _hyperparameters(cls, a["name"], hp, p, key), p, key)
-        strag = None
-        if "stragglers" in a:      # per-entry override of the scenario's stragglers:
-            raw_s = raw.get("stragglers") if isinstance(raw.get("stragglers"), dict) else {}
-            if not isinstance(a["stragglers"], dict):
-                p.add(f"{key}.stragglers", a["stragglers"], "expected a mapping")
-                continue
-            strag = build(StragglerSpec, {**raw_s, **a["stragglers"]}, p, f"{key}.stragglers")
-            if is_fail(strag):
-                continue
-        if is_fail(local) or is_fail(params):
+        over = _entry_overrides(raw, a, p, key)
+        if over is None or is_fail(local) or is_fail(params):
             continue
+        strag, round_ = over
         if local.gamma is not None and not cls.supports_gamma:
             p.add(f"{key}.local.gamma", local.gamma,
                   f"{name} has no single local objective; gamma stops are not defined for it")
@@ -201,8 +194,33 @@ def _algorithms(raw: dict, p: Problems) -> list[AlgorithmEntry]:
         edge_rounds = getattr(params, "edge_rounds", 1) if cls.hierarchical else 1
         tier_rounds = getattr(params, "tier_rounds", None)
         entries.append(AlgorithmEntry(name, label, params, local, edge_rounds, strag,
-                                      None if tier_rounds is None else tuple(tier_rounds)))
+                                      None if tier_rounds is None else tuple(tier_rounds),
+                                      round_))
     return entries
+
+
+ENTRY_KEYS = ("name", "label", "local", "stragglers", "round")
+
+
+def _entry_overrides(raw: dict, a: dict, p: Problems, key: str) -> tuple[Any, Any] | None:
+    """An entry's own `stragglers:` (merged over the scenario's) and `round:` (the cloud
+    tier's round policy for this algorithm, in place of train.round: complete on its own);
+    None when one is malformed (reported)."""
+    strag = round_ = None
+    if "stragglers" in a:
+        raw_s = raw.get("stragglers") if isinstance(raw.get("stragglers"), dict) else {}
+        if not isinstance(a["stragglers"], dict):
+            p.add(f"{key}.stragglers", a["stragglers"], "expected a mapping")
+            return None
+        strag = build(StragglerSpec, {**raw_s, **a["stragglers"]}, p, f"{key}.stragglers")
+    if "round" in a:
+        if not isinstance(a["round"], dict):
+            p.add(f"{key}.round", a["round"], "expected a mapping (a round policy)")
+            return None
+        round_ = build(RoundSpec, a["round"], p, f"{key}.round")
+    if is_fail(strag) or is_fail(round_):
+        return None
+    return strag, round_
 
 
 def _n_aggregators(topo: Any) -> int:
@@ -283,7 +301,7 @@ def _cross_checks(raw: dict, p: Problems, base_dir: str, topo: Any, data: DataSp
         return
     cpr = train.clients_per_round
     c = n if cpr == "all" else min(int(cpr), n)
-    check_rounds(p, train, c)
+    check_rounds(p, train, c, entries)
     shape = data_shape(data, n)
     if shape is None:
         return

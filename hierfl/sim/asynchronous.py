@@ -32,7 +32,7 @@ class AsyncRounds:
     """The asynchronous cloud (uses Simulation's core: spawn, send, _client, failures, ...)."""
 
     def _async_cloud(self, rounds: int, start_round: int, on_round):
-        pol = self.sc.train.round
+        pol = self.round_spec
         n, m = self.topo.n_clients, self.sc.train.clients_per_round
         self._a = _AsyncState(version=start_round - 1, rounds=rounds, on_round=on_round,
                               concurrency=pol.max_concurrency or (n if m == "all" else int(m)),
@@ -66,21 +66,33 @@ class AsyncRounds:
         while not a.done.triggered and not a.expired and len(a.busy) < a.concurrency:
             a.jobs += 1
             avail = self.failures.available(a.jobs, self.env.now, self.topo.n_clients)
-            free = np.ones(self.topo.n_clients, dtype=bool) if avail is None else avail.copy()
-            free[list(a.busy)] = False
-            pool = np.flatnonzero(free)
-            if len(pool) == 0 and self.failures.kind == "bernoulli" and tries < 1000:
+            up = np.ones(self.topo.n_clients, dtype=bool) if avail is None else avail
+            workers = self._free_workers(up)
+            if not workers and self.failures.kind == "bernoulli" and tries < 1000:
                 tries += 1          # availability is drawn per job: draw again
                 continue
-            if len(pool) == 0:
-                a.jobs -= 1         # the job number goes to the next client that can take it
+            if not workers:
+                a.jobs -= 1         # the job number goes to the next worker that can take it
                 if not a.busy:
                     self._wait_for_clients()
                 return
-            k = int(pool[0]) if len(pool) == 1 else \
-                int(seeding.rng(self.sc.seed, "sample", a.jobs).choice(pool, 1, replace=False)[0])
-            a.busy.add(k)
-            self.spawn(self._job(a.jobs, k))
+            rng = seeding.rng(self.sc.seed, "sample", a.jobs)
+            w = workers[0] if len(workers) == 1 else \
+                workers[int(rng.choice(len(workers), 1, replace=False)[0])]
+            a.busy.add(w)
+            job = self._hier_job(a.jobs, w, up) if self.runner.hierarchical else \
+                self._flat_job(a.jobs, int(w))
+            self.spawn(job)
+
+    def _free_workers(self, up: np.ndarray) -> list:
+        """Flat: the available clients not working; hierarchical: the aggregators under the
+        cloud that are not working and have an available client."""
+        if not self.runner.hierarchical:
+            free = up.copy()
+            free[list(self._a.busy)] = False
+            return np.flatnonzero(free).tolist()
+        return [n for n in self.topo.children["cloud"]
+                if n not in self._a.busy and up[self.under[n]].any()]
 
     def _wait_for_clients(self) -> None:
         """Nobody available and nothing in flight: retry at the next availability change."""
@@ -90,13 +102,11 @@ class AsyncRounds:
             return
         self.env.timeout(nxt - self.env.now).callbacks.append(lambda _: self._dispatch())
 
-    def _job(self, j: int, k: int):
+    def _flat_job(self, j: int, k: int):
         a, runner = self._a, self.runner
         v0, start = a.version, runner.global_model()
         work = runner.train(j, 0, np.array([k], dtype=np.int64), start)
-        rec = work.recs[0]
-        name = self.topo.clients[k]
-        path = self.topo.path_up(name)[::-1]           # cloud ... bottom aggregator, client
+        path = self.topo.path_up(self.topo.clients[k])[::-1]   # cloud ... aggregator, client
         col = Collector(self.env, 0 if work.drop[0] else 1, WAIT_ONE)
         down = runner.down_bytes()
         lost = False
@@ -105,31 +115,64 @@ class AsyncRounds:
                 lost = True
                 break
         if lost:
-            self._fail(col, k, rec, None)
+            self._fail(col, k, work.recs[0], None)
         else:
             yield from self._client(k, 0, path[-2], down, work, True, col)
         a.busy.discard(k)
+        update = runner.async_update(work) if col.arrived else None
+        self._finish(v0, start, work.recs, update, 1)
+
+    def _hier_job(self, j: int, node: str, up: np.ndarray):
+        """A top aggregator's job: its rounds over a sample of its available clients, then one
+        upload to the cloud (sim/hier.py's aggregator, unchanged)."""
+        a, runner = self._a, self.runner
+        mine = self.under[node][up[self.under[node]]]
+        m, n = self.sc.train.clients_per_round, self.topo.n_clients
+        take = len(mine) if m == "all" else min(len(mine), max(1, round(int(m) * len(
+            self.under[node]) / n)))
+        if take < len(mine):
+            mine = np.sort(seeding.rng(self.sc.seed, "sample", j, node).choice(
+                mine, take, replace=False))
+        v0, start = a.version, runner.global_model()
+        col = Collector(self.env, 1, WAIT_ONE)
+        ups: dict = {}
+        got: dict = {}
+        info = RoundInfo(j)
+        yield from self._hier_child("cloud", node, j, self._mark_active(mine), start,
+                                    runner.down_bytes(), col, ups, info, True, got)
+        a.busy.discard(node)
+        update = runner.async_update(None, ups[node], float(self.counts[mine].sum())) \
+            if col.arrived else None
+        self._finish(v0, start, info.clients, update, len(mine), len(got.get(node, ())))
+
+    def _finish(self, v0: int, start, recs: list, update, picked: int,
+                reported: int | None = None) -> None:
+        """A job is over: its records join the version being built; its update (None: it
+        failed or was dropped) is mixed in or buffered; a new job starts."""
+        a = self._a
         if a.done.triggered:                           # arrived after the run ended
             return
-        rec.staleness = float(a.version - v0)
-        rec.round = a.info.round                       # the version it lands in
-        a.info.clients.append(rec)
-        if col.arrived:
-            self._arrive(work, start, rec)
+        for rec in recs:
+            rec.staleness = float(a.version - v0)
+            rec.round = a.info.round                   # the version it lands in
+        a.info.clients.extend(recs)
+        got = (1 if update is not None else 0) if reported is None else reported
+        a.info.reported += got
+        a.info.failed += picked - got
+        if update is not None:
+            self._apply_update(update, start, a.version - v0)
         else:
-            rec.dropped = True
-            a.info.failed += 1
+            for rec in recs:
+                rec.dropped = rec.dropped or reported is None
         self._dispatch()
 
-    def _arrive(self, work, start, rec) -> None:
-        a, pol, runner = self._a, self.sc.train.round, self.runner
-        a.info.reported += 1
+    def _apply_update(self, update, start, tau: int) -> None:
+        a, pol, runner = self._a, self.round_spec, self.runner
         if pol.policy == "fedasync":
-            alpha = pol.alpha * pol.staleness.weight(int(rec.staleness))
-            runner.async_mix(work, alpha)
+            runner.async_mix(update, pol.alpha * pol.staleness.weight(tau))
             self._new_version(1)
             return
-        a.buffer.append((work, start, pol.staleness.weight(int(rec.staleness))))
+        a.buffer.append((update, start, pol.staleness.weight(tau)))
         if len(a.buffer) >= int(pol.k):
             runner.async_buffer(a.buffer, pol.server_lr)
             a.buffer = []

@@ -68,11 +68,12 @@ class Simulation(FlatRounds, HierRounds, AsyncRounds):
         f, train = self.failures, scenario.train
         # rounds whose timing depends on nothing but itself are computed in closed form
         self.failures.n_clients = topo.n_clients
-        self.asynchronous = train.round.policy in ASYNC_POLICIES
+        self.round_spec = entry.round_policy(train)        # the cloud tier's round policy
+        self.asynchronous = self.round_spec.policy in ASYNC_POLICIES
         self.closed_form = (train.timing == "auto" and not self.asynchronous and link_cls is Link and f.kind not in ("markov", "trace")
                             and f.crash_p <= 0 and not (f.node_down or f.link_down)
-                            and train.round.policy == "wait_all"
-                            and train.round.timeout_s is None
+                            and self.round_spec.policy == "wait_all"
+                            and self.round_spec.timeout_s is None
                             and not (train.edge_preaggregate and runner.linear_aggregate))
         self.closed_form_rounds = 0
         self.under = {n: np.array(sorted(self.index[c] for c in self._leaves(n)),

@@ -31,11 +31,11 @@ class FlatRounds:
         work = runner.train(t, 0, sel, runner.global_model(), silent)
         down_bytes = runner.down_bytes()
         preagg = self.sc.train.edge_preaggregate and runner.linear_aggregate
-        col = Collector(self.env, 0 if preagg else int((~work.drop).sum()), self.sc.train.round)
+        col = Collector(self.env, 0 if preagg else int((~work.drop).sum()), self.round_spec)
         partials: list = []
         if preagg:
             edges = [e for e in self.topo.edges if np.isin(self.under[e], sel[~work.drop]).any()]
-            col = Collector(self.env, len(edges), self.sc.train.round)
+            col = Collector(self.env, len(edges), self.round_spec)
         pos = {int(k): i for i, k in enumerate(sel)}
         # closed form: only with nothing left in flight from an earlier round (its events would
         # interleave with this round's)
@@ -75,7 +75,7 @@ class FlatRounds:
             members = [self.index[c] for c in kids]
             live = [k for k in members if not work.drop[pos[k]]]
             if live:
-                pa = PreAgg(Collector(self.env, len(live), self.sc.train.round, opened=col.opened))
+                pa = PreAgg(Collector(self.env, len(live), self.round_spec, opened=col.opened))
                 self.spawn(self._preagg_up(node, pa, pos, work, col, partials))
         for kid in kids:
             if self.topo.is_client(kid):

@@ -24,7 +24,7 @@ class HierRounds:
         chosen = self._mark_active(sel)
         kids = chosen.active("cloud")
         reporting = set(runner.reporting(t, kids))
-        col = Collector(self.env, len(reporting), self.sc.train.round)
+        col = Collector(self.env, len(reporting), self.round_spec)
         uploads: dict[str, Any] = {}
         got: dict[str, set[int]] = {}          # child -> the clients its upload aggregates
         down = runner.down_bytes()
