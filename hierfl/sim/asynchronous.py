@@ -131,7 +131,8 @@ class AsyncRounds:
         take = len(mine) if m == "all" else min(len(mine), max(1, round(int(m) * len(
             self.under[node]) / n)))
         if take < len(mine):
-            mine = np.sort(seeding.rng(self.sc.seed, "sample", j, node).choice(
+            top = self.topo.children["cloud"].index(node)
+            mine = np.sort(seeding.rng(self.sc.seed, "sample", j, top).choice(
                 mine, take, replace=False))
         v0, start = a.version, runner.global_model()
         col = Collector(self.env, 1, WAIT_ONE)
