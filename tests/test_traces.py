@@ -137,3 +137,66 @@ def test_fedscale_behaviour_to_intervals_feeds_a_run(tmp_path):
 def test_fedscale_bad_input_exit_2(tmp_path, kind, doc, extra, needle):
     r = _convert(tmp_path, kind, doc, *extra)
     assert r.returncode == 2 and needle in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
+# ----------------------------------------------------------------------------- devices trace
+DEVICES = ("client,compute_flops,uplink_Bps,downlink_Bps,latency_s,device,link\n"
+           "1,2e9,1e6,4e6,0.05,phone,lte\n"
+           "0,8e9,5e6,1e7,0.01,laptop,wifi\n"
+           "2,1e9,5e5,2e6,0.07,phone,lte\n")
+
+
+def test_devices_trace_gives_each_client_its_measured_device_and_link(tmp_path):
+    import hierfl
+    from hierfl.run import build_world
+
+    (tmp_path / "devices.csv").write_text(DEVICES)
+    path = make_scenario(tmp_path, **{"topology.clients": {"trace": "devices.csv"},
+                                      "train.rounds": 1})
+    world = build_world(hierfl.load(path))
+    topo = world.topo
+    assert topo.n_clients == 3
+    assert topo.client_flops.tolist() == [8e9, 2e9, 1e9]
+    g = topo.graph
+    assert g.edges["client1", "edge0"]["bandwidth_Bps"] == 1e6      # up
+    assert g.edges["edge0", "client1"]["bandwidth_Bps"] == 4e6      # down
+    assert g.edges["client2", "edge0"]["latency_s"] == 0.07
+    out = run_outputs(path)
+    rows = {int(r["client"]): r for r in out.clients["fedavg"]}
+    assert rows[0]["device_class"] == "laptop" and rows[1]["link_class"] == "lte"
+    # compute seconds follow the measured speeds: client 0 is 4x client 1 at equal work
+    c0, c1 = float(rows[0]["compute_s"]), float(rows[1]["compute_s"])
+    n = {k: int(r["steps"]) for k, r in rows.items()}
+    ratio = float(world.data.counts[1]) / float(world.data.counts[0])   # full batch: samples
+    assert n[0] == n[1] and c1 / c0 == pytest.approx(4.0 * ratio)
+
+
+@pytest.mark.parametrize("body, needle", [
+    ("client,compute_flops,uplink_Bps,downlink_Bps,latency_s\n0,1e9,1e6,1e6,0.1\n0,1e9,1e6,1e6,"
+     "0.1\n", "listed twice"),
+    ("client,compute_flops,uplink_Bps,downlink_Bps,latency_s\n0,1e9,1e6,1e6,0.1\n5,1e9,1e6,1e6,"
+     "0.1\n", "unknown client"),
+    ("client,compute_flops,uplink_Bps,downlink_Bps,latency_s\n0,-1e9,1e6,1e6,0.1\n",
+     "expected a finite number >= 0"),
+    ("client,compute_flops,uplink_Bps,downlink_Bps,latency_s\n0,1e9,0,1e6,0.1\n",
+     "expected a number > 0"),
+    ("client,compute_flops,uplink_Bps,downlink_Bps,latency_s,speed\n0,1e9,1e6,1e6,0.1,3\n",
+     "only device and link may follow"),
+])
+def test_bad_devices_trace_exit_2(tmp_path, body, needle):
+    (tmp_path / "devices.csv").write_text(body)
+    path = make_scenario(tmp_path, **{"topology.clients": {"trace": "devices.csv"}})
+    r = subprocess.run([sys.executable, "-m", "hierfl", "validate", path],
+                       capture_output=True, text=True)
+    assert r.returncode == 2 and needle in r.stderr and "Traceback" not in r.stderr, r.stderr
+    assert "devices.csv:" in r.stderr
+
+
+def test_devices_trace_count_must_agree_and_excludes_drawn_keys(tmp_path):
+    (tmp_path / "devices.csv").write_text(DEVICES)
+    for clients, needle in (({"trace": "devices.csv", "count": 4}, "lists 3 clients"),
+                            ({"trace": "devices.csv", "compute_flops": 2e9}, "leave them out")):
+        path = make_scenario(tmp_path, **{"topology.clients": clients})
+        r = subprocess.run([sys.executable, "-m", "hierfl", "validate", path],
+                           capture_output=True, text=True)
+        assert r.returncode == 2 and needle in r.stderr, r.stderr

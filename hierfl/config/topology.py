@@ -66,12 +66,26 @@ class Profiles:
 
 @dataclass(frozen=True)
 class ClientsSpec:
-    count: int = spec(doc="number of clients", check=all_of(positive, at_most(1e7)))
+    count: int | None = spec(None, "number of clients (with trace: the file's rows)",
+                             check=all_of(positive, at_most(1e7)))
     assignment: Literal["round_robin", "random"] | list[list[int]] = spec(
         "round_robin", "client -> bottom-tier node: round_robin, random, or one list per node")
     compute_flops: Dist = spec(1e9, "device speed, FLOP/s")
     link: LinkSpec = spec(default_factory=LinkSpec, doc="each client <-> its edge")
     mix: list[ClassShare] | None = spec(None, "profile shares (override compute_flops / link)")
+    trace: str | None = spec(None, "measured devices and links: CSV of client,compute_flops,"
+                             "uplink_Bps,downlink_Bps,latency_s[,device,link], relative to this "
+                             "file (instead of compute_flops, link and mix)")
+
+    def __post_init__(self) -> None:
+        if self.trace is None and self.count is None:
+            raise ValueError("clients need count: (or trace:, a CSV with one row per client)")
+        if self.trace is not None:
+            drawn = [k for k, d in (("compute_flops", 1e9), ("link", LinkSpec()), ("mix", None))
+                     if getattr(self, k) != d]
+            if drawn:
+                raise ValueError(f"{', '.join(drawn)}: the trace gives every client's device "
+                                 "and link (leave them out)")
 
 
 @dataclass(frozen=True)

@@ -59,9 +59,34 @@ def load_topology(raw: Any, base_dir: str, file: str, problems: Problems) -> tup
     tp = Problems(topo_file, lines)
     spec = build(TopologySpec, raw, tp, prefix)
     if not is_fail(spec):
+        spec = _with_traced_clients(spec, topo_file, tp, prefix)
+        if spec is None:                # a bad trace: reported
+            problems.items.extend(tp.items)
+            return None, topo_file
         check_spec(spec, tp, prefix)
     problems.items.extend(tp.items)
     return (None if is_fail(spec) else spec), topo_file
+
+
+def _with_traced_clients(spec: Any, topo_file: str, tp: Problems, prefix: str) -> Any:
+    """clients: {trace: devices.csv}: the file is checked now (a bad line names the file and
+    the line) and the client count is its rows (a count: given must agree)."""
+    from ..topology.traces import device_rows
+
+    c = spec.clients
+    if c is None or c.trace is None:
+        return spec
+    path = os.path.join(os.path.dirname(os.path.abspath(topo_file)), c.trace)
+    try:
+        n = device_rows(path)
+    except ScenarioError as exc:
+        tp.items.extend(exc.problems)
+        return None
+    if c.count is not None and c.count != n:
+        key = f"{prefix}.clients.count" if prefix else "clients.count"
+        tp.add(key, c.count, f"the trace {c.trace} lists {n} clients")
+        return None
+    return dataclasses.replace(spec, clients=dataclasses.replace(c, count=n))
 
 
 # ============================================================================ resources

@@ -19,6 +19,7 @@ from ..config.errors import NO_VALUE, Problems, ScenarioError
 from ..config.limits import MAX_LATENCY_S, MIN_BANDWIDTH_BPS, MIN_FLOPS
 from .dist import draw
 from .levels import level_name, tier_names
+from .traces import read_devices
 from ..config.topology import LinkSpec, TopologySpec
 
 
@@ -54,11 +55,17 @@ def _add_link(g: nx.DiGraph, child: str, parent: str, lat: float, up: float, dow
     g.add_edge(parent, child, latency_s=float(lat), bandwidth_Bps=float(down))
 
 
-def _client_classes(spec: TopologySpec, n: int, seed: int, p: Problems) -> list[tuple]:
+def _client_classes(spec: TopologySpec, n: int, seed: int, p: Problems,
+                    file: str = "") -> list[tuple]:
     """Per client: (flops, latency, up, down, device class, link class) drawn from its class
     (or the defaults; a class not given is "")."""
     c = spec.clients
     assert c is not None
+    if c.trace is not None:         # measured: one row per client (topology/traces.py)
+        d = read_devices(os.path.join(os.path.dirname(os.path.abspath(file)), c.trace)
+                         if file else c.trace)
+        return list(zip(d["compute_flops"], d["latency_s"], d["uplink_Bps"],
+                        d["downlink_Bps"], d["device"], d["link"]))
     flops = draw(c.compute_flops, seeding.rng(seed, "topology/client-flops"), n)
     lat, up, down = _links(c.link, seed, "topology/client-links", n)
     if not c.mix:
@@ -130,10 +137,10 @@ def build_graph(spec: TopologySpec, seed: int, file: str = "") -> nx.DiGraph:
     assert c is not None
     edge_of = _assign(c.assignment, c.count, len(parents), seed, "topology/assignment",
                       "clients.assignment", p)
-    for k, (fl, la, u, dn, dev, lnk) in enumerate(_client_classes(spec, c.count, seed, p)):
+    for k, (fl, la, u, dn, dev, lnk) in enumerate(_client_classes(spec, c.count, seed, p, file)):
         name, parent = f"client{k}", parents[edge_of[k]]
         g.add_node(name, role="client", flops=float(fl), parent=parent, index=k)
-        if c.mix:              # the profile classes (clients.csv, summary.json, the report)
+        if c.mix or (c.trace and (dev or lnk)):   # the classes (clients.csv, the report)
             g.nodes[name].update(device_class=dev, link_class=lnk)
         _add_link(g, name, parent, la, u, dn)
     return g

@@ -94,3 +94,44 @@ def read_availability(path: str, clients: list[str],
                          f"{own[-1][0]:g}..{own[-1][1]:g}")
         own.append((a, b))
     return {k: (np.array([s for s, _ in v]), np.array([e for _, e in v])) for k, v in spans.items()}
+
+
+DEVICE_COLUMNS = ("client", "compute_flops", "uplink_Bps", "downlink_Bps", "latency_s")
+
+
+def read_devices(path: str, key: str = "clients.trace") -> dict[str, np.ndarray | list[str]]:
+    """Per client (ids 0..N-1, each once, in any order): compute_flops, uplink_Bps,
+    downlink_Bps, latency_s and, where the columns `device` / `link` follow, the class names
+    (clients.csv, the report's breakdown by class)."""
+    t = TraceRows(path, key, DEVICE_COLUMNS)
+    head = [c.strip() for c in t.rows[0]]
+    extra = head[len(DEVICE_COLUMNS):]
+    if extra not in ([], ["device"], ["device", "link"]):
+        raise ScenarioError([Problem(path, "header", ",".join(head), "after "
+                                     f"{','.join(DEVICE_COLUMNS)} only device and link may "
+                                     "follow", 1)])
+    n = len(t.body)
+    if n == 0:
+        raise ScenarioError.one(path, key, path, "the trace lists no client")
+    vals = np.full((n, 4), np.nan)
+    names: list[list[str]] = [["", ""] for _ in range(n)]
+    seen = np.zeros(n, dtype=bool)
+    for line, row in t.body:
+        k = t.client(line, row, {}, n)
+        if seen[k]:
+            raise t.fail(line, "client", row[0], "listed twice")
+        seen[k] = True
+        for j in range(1, 5):
+            vals[k, j - 1] = t.number(line, row, j, lo=0.0)
+            if j < 4 and vals[k, j - 1] <= 0:
+                raise t.fail(line, DEVICE_COLUMNS[j], row[j], "expected a number > 0")
+        for j, name in enumerate(extra):
+            names[k][j] = row[5 + j].strip() if 5 + j < len(row) else ""
+    return {"compute_flops": vals[:, 0], "uplink_Bps": vals[:, 1], "downlink_Bps": vals[:, 2],
+            "latency_s": vals[:, 3], "device": [a for a, _ in names],
+            "link": [b for _, b in names]}
+
+
+def device_rows(path: str) -> int:
+    """How many clients a devices trace lists (checked in full)."""
+    return len(read_devices(path)["latency_s"])
