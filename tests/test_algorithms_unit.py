@@ -37,6 +37,9 @@ COUNTS = torch.tensor([1.0, 3.0], dtype=DT)
 BATCH = Batch(torch.ones(2, 1, 1, dtype=DT), torch.tensor([[1.0], [3.0]], dtype=DT),
               torch.ones(2, 1, dtype=DT))
 CLIENTS = torch.tensor([0, 1])
+# fedyogi's first server step and second pseudo-gradient (see its entry)
+_X1 = 0.45 / (0.271 ** 0.5 + 0.2)
+_D2 = 0.9 - 0.36 * _X1
 
 
 @dataclass
@@ -133,6 +136,50 @@ CASES: dict[str, Case] = {
     #   global copy takes GD's: FedAvg's 0.9.
     "ditto": Case({"lam": 1.0, "personal_lr": 0.1}, 1,
                   {"w": [0.9], "clients.personal": [[0.34], [1.02]]}, [[0.36, 1.08]]),
+    # FedOpt (one edge, one edge round: the edge's mean is FedAvg's). Two GD steps from x give
+    #   0.64 x + 0.36 a, n-weighted mean 0.64 x + 0.9: Delta = 0.9 - 0.36 x; m = 0.5 m + 0.5 Delta.
+    # fedadam, beta2 = 0.5, v0 = 0.17, tau = 0.2, eta = 1. Round 1: Delta = 0.9, m = 0.45,
+    #   v = 0.085 + 0.405 = 0.49, x = 0.45 / (0.7 + 0.2) = 0.5. Round 2: uploads 0.32 + 0.36 a
+    #   = (0.68, 1.4), Delta = 0.72, m = 0.225 + 0.36 = 0.585, v = 0.245 + 0.5 * 0.5184 = 0.5042.
+    "fedadam": Case({"server_lr": 1.0, "beta1": 0.5, "beta2": 0.5, "tau": 0.2, "v0": 0.17}, 2,
+                    {"w": [0.5 + 0.585 / (0.5042 ** 0.5 + 0.2)], "server.m": [0.585],
+                     "server.v": [0.5042]}, [[0.68, 1.4]]),
+    # fedyogi, beta2 = 0.1, v0 = 1, tau = 0.2. Round 1: v - Delta^2 = 0.19 > 0: v = 1 - 0.9 *
+    #   0.81 = 0.271, x1 = 0.45 / (sqrt(0.271) + 0.2). Round 2: Delta = 0.9 - 0.36 x1, Delta^2 >
+    #   0.271 (0.456): v = 0.271 + 0.9 Delta^2 (the other sign), m = 0.225 + 0.5 Delta.
+    "fedyogi": Case({"server_lr": 1.0, "beta1": 0.5, "beta2": 0.1, "tau": 0.2, "v0": 1.0}, 2,
+                    {"w": [_X1 + (0.225 + 0.5 * _D2) / ((0.271 + 0.9 * _D2 ** 2) ** 0.5 + 0.2)],
+                     "server.m": [0.225 + 0.5 * _D2], "server.v": [0.271 + 0.9 * _D2 ** 2]},
+                    [[0.64 * _X1 + 0.36, 0.64 * _X1 + 1.08]]),
+    # fedadagrad, v0 = 0.19, tau = 0.2. Round 1: v = 0.19 + 0.81 = 1, x = 0.45 / 1.2 = 0.375.
+    #   Round 2: uploads 0.24 + 0.36 a = (0.6, 1.32), Delta = 0.9 - 0.135 = 0.765,
+    #   m = 0.225 + 0.3825 = 0.6075, v = 1 + 0.585225.
+    "fedadagrad": Case({"server_lr": 1.0, "beta1": 0.5, "tau": 0.2, "v0": 0.19}, 2,
+                       {"w": [0.375 + 0.6075 / (1.585225 ** 0.5 + 0.2)], "server.m": [0.6075],
+                        "server.v": [1.585225]}, [[0.6, 1.32]]),
+    # step_size s = 1: prox steps w <- w - 0.1 (2 (w - a) + (w - v)) = 0.7 w + 0.2 a + 0.1 v from
+    #   v = 2 x - z_k. Round 1 (x = z = 0): z_half = FedProx's (0.34, 1.02), z = 2 z_half =
+    #   (0.68, 2.04) = dz, x = 1.36. Round 2: v = (2.04, 0.68): client 0: 1.832, 1.6864;
+    #   client 1: 1.144, 1.4688; z = z + 2 (z_half - 1.36) = (1.3328, 2.2576),
+    #   dz = (0.6528, 0.2176), x = 1.36 + 0.4352 = 1.7952 (= mean z).
+    "fedsplit": Case({"step_size": 1.0}, 2,
+                     {"w": [1.7952], "clients.z": [[1.3328], [2.2576]]}, [[0.6528, 0.2176]]),
+    # alpha = 0.5, eta = 1 (same prox steps around y). Round 1: y = 0 + 0.5 (0 - 0) = 0,
+    #   x = (0.34, 1.02), x^ = 2 x - y = (0.68, 2.04) = dx^, x-bar = 1.36. Round 2:
+    #   y = 0.5 (1.36 - x) = (0.51, 0.17); x: client 0: 0.608, 0.6766; client 1: 0.736, 1.1322;
+    #   x^ = (0.8432, 2.0944), dx^ = (0.1632, 0.0544), x-bar = 1.36 + 0.2176 / 2 = 1.4688.
+    "feddr": Case({"alpha": 0.5, "eta": 1.0}, 2,
+                  {"w": [1.4688], "clients.y": [[0.51], [0.17]],
+                   "clients.x": [[0.6766], [1.1322]]}, [[0.1632, 0.0544]]),
+    # eta = 1, p_comm = 1. Round 1: lambda = 0, x0 = 0: x = FedProx's (0.34, 1.02);
+    #   lambda = x - x0 = (0.34, 1.02); x0+ = x + lambda = (0.68, 2.04) = upload; x0 = 1.36.
+    # Round 2 from x0 = 1.36: w <- 0.7 w + 0.2 a - 0.1 lambda + 0.136: client 0: 1.254, 1.1798;
+    #   client 1: 1.586, 1.7442; lambda = (0.34 - 0.1802, 1.02 + 0.3842) = (0.1598, 1.4042);
+    #   x0+ = (1.3396, 3.1484), upload x0+ - 1.36 = (-0.0204, 1.7884); x0 = 1.36 + 0.884.
+    "fedpd": Case({"eta": 1.0, "p_comm": 1.0}, 2,
+                  {"w": [2.244], "server.comm": [2.0], "clients.lam": [[0.1598], [1.4042]],
+                   "clients.x0": [[1.3396], [3.1484]], "clients.last": [2.0, 2.0]},
+                  [[-0.0204, 1.7884]]),
 }
 
 
