@@ -167,3 +167,32 @@ def test_bad_powers_are_scenario_errors(tmp_path, key, value, why):
     assert rc == 2 and "Traceback" not in err
     assert "t.yaml" in err and key in err and str(value if not isinstance(value, dict)
                                                   else "low")[:4] in err and why in err
+
+
+def test_report_has_energy_to_target_curve_and_classes(tmp_path):
+    from hierfl.report.write import write_report
+
+    doc = _doc(tmp_path, [{"name": "fedavg"}, {"name": "hierfavg", "edge_rounds": 2}], mix=True)
+    doc["train"]["eval_every"] = 1
+    out = tmp_path / "out"
+    o = run_outputs(make_scenario(tmp_path, doc), out=out)
+    target = _f(o.metrics["fedavg"][1], "test_mse")       # fedavg reaches it at round 1
+    assert target < _f(o.metrics["fedavg"][0], "test_mse")
+    md = open(write_report(str(out), target=target)).read()
+    html = (out / "report.html").read_text()
+    assert "## Energy" in md and "Energy</h2>" in html
+    assert (out / "accuracy_vs_energy.png").is_file()
+    # energy to target: the cumulative energy of the first row at or below the target MSE
+    for label in ("fedavg", "hierfavg"):
+        first = next(m for m in o.metrics[label] if _f(m, "test_mse") <= target)
+        line = next(x for x in md.splitlines() if x.startswith(f"| {label} |")
+                    and "not reached" not in x and x.count("|") == 6)
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        assert float(cells[3]) == pytest.approx(_f(first, "energy_total_j"), rel=1e-3)
+        assert cells[4] == first["round"] and int(first["round"]) > 0
+        assert float(cells[1]) == pytest.approx(_f(o.metrics[label][-1], "energy_total_j"),
+                                                rel=1e-3)
+    # the class table gains the class's energy: phone / lte pays all of it
+    row = next(x for x in md.splitlines() if x.startswith("| fedavg | phone / lte |"))
+    total = math.fsum(_f(r, "energy_j") for r in o.clients["fedavg"])
+    assert float(row.strip("|").split("|")[-2]) == pytest.approx(total, rel=1e-3)
