@@ -196,3 +196,61 @@ def test_report_has_energy_to_target_curve_and_classes(tmp_path):
     row = next(x for x in md.splitlines() if x.startswith("| fedavg | phone / lte |"))
     total = math.fsum(_f(r, "energy_j") for r in o.clients["fedavg"])
     assert float(row.strip("|").split("|")[-2]) == pytest.approx(total, rel=1e-3)
+
+
+def test_resume_continues_the_running_total(tmp_path):
+    from hierfl import load, run_scenario
+
+    doc = _doc(tmp_path, [{"name": "fedavg"}])
+    doc["train"].update(rounds=4, checkpoint_every=1)
+    path = make_scenario(tmp_path, doc)
+    run_scenario(load(path, out=str(tmp_path / "ref")), progress=False)
+    cut = load(path, out=str(tmp_path / "cut"))
+    run_scenario(cut, progress=False, stop_after=2)
+    run_scenario(cut, progress=False, resume=True)
+    ref, got = ((p / "fedavg" / "metrics.csv").read_bytes() for p in (tmp_path / "ref",
+                                                                       tmp_path / "cut"))
+    assert got == ref and b"energy_total_j" in got
+
+
+def test_failed_clients_pay_no_upload(tmp_path):
+    doc = _doc(tmp_path, [{"name": "fedavg"}], failures={"crash_p": 0.5})
+    doc["train"]["rounds"] = 6
+    o = run_outputs(make_scenario(tmp_path, doc))
+    rows = o.clients["fedavg"]
+    failed = [r for r in rows if r["failed"] == "1"]
+    assert failed and len(failed) < len(rows)
+    assert all(_f(r, "tx_s") == 0.0 and _f(r, "download_s") == B / DOWN for r in failed)
+    assert all(_f(r, "tx_s") == B / UP for r in rows if r["failed"] == "0")
+    _check_formula(rows, lambda k: P)
+    _check_totals(o.metrics["fedavg"], rows)
+
+
+def test_graph_file_powers_are_read_and_checked(tmp_path):
+    import networkx as nx
+
+    from hierfl.config.errors import ScenarioError
+    from hierfl.sim.energy import ClientPowers
+    from hierfl.topology.graph import Topology
+
+    g = nx.DiGraph()
+    g.add_node("cloud", role="cloud", flops=1.0)
+    g.add_node("edge0", role="edge", flops=1.0, parent="cloud")
+    g.add_node("client0", role="client", flops=1.0, parent="edge0", power_w=2.0, idle_w=0.1)
+    g.add_node("client1", role="client", flops=1.0, parent="edge0")
+    for n in ("edge0", "client0", "client1"):
+        par = g.nodes[n]["parent"]
+        g.add_edge(n, par, latency_s=0.0, bandwidth_Bps=10.0)
+        g.add_edge(par, n, latency_s=0.0, bandwidth_Bps=20.0)
+    g.edges["client0", "edge0"].update(tx_w=1.5, rx_w=0.5)
+    pw = ClientPowers.of(Topology.from_graph(g))
+    assert (pw.power_w, pw.idle_w, pw.tx_w, pw.rx_w) == ([2.0, 0.0], [0.1, 0.0], [1.5, 0.0],
+                                                        [0.5, 0.0])
+    assert (pw.up_Bps, pw.down_Bps) == ([10.0, 10.0], [20.0, 20.0])
+    g.nodes["client1"]["power_w"] = -3.0
+    g.edges["client0", "edge0"]["rx_w"] = "high"
+    with pytest.raises(ScenarioError) as e:
+        Topology.from_graph(g, "g.json")
+    msg = str(e.value)
+    assert "nodes.client1.power_w = -3.0" in msg and "must be in [0, 100000] W" in msg
+    assert "links.client0->edge0.rx_w = 'high'" in msg and "g.json" in msg

@@ -29,20 +29,20 @@ from .work import ClientRecord
 
 @dataclass(frozen=True)
 class ClientPowers:
-    """Per client id: its powers (W) and its own link's bandwidths (B/s)."""
+    """Per client id: its powers (W) and its own link's bandwidths (B/s), as lists of floats
+    (indexed once per client-round: a list is faster than an array there)."""
 
-    power_w: np.ndarray
-    idle_w: np.ndarray
-    tx_w: np.ndarray
-    rx_w: np.ndarray
-    up_Bps: np.ndarray
-    down_Bps: np.ndarray
+    power_w: list[float]
+    idle_w: list[float]
+    tx_w: list[float]
+    rx_w: list[float]
+    up_Bps: list[float]
+    down_Bps: list[float]
 
     @property
     def any(self) -> bool:
         """Is any power given (else every energy is 0)?"""
-        return bool(self.power_w.any() or self.idle_w.any() or self.tx_w.any()
-                    or self.rx_w.any())
+        return any(map(any, (self.power_w, self.idle_w, self.tx_w, self.rx_w)))
 
     @classmethod
     def of(cls, topo: Topology) -> "ClientPowers":
@@ -54,8 +54,8 @@ class ClientPowers:
             ups = [g.edges[c, topo.parent[c]] for c in topo.clients]
             downs = [g.edges[topo.parent[c], c] for c in topo.clients]
 
-            def col(rows: list[dict], key: str) -> np.ndarray:
-                return np.array([float(r.get(key, 0.0)) for r in rows], float)
+            def col(rows: list[dict], key: str) -> list[float]:
+                return [float(r.get(key, 0.0)) for r in rows]
             cached = cls(col(nodes, "power_w"), col(nodes, "idle_w"), col(ups, "tx_w"),
                          col(ups, "rx_w"), col(ups, "bandwidth_Bps"), col(downs, "bandwidth_Bps"))
             object.__setattr__(topo, "_client_powers", cached)
@@ -67,18 +67,17 @@ def settle(recs: list[ClientRecord], drop: np.ndarray, up_bytes: np.ndarray, dow
     """At an aggregation round's close (opened at `opened`), write each record's radio and
     idle seconds and its energy."""
     pw = ClientPowers.of(topo)
-    span = closed - opened
-    for i, rec in enumerate(recs):
+    span, down = float(closed - opened), float(down_bytes)
+    for rec, dropped, up in zip(recs, drop.tolist(), up_bytes.tolist()):
         k = rec.client
-        rec.download_s = float(down_bytes / pw.down_Bps[k])
-        sends = not drop[i] and not rec.failed
-        rec.tx_s = float(up_bytes[i] / pw.up_Bps[k]) if sends else 0.0
-        rec.idle_s = max(float(span - rec.download_s - rec.compute_s - rec.tx_s), 0.0)
+        rec.download_s = down / pw.down_Bps[k]
+        rec.tx_s = up / pw.up_Bps[k] if not (dropped or rec.failed) else 0.0
+        rec.idle_s = max(span - rec.download_s - rec.compute_s - rec.tx_s, 0.0)
         rec.energy_j = energy(rec, pw)
 
 
 def energy(rec: ClientRecord, pw: ClientPowers) -> float:
     """The rule of this module's docstring, for one record."""
     k = rec.client
-    return float(rec.compute_s * pw.power_w[k] + rec.tx_s * pw.tx_w[k]
-                 + rec.download_s * pw.rx_w[k] + rec.idle_s * pw.idle_w[k])
+    return (rec.compute_s * pw.power_w[k] + rec.tx_s * pw.tx_w[k]
+            + rec.download_s * pw.rx_w[k] + rec.idle_s * pw.idle_w[k])
