@@ -39,11 +39,6 @@ class ClientPowers:
     up_Bps: list[float]
     down_Bps: list[float]
 
-    @property
-    def any(self) -> bool:
-        """Is any power given (else every energy is 0)?"""
-        return any(map(any, (self.power_w, self.idle_w, self.tx_w, self.rx_w)))
-
     @classmethod
     def of(cls, topo: Topology) -> "ClientPowers":
         """Read once from the topology's graph (cached on it)."""
