@@ -144,6 +144,15 @@ def generate() -> str:
              "## Topology file", "",
              "`topology:` in a scenario is a path to such a file or the same keys inline.", "",
              md_table(rows(TopologySpec)), "",
+             "### Energy keys", "",
+             "`power_w` and `idle_w` (of `clients:` or a `profiles.devices` entry) and `tx_w`, "
+             "`rx_w` (of the clients' link or a `profiles.links` entry) are watts, >= 0; "
+             "absent, they are 0 and no energy is counted (the energy columns are 0). A "
+             "client's joules per aggregation round, in `clients.csv` (`energy_j`, with the "
+             "seconds `download_s`, `tx_s`, `idle_s`) and summed per round in `metrics.csv` "
+             "(`energy_j`, running total `energy_total_j`): compute_s × power_w + tx_s × tx_w "
+             "+ download_s × rx_w + idle_s × idle_w. The rule for stragglers, dropped and "
+             "failed clients and the idle time is in [energy.md](energy.md).", "",
              "## Algorithms", "",
              "Each entry of `algorithms:` is a mapping with these keys, plus the algorithm's own "
              "hyperparameters listed below:", "",

@@ -17,6 +17,7 @@ MAX_NODES = 1_000_000       # YAML nodes after alias expansion
 MAX_LATENCY_S = 1e6         # one-way link latency (11.6 days)
 MIN_BANDWIDTH_BPS = 1.0     # bytes per second
 MIN_FLOPS = 1.0             # device speed, FLOP/s
+MAX_POWER_W = 1e5           # a device or radio power, W (a larger figure is likely in mW)
 
 STATE_COPIES = 3        # (N, P) tensors an algorithm may keep (models, control variates, ...)
 ROUND_COPIES = 6        # (C, P) tensors of one round (start, iterate, gradient, anchors, ...)

@@ -16,6 +16,10 @@ class LinkSpec:
     bandwidth_Bps: Dist = spec(1.25e8, "bandwidth in bytes per second (both directions)")
     uplink_Bps: Dist | None = spec(None, "upward bandwidth, if different (bytes/s)")
     downlink_Bps: Dist | None = spec(None, "downward bandwidth, if different (bytes/s)")
+    tx_w: Dist = spec(0.0, "a client's radio power while sending on this link, W (clients' "
+                      "links only; 0: not counted)")
+    rx_w: Dist = spec(0.0, "a client's radio power while receiving on this link, W (clients' "
+                      "links only; 0: not counted)")
 
 
 @dataclass(frozen=True)
@@ -54,13 +58,16 @@ class ClassShare:
 @dataclass(frozen=True)
 class DeviceProfile:
     compute_flops: Dist = spec(doc="FLOP/s")
+    power_w: Dist = spec(0.0, "power while computing, W (0: not counted)")
+    idle_w: Dist = spec(0.0, "power while waiting inside a round, W (0: not counted)")
     source: str = spec("", "where the numbers come from")
 
 
 @dataclass(frozen=True)
 class Profiles:
     devices: dict[str, DeviceProfile] = spec(default_factory=dict,
-                                             doc="name -> {compute_flops, source}")
+                                             doc="name -> {compute_flops, power_w, idle_w, "
+                                             "source}")
     links: dict[str, LinkSpec] = spec(default_factory=dict, doc="name -> link attributes")
 
 
@@ -72,6 +79,8 @@ class ClientsSpec:
         "round_robin", "client -> bottom-tier node: round_robin, random, or one list per node")
     compute_flops: Dist = spec(1e9, "device speed, FLOP/s")
     link: LinkSpec = spec(default_factory=LinkSpec, doc="each client <-> its edge")
+    power_w: Dist = spec(0.0, "power while computing, W (0: not counted; docs/energy.md)")
+    idle_w: Dist = spec(0.0, "power while waiting inside a round, W (0: not counted)")
     mix: list[ClassShare] | None = spec(None, "profile shares (override compute_flops / link)")
     trace: str | None = spec(None, "measured devices and links: CSV of client,compute_flops,"
                              "uplink_Bps,downlink_Bps,latency_s[,device,link], relative to this "

@@ -8,7 +8,7 @@ import math
 import os
 from dataclasses import dataclass, field
 
-NUMERIC = ("client", "steps", "compute_s", "upload_s", "up_bytes", "dropped")
+NUMERIC = ("client", "steps", "compute_s", "upload_s", "up_bytes", "dropped", "energy_j")
 
 
 @dataclass

@@ -11,14 +11,17 @@ METRIC_COLUMNS = ["round", "sim_time_s", "bytes_up", "bytes_down", "bytes_client
                   "stragglers", "mean_gamma", "dissimilarity_B", "grad_variance",
                   "bytes_up_client_edge", "bytes_down_client_edge", "bytes_up_edge_cloud",
                   "bytes_down_edge_cloud", "diverged", "test_mse", "personal_test_mse",
-                  "unstable"]
+                  "unstable", "energy_j", "energy_total_j"]
+# energy (sim/energy.py, docs/energy.md): energy_j the round's client joules, energy_total_j
+# their running total (cumulative, like the byte columns)
 # classification scores test_acc / personal_test_acc (higher is better); regression (the linear
 # model) scores test_mse / personal_test_mse (lower is better) and leaves the acc columns empty
 SCORES = {"classification": ("test_acc", "personal_test_acc"),
           "regression": ("test_mse", "personal_test_mse")}
 CLIENT_COLUMNS = ["round", "edge_round", "client", "steps", "budget", "compute_s", "upload_s",
                   "dropped", "straggler", "gamma", "up_bytes", "encoding", "failed",
-                  "device_class", "link_class", "staleness"]
+                  "device_class", "link_class", "download_s", "tx_s", "idle_s", "energy_j",
+                  "staleness"]
 
 TRACE_COLUMNS = Trace.HEADER            # time_s, node, kind, peer, value
 
@@ -62,5 +65,6 @@ def client_lines(recs: list, classes: list[str] | None = None) -> str:
                    f"{_f(r.compute_s)},{_f(r.upload_s)},{int(r.dropped)},{int(r.straggler)},"
                    f"{_f(r.gamma)},{_f(r.up_bytes)},{r.encoding},{int(r.failed)}"
                    f"{classes[r.client] if r.client < len(classes) else empty},"
+                   f"{_f(r.download_s)},{_f(r.tx_s)},{_f(r.idle_s)},{_f(r.energy_j)},"
                    f"{_f(r.staleness)}\r\n"
                    for r in recs)

@@ -13,6 +13,7 @@ from ..outputs import Run, Series, concat_clients, read_clients
 from . import plots
 from . import timeline as tline
 from .breakdown import add_breakdowns
+from .energy import add_energy
 from .model import NO_NOTES, Figure, Report, Section, sections, summary_rows
 from .stats import Group, add_totals, check_options, groups_of, target_of, target_text
 from .tables import TABLE_NOTE, num, size, table_rows, task_of
@@ -209,6 +210,7 @@ def build(out: str, runs: list[Run], title: str, target: float | None, prefix: b
     _stragglers(sec["stragglers"], groups, colours, runs, p, notes)
     _timelines(sec["timeline"], groups, timeline_round, p, notes)
     add_breakdowns(sec, groups, runs, colours, p, notes, _safe)   # levels, classes, stability
+    add_energy(sec, groups, colours, tgt, p, notes, _safe)        # when a run recorded energy
     notes += _failure_notes(groups, runs)
     sec["notes"].notes, sec["notes"].empty = notes, NO_NOTES
     return rep

@@ -49,7 +49,8 @@ class Report:
 
 
 SECTIONS = [("scenario", "Scenario"), ("table", "Time and bytes to accuracy"),
-            ("curves", "Accuracy and loss"), ("stragglers", "Stragglers and γ"),
+            ("curves", "Accuracy and loss"), ("energy", "Energy"),
+            ("stragglers", "Stragglers and γ"),
             ("classes", "By device and link class"),
             ("timeline", "Timeline of one round"), ("notes", "Divergence and failures")]
 NO_NOTES = "None: every algorithm ran to the end with all selected clients aggregated."

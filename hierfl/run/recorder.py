@@ -74,6 +74,8 @@ class RoundRecorder:
         self.rounds = sc.train.rounds
         self.fingerprint: dict | None = None    # recorded in every checkpoint
         self.stability = Stability.replay(r.get("train_loss", math.nan) for r in result.rows)
+        last = result.rows[-1].get("energy_total_j", 0.0) if result.rows else 0.0
+        self.energy_total = float(last) if last == last and last != "" else 0.0   # resumed
         topo = world.topo     # clients.csv's class cells, one per client id
         self.class_cells = class_cells(topo.device_class, topo.link_class)
 
@@ -128,6 +130,9 @@ class RoundRecorder:
                "bytes_up_edge_cloud": lg.up["edge_cloud"],
                "bytes_down_edge_cloud": lg.down["edge_cloud"],
                "diverged": int(bad)}
+        row["energy_j"] = math.fsum(r.energy_j for r in recs)     # sim/energy.py
+        self.energy_total += row["energy_j"]
+        row["energy_total_j"] = self.energy_total
         if self.world.model.task != "classification":     # the score is an MSE: its columns
             row["test_mse"], row["personal_test_mse"] = acc, p_acc
             row["test_acc"] = row["personal_test_acc"] = float("nan")

@@ -31,6 +31,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from operator import itemgetter
 
+from .energy import settle
+
 URGENT, NORMAL = 0, 1          # simpy.events.URGENT / NORMAL
 _FIRST = itemgetter(0)
 
@@ -229,6 +231,7 @@ def _aggregator(sim, rnd: _Round, node: str, t: int, chosen, model, key: tuple, 
     for _ in range(sim.tier_rounds(node)):
         start, db = runner.edge_model(es)
         if bottom:
+            opened = now
             work = sim.edge_train(node, t, kids, start)
             ctime, drop, up = work.ctime.tolist(), work.drop.tolist(), work.up_bytes.tolist()
             arrivals = []
@@ -246,6 +249,7 @@ def _aggregator(sim, rnd: _Round, node: str, t: int, chosen, model, key: tuple, 
                 key = _after(now, last_key)               # the collector closes
             else:                                         # closes at once, before the spawns
                 key = _after(now, key)
+            settle(work.recs, work.drop, work.up_bytes, db, opened, now, sim.topo)
             es = sim.edge_close(t, es, work, [a[3] for a in arrivals])
             closes.append((key, work.recs))
             n_arrived = len(arrivals)

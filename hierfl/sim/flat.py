@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .closed_form import flat_round
+from .energy import settle
 from .rounds import Collector
 from .work import Chosen, RoundInfo, Work
 
@@ -28,6 +29,7 @@ class FlatRounds:
         sel = runner.trainees(picked)           # usually == picked; extra ones train silently
         silent = ~np.isin(sel, picked)
         chosen = self._mark_active(sel)
+        opened = self.env.now
         work = runner.train(t, 0, sel, runner.global_model(), silent)
         down_bytes = runner.down_bytes()
         preagg = self.sc.train.edge_preaggregate and runner.linear_aggregate
@@ -49,6 +51,7 @@ class FlatRounds:
         else:
             self._broadcast("cloud", chosen, pos, down_bytes, work, col, partials, preagg)
             yield col.closed
+        settle(work.recs, work.drop, work.up_bytes, down_bytes, opened, self.env.now, self.topo)
         if preagg:
             arrived_edges = set(col.arrived)
             got = [p for p in partials if p[0] in arrived_edges]

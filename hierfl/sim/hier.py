@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from .closed_form import hier_round
+from .energy import settle
 from .rounds import Collector
 from .work import Chosen, RoundInfo, Work
 
@@ -90,11 +91,13 @@ class HierRounds:
         for _ in range(self.tier_rounds(node)):
             start, db = runner.edge_model(es)
             if kids and self.topo.is_client(kids[0]):
+                opened = self.env.now
                 work = self.edge_train(node, t, kids, start)
                 col = Collector(self.env, int((~work.drop).sum()), policy)
                 for i, k in enumerate(work.sel):
                     self.spawn(self._client(int(k), i, node, db, work, False, col))
                 yield col.closed
+                settle(work.recs, work.drop, work.up_bytes, db, opened, self.env.now, self.topo)
                 es = self.edge_close(t, es, work, col.arrived)
                 info.clients.extend(work.recs)
                 mine.update(int(k) for k in col.arrived)

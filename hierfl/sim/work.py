@@ -29,6 +29,10 @@ class ClientRecord:
     failed: bool = False
     up_bytes: float = float("nan")   # the encoded size of this client's upload
     encoding: str = "dense"          # the encoding it used (sim/messages: dense|sparse|bitmap)
+    download_s: float = 0.0          # energy (sim/energy.py): radio seconds receiving,
+    tx_s: float = 0.0                # sending on its own link,
+    idle_s: float = 0.0              # waiting inside the round,
+    energy_j: float = 0.0            # and the joules they cost
     staleness: float = float("nan")  # asynchronous rounds: server versions since its download
 
 

@@ -11,7 +11,7 @@ import re
 from typing import Any
 
 from ..config.errors import Problems
-from ..config.limits import MAX_LATENCY_S, MIN_BANDWIDTH_BPS, MIN_FLOPS
+from ..config.limits import MAX_LATENCY_S, MAX_POWER_W, MIN_BANDWIDTH_BPS, MIN_FLOPS
 from ..config.schema import DistSpec
 
 GRAPH_SUFFIXES = (".json", ".graphml", ".xml")
@@ -90,12 +90,14 @@ def _bound_problem(name: str, d: Any) -> str | None:
         return f"must be >= {MIN_BANDWIDTH_BPS:g} B/s (smaller makes transfers take forever)"
     if name.endswith("flops") and lo < MIN_FLOPS:
         return f"must be >= {MIN_FLOPS:g} FLOP/s (slower makes compute take forever)"
+    if name.endswith("_w") and hi > MAX_POWER_W:
+        return f"must be <= {MAX_POWER_W:g} W (a power in watts: milliwatts?)"
     return None
 
 
 def _rule(name: str) -> bool | None:
     """strict (> 0), non-strict (>= 0) or no rule, by attribute name."""
-    if name.endswith("latency_s"):
+    if name.endswith("latency_s") or name.endswith("_w"):     # latencies, powers (W)
         return False
     if name.endswith("_Bps") or name.endswith("flops"):
         return True

@@ -16,10 +16,11 @@ import numpy as np
 
 from .. import seeding
 from ..config.errors import NO_VALUE, Problems, ScenarioError
-from ..config.limits import MAX_LATENCY_S, MIN_BANDWIDTH_BPS, MIN_FLOPS
+from ..config.limits import MAX_LATENCY_S, MAX_POWER_W, MIN_BANDWIDTH_BPS, MIN_FLOPS
 from .dist import draw
 from .levels import level_name, tier_names
 from .traces import read_devices
+from .power import LINK_KEYS, NODE_KEYS, client_powers
 from ..config.topology import LinkSpec, TopologySpec
 
 
@@ -57,19 +58,22 @@ def _add_link(g: nx.DiGraph, child: str, parent: str, lat: float, up: float, dow
 
 def _client_classes(spec: TopologySpec, n: int, seed: int, p: Problems,
                     file: str = "") -> list[tuple]:
-    """Per client: (flops, latency, up, down, device class, link class) drawn from its class
-    (or the defaults; a class not given is "")."""
+    """Per client: (flops, latency, up, down, device class, link class, powers) drawn from its
+    class (or the defaults; a class not given is "") or read from its measured trace; powers:
+    power_w, idle_w, tx_w, rx_w."""
     c = spec.clients
     assert c is not None
     if c.trace is not None:         # measured: one row per client (topology/traces.py)
         d = read_devices(os.path.join(os.path.dirname(os.path.abspath(file)), c.trace)
                          if file else c.trace)
         return list(zip(d["compute_flops"], d["latency_s"], d["uplink_Bps"],
-                        d["downlink_Bps"], d["device"], d["link"]))
+                        d["downlink_Bps"], d["device"], d["link"],
+                        client_powers(spec, n, seed, None)))
     flops = draw(c.compute_flops, seeding.rng(seed, "topology/client-flops"), n)
     lat, up, down = _links(c.link, seed, "topology/client-links", n)
     if not c.mix:
-        return list(zip(flops, lat, up, down, [""] * n, [""] * n))
+        return list(zip(flops, lat, up, down, [""] * n, [""] * n,
+                        client_powers(spec, n, seed, None)))
     total = sum(s.fraction for s in c.mix)
     if abs(total - 1.0) > 1e-6:
         p.add("clients.mix", [s.fraction for s in c.mix], "fractions must sum to 1")
@@ -101,7 +105,7 @@ def _client_classes(spec: TopologySpec, n: int, seed: int, p: Problems,
             lat[ks], up[ks], down[ks] = la, u, dn
     device = [c.mix[i].device or "" for i in cls_of]
     link = [c.mix[i].link or "" for i in cls_of]
-    return list(zip(flops, lat, up, down, device, link))
+    return list(zip(flops, lat, up, down, device, link, client_powers(spec, n, seed, cls_of)))
 
 
 def build_graph(spec: TopologySpec, seed: int, file: str = "") -> nx.DiGraph:
@@ -137,12 +141,15 @@ def build_graph(spec: TopologySpec, seed: int, file: str = "") -> nx.DiGraph:
     assert c is not None
     edge_of = _assign(c.assignment, c.count, len(parents), seed, "topology/assignment",
                       "clients.assignment", p)
-    for k, (fl, la, u, dn, dev, lnk) in enumerate(_client_classes(spec, c.count, seed, p, file)):
+    for k, (fl, la, u, dn, dev, lnk, pw) in enumerate(_client_classes(spec, c.count, seed, p, file)):
         name, parent = f"client{k}", parents[edge_of[k]]
         g.add_node(name, role="client", flops=float(fl), parent=parent, index=k)
         if c.mix or (c.trace and (dev or lnk)):   # the classes (clients.csv, the report)
             g.nodes[name].update(device_class=dev, link_class=lnk)
         _add_link(g, name, parent, la, u, dn)
+        if pw.any():           # energy (topology/power.py); absent: 0
+            g.nodes[name].update(power_w=float(pw[0]), idle_w=float(pw[1]))
+            g.edges[name, parent].update(tx_w=float(pw[2]), rx_w=float(pw[3]))
     return g
 
 
@@ -279,6 +286,20 @@ def _natural(name: str) -> tuple[str, int]:
     return head, int(tail) if tail else -1
 
 
+def _check_powers(g: nx.DiGraph, n: str, parent: str, p: Problems) -> None:
+    """Optional energy attributes (topology/power.py): finite watts >= 0."""
+    where = [(f"nodes.{n}.{k}", g.nodes[n].get(k)) for k in NODE_KEYS]
+    if g.has_edge(n, parent):
+        where += [(f"links.{n}->{parent}.{k}", g.edges[n, parent].get(k)) for k in LINK_KEYS]
+    for key, v in where:
+        if v is None:
+            continue
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not np.isfinite(v):
+            p.add(key, v, "expected a finite number of watts")
+        elif not 0 <= v <= MAX_POWER_W:
+            p.add(key, v, f"must be in [0, {MAX_POWER_W:g}] W")
+
+
 def validate_graph(g: nx.DiGraph, file: str = "") -> None:
     """A tree rooted at one cloud; every client reaches it through aggregators; sane attributes."""
     p = Problems(file)
@@ -327,6 +348,7 @@ def validate_graph(g: nx.DiGraph, file: str = "") -> None:
                 elif key == "bandwidth_Bps" and v < MIN_BANDWIDTH_BPS:
                     p.add(f"links.{a}->{b}.{key}", v, "must be > 0" if v <= 0 else
                           f"must be >= {MIN_BANDWIDTH_BPS:g} B/s")
+        _check_powers(g, n, parent, p)
         f = g.nodes[n].get("flops")
         if isinstance(f, bool) or not isinstance(f, (int, float)) or not np.isfinite(f) or f <= 0:
             p.add(f"nodes.{n}.flops", f, "must be a finite number > 0")

@@ -1,0 +1,78 @@
+"""A client's energy in an aggregation round (joules), from the seconds the engine knows and the
+powers drawn with the topology (topology/power.py). Torch-free; docs/energy.md states the rule:
+
+    energy_j = compute_s * power_w + tx_s * tx_w + download_s * rx_w + idle_s * idle_w
+
+- download_s: the model's bytes / the downlink bandwidth of the client's own link (the radio
+  receiving; the latency is propagation, not radio time). Every client of the round is charged
+  it, also one whose download a failure lost.
+- compute_s: clients.csv's compute seconds, charged in full to every participant: a straggler,
+  a dropped client (it still computes) and a failed one (a crash mid-training is charged its
+  whole planned compute: an upper bound).
+- tx_s: the upload's bytes / the uplink bandwidth of the client's own link, for a client that
+  sends (not a dropped straggler or silent trainee, nor a client failed by the round's close);
+  relay hops above the client's aggregator cost the client nothing.
+- idle_s: the rest of the aggregation round, from its aggregator opening it to its close, less
+  the three above (never below 0): the device is awake and waiting for the round to end.
+
+Each client's link to its parent is its own (no other transfer shares it), so the radio
+seconds are exactly bytes / bandwidth."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..topology.graph import Topology
+from .work import ClientRecord
+
+
+@dataclass(frozen=True)
+class ClientPowers:
+    """Per client id: its powers (W) and its own link's bandwidths (B/s), as lists of floats
+    (indexed once per client-round: a list is faster than an array there)."""
+
+    power_w: list[float]
+    idle_w: list[float]
+    tx_w: list[float]
+    rx_w: list[float]
+    up_Bps: list[float]
+    down_Bps: list[float]
+
+    @classmethod
+    def of(cls, topo: Topology) -> "ClientPowers":
+        """Read once from the topology's graph (cached on it)."""
+        cached = topo.__dict__.get("_client_powers")
+        if cached is None:
+            g = topo.graph
+            nodes = [g.nodes[c] for c in topo.clients]
+            ups = [g.edges[c, topo.parent[c]] for c in topo.clients]
+            downs = [g.edges[topo.parent[c], c] for c in topo.clients]
+
+            def col(rows: list[dict], key: str) -> list[float]:
+                return [float(r.get(key, 0.0)) for r in rows]
+            cached = cls(col(nodes, "power_w"), col(nodes, "idle_w"), col(ups, "tx_w"),
+                         col(ups, "rx_w"), col(ups, "bandwidth_Bps"), col(downs, "bandwidth_Bps"))
+            object.__setattr__(topo, "_client_powers", cached)
+        return cached
+
+
+def settle(recs: list[ClientRecord], drop: np.ndarray, up_bytes: np.ndarray, down_bytes: float,
+           opened: float, closed: float, topo: Topology) -> None:
+    """At an aggregation round's close (opened at `opened`), write each record's radio and
+    idle seconds and its energy."""
+    pw = ClientPowers.of(topo)
+    span, down = float(closed - opened), float(down_bytes)
+    for rec, dropped, up in zip(recs, drop.tolist(), up_bytes.tolist()):
+        k = rec.client
+        rec.download_s = down / pw.down_Bps[k]
+        rec.tx_s = up / pw.up_Bps[k] if not (dropped or rec.failed) else 0.0
+        rec.idle_s = max(span - rec.download_s - rec.compute_s - rec.tx_s, 0.0)
+        rec.energy_j = energy(rec, pw)
+
+
+def energy(rec: ClientRecord, pw: ClientPowers) -> float:
+    """The rule of this module's docstring, for one record."""
+    k = rec.client
+    return (rec.compute_s * pw.power_w[k] + rec.tx_s * pw.tx_w[k]
+            + rec.download_s * pw.rx_w[k] + rec.idle_s * pw.idle_w[k])

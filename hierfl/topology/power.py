@@ -1,0 +1,40 @@
+"""The clients' energy attributes, drawn with the rest of the topology: power while computing
+and while idle inside a round (node attributes `power_w`, `idle_w`) and the radio's power while
+sending and receiving (`tx_w`, `rx_w` on the client's upward link). Each comes from the clients'
+defaults (`clients.power_w`, `clients.link.tx_w`, ...) or, with `clients.mix`, from the share's
+device and link profiles. Every attribute has its own seed stream, so adding them moves no other
+draw; absent, they are 0 (no energy counted). docs/energy.md gives the energy rule."""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import seeding
+from ..config.topology import TopologySpec
+from .dist import draw
+
+NODE_KEYS = ("power_w", "idle_w")     # client node attributes
+LINK_KEYS = ("tx_w", "rx_w")          # attributes of a client's upward link (its radio)
+
+
+def client_powers(spec: TopologySpec, n: int, seed: int,
+                  cls_of: np.ndarray | None) -> np.ndarray:
+    """(n, 4) float64: power_w, idle_w, tx_w, rx_w of every client; `cls_of[k]` is client k's
+    index in clients.mix (None without a mix)."""
+    c = spec.clients
+    assert c is not None
+    out = np.empty((n, 4))
+    for j, d in enumerate((c.power_w, c.idle_w, c.link.tx_w, c.link.rx_w)):
+        out[:, j] = draw(d, seeding.rng(seed, "topology/client-power", j), n)
+    if cls_of is None or not c.mix:
+        return out
+    for i, s in enumerate(c.mix):
+        ks = np.flatnonzero(cls_of == i)
+        if s.device is not None:
+            dev = spec.profiles.devices[s.device]
+            for j, d in enumerate((dev.power_w, dev.idle_w)):
+                out[ks, j] = draw(d, seeding.rng(seed, "topology/device-power", i, j), len(ks))
+        if s.link is not None:
+            ln = spec.profiles.links[s.link]
+            for j, d in enumerate((ln.tx_w, ln.rx_w)):
+                out[ks, 2 + j] = draw(d, seeding.rng(seed, "topology/link-power", i, j), len(ks))
+    return out
