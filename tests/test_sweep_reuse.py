@@ -4,6 +4,7 @@ its folder to the others; the copies are byte for byte what a full rerun writes.
 from __future__ import annotations
 
 import csv
+import glob
 import os
 
 from hierfl import sweep as sw
@@ -124,7 +125,8 @@ def test_borrowing_point_runs_only_its_own_algorithms_and_equals_a_full_run(tmp_
 
 def test_sweep_runs_the_unaffected_algorithm_once(tmp_path):
     grid = "algorithms[1].edge_rounds: [1, 2]"
-    s = sw.load_sweep(_sweep(tmp_path, grid, "reuse"))
+    f = _sweep(tmp_path, grid, "reuse")
+    s = sw.load_sweep(f)
     p0, p1 = s.points
     assert sw.run_sweep(s, "local", workers=1, progress=False) == {}
     import json
@@ -139,5 +141,13 @@ def test_sweep_runs_the_unaffected_algorithm_once(tmp_path):
         ("fedavg", p0.name), ("hierfavg", p0.name), ("fedavg", p0.name), ("hierfavg", p1.name)]
     md = open(os.path.join(s.output, "sweep.md")).read()
     assert "ran once per distinct scenario" in md and "3 algorithm runs for 4" in md
+    # the sweep command again: nothing to run; --tensorboard logs every point's algorithms
+    from hierfl.outputs.tensorboard import read_events
+    assert sw.main(f, workers=1, progress=False, tensorboard=str(tmp_path / "tb")) == 0
+    logs = sorted(os.path.relpath(os.path.dirname(p), tmp_path / "tb") for p in
+                  glob.glob(str(tmp_path / "tb" / "*" / "*" / "events.out.tfevents.*")))
+    assert logs == [os.path.join(p.name, lb) for p in (p0, p1) for lb in ("fedavg", "hierfavg")]
+    ev = read_events(glob.glob(str(tmp_path / "tb" / p1.name / "fedavg" / "events*"))[0])
+    assert any(t == "by_round/test_acc" for e in ev for t, _ in e["scalars"])
     off = sw.load_sweep(_sweep(tmp_path, grid, "full", reuse=False))
     assert not off.reuse
