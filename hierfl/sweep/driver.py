@@ -243,11 +243,12 @@ def run_sweep(sw: Sweep, backend: str = "local", address: str = "local",
 
         def done(pt: Point, info: dict) -> None:
             count[0] += 1
-            reused = info.get("reused") or {}
+            by_owner: dict[str, list[str]] = {}
+            for lb, o in (info.get("reused") or {}).items():
+                by_owner.setdefault(o, []).append(lb)
             _log(progress, f"[{count[0]}/{len(sw.points)}] {pt.name} done in "
-                 f"{info.get('wall_s', math.nan):.1f}s" + (
-                     f" (reused: {', '.join(f'{lb} of {o}' for lb, o in reused.items())})"
-                     if reused else ""))
+                 f"{info.get('wall_s', math.nan):.1f}s" + "".join(
+                     f"; {', '.join(lbs)} copied from {o}" for o, lbs in by_owner.items()))
 
         failed: dict[str, str] = {}
         ready = _Ready(sw, todo, failed)
