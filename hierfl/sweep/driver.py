@@ -25,10 +25,10 @@ from .summary import is_done, summarize
 
 
 def execute_point(text: str, folder: str, report: bool = True, plugins: tuple = (),
-                  borrowed: dict[str, tuple[str, bytes]] | None = None) -> dict:
+                  borrowed: dict[str, tuple[str, str | bytes]] | None = None) -> dict:
     """Run one point into `folder` (created): its scenario, every algorithm, the report, then
-    the DONE marker (atomically, last). `borrowed`: {label: (owner point, zip of the owner's
-    folder for it)}: those algorithms are not rerun but copied (reuse.py). Importable by spawned
+    the DONE marker (atomically, last). `borrowed`: {label: (owner point, the owner's folder
+    for it, or a zip of it)}: those algorithms are not rerun but copied (reuse.py). Importable by spawned
     processes and Ray workers, which first import the driver's plugins (`plugins.bundle()`:
     --plugin files and the like)."""
     from ..plugins import ensure
@@ -55,7 +55,7 @@ def execute_point(text: str, folder: str, report: bool = True, plugins: tuple = 
 
 
 def ray_point(text: str, report: bool = True, plugins: tuple = (),
-              borrowed: dict[str, tuple[str, bytes]] | None = None) -> tuple[bytes, dict]:
+              borrowed: dict[str, tuple[str, str | bytes]] | None = None) -> tuple[bytes, dict]:
     """A point in a Ray worker: run it in a private temporary folder and send the folder back
     (as a zip), so the cluster needs no shared file system (only the data files, if any)."""
     with tempfile.TemporaryDirectory(prefix="hierfl-point-") as tmp:
@@ -119,11 +119,16 @@ class _Ready:
     (owners come first in grid order, so the points always drain). A point whose owner failed
     fails too."""
 
-    def __init__(self, sw: Sweep, todo: list[Point], failed: dict[str, str]):
+    def __init__(self, sw: Sweep, todo: list[Point], failed: dict[str, str], pack: bool):
         self.sw, self.waiting, self.failed = sw, list(todo), failed
         self.deps = owners(sw.points) if sw.reuse else {}
+        self.pack = pack        # send the owner's folder as a zip (Ray), else its path
 
-    def take(self) -> list[tuple[Point, dict[str, tuple[str, bytes]]]]:
+    def _source(self, owner: str, label: str) -> str | bytes:
+        folder = os.path.join(self.sw.output, owner, label)
+        return zip_tree(folder) if self.pack else folder
+
+    def take(self) -> list[tuple[Point, dict[str, tuple[str, str | bytes]]]]:
         out, keep = [], []
         for pt in self.waiting:
             deps = self.deps.get(pt.name, {})
@@ -132,8 +137,7 @@ class _Ready:
                 self.failed[pt.name] = f"reuses {bad[0][0]} of point {bad[0][1]}, which failed"
             elif all(os.path.isfile(os.path.join(self.sw.output, o, DONE))
                      for o in deps.values()):
-                out.append((pt, {lb: (o, zip_tree(os.path.join(self.sw.output, o, lb)))
-                                 for lb, o in deps.items()}))
+                out.append((pt, {lb: (o, self._source(o, lb)) for lb, o in deps.items()}))
             else:
                 keep.append(pt)
         self.waiting = keep
@@ -251,7 +255,7 @@ def run_sweep(sw: Sweep, backend: str = "local", address: str = "local",
                      f"; {', '.join(lbs)} copied from {o}" for o, lbs in by_owner.items()))
 
         failed: dict[str, str] = {}
-        ready = _Ready(sw, todo, failed)
+        ready = _Ready(sw, todo, failed, pack=backend == "ray")
         if todo:
             if backend == "local":
                 _run_local(sw, ready, min(workers or os.cpu_count() or 1, len(todo)), staging,

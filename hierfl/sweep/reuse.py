@@ -21,6 +21,7 @@ import hashlib
 import io
 import json
 import os
+import shutil
 import zipfile
 from typing import Any
 
@@ -91,10 +92,10 @@ def unzip_tree(blob: bytes, folder: str) -> None:
         z.extractall(root)
 
 
-def run_borrowing(sc: Any, borrowed: dict[str, bytes], keep_trace: bool = False) -> None:
+def run_borrowing(sc: Any, borrowed: dict[str, str | bytes], keep_trace: bool = False) -> None:
     """run_scenario for a point that borrows some algorithms' folders: the same summary,
     scenario copy, fingerprint and manifest as a full run, the owned algorithms run, the
-    borrowed ones' folders (zips of the owner's OUT/<label>/) extracted in their place."""
+    borrowed ones' folders (the owner's OUT/<label>/, or a zip of it) copied in their place."""
     from ..outputs import write_run_summary
     from ..outputs.manifest import end_manifest, start_manifest
     from ..run import build_world, run_algorithm
@@ -112,8 +113,12 @@ def run_borrowing(sc: Any, borrowed: dict[str, bytes], keep_trace: bool = False)
     for entry in sc.algorithms:
         folder = os.path.join(sc.output, entry.label)
         if entry.label in borrowed:
-            os.makedirs(folder, exist_ok=True)
-            unzip_tree(borrowed[entry.label], folder)
+            src = borrowed[entry.label]
+            if isinstance(src, str):
+                shutil.copytree(src, folder, dirs_exist_ok=True)
+            else:
+                os.makedirs(folder, exist_ok=True)
+                unzip_tree(src, folder)
             continue
         r = run_algorithm(sc, entry, world, folder, False, keep_trace=keep_trace,
                           fingerprint=fp)
