@@ -84,6 +84,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     from .scenario.load import load
 
     check_stop_after(args.stop_after)
+    if args.tensorboard is not None:
+        from .outputs.tb_cli import check_logdir
+        check_logdir(args.tensorboard)
     sc = load(args.scenario, seed=args.seed, rounds=args.rounds, out=args.out)
     if args.threads is not None and not 1 <= args.threads <= 256:
         raise ScenarioError.one("", "--threads", args.threads, "must be in 1..256")
@@ -108,6 +111,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         return 0
     path = write_report(sc.output, sc.name, sc.report.target_accuracy)
     print(f"report: {path}\nhtml: {os.path.join(os.path.dirname(path), 'report.html')}")
+    if args.tensorboard:
+        from .outputs import read_run
+        from .outputs.tb_cli import tensorboard_done, write_tensorboard
+        write_tensorboard(args.tensorboard, read_run(sc.output))
+        tensorboard_done(args.tensorboard)
     return 0
 
 
@@ -133,8 +141,11 @@ def cmd_report(args: argparse.Namespace) -> int:
 def cmd_sweep(args: argparse.Namespace) -> int:
     from .sweep import main as sweep_main
 
+    if args.tensorboard is not None:
+        from .outputs.tb_cli import check_logdir
+        check_logdir(args.tensorboard)
     return sweep_main(args.sweep, args.backend, args.address, args.workers, args.out,
-                      progress=not args.quiet)
+                      progress=not args.quiet, tensorboard=args.tensorboard)
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
@@ -292,6 +303,8 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--resume", action="store_true",
                    help="continue an interrupted run from its checkpoints (finished algorithms "
                    "are kept, unfinished ones continue bit-for-bit)")
+    r.add_argument("--tensorboard", metavar="DIR", help="also write every metric as "
+                   "TensorBoard scalars, one run per algorithm (DIR/<label>/)")
     r.add_argument("--stop-after", type=int, metavar="N",
                    help="pause every algorithm after round N, leaving a checkpoint")
     r.set_defaults(fn=cmd_run)
@@ -334,6 +347,8 @@ def parser() -> argparse.ArgumentParser:
     sw.add_argument("--workers", type=int, help="points run at once (default: CPU cores)")
     sw.add_argument("--out", help="output folder (default: the sweep file's output:)")
     sw.add_argument("--quiet", action="store_true", help="no progress lines")
+    sw.add_argument("--tensorboard", metavar="DIR", help="also write every metric of every "
+                    "finished point as TensorBoard scalars (DIR/<point>/<label>/)")
     sw.set_defaults(fn=cmd_sweep)
     _data_parser(sub)
     _trace_parser(sub)

@@ -142,7 +142,7 @@ def _points(out: str) -> list[str]:
 
 
 def test_sweep_on_ray_equals_local_backend(cluster, tmp_path):
-    f = _sweep_files(tmp_path, "train.local.lr: [0.05, 0.2]\nseed: [0, 1]")
+    f = _sweep_files(tmp_path, "algorithms[1].edge_rounds: [1, 2]\nseed: [0, 1]")
     sw_local = sweep_mod.load_sweep(f, out=str(tmp_path / "local"))
     sw_ray = sweep_mod.load_sweep(f, out=str(tmp_path / "ray"))
     assert len(sw_local.points) == 4
@@ -161,6 +161,10 @@ def test_sweep_on_ray_equals_local_backend(cluster, tmp_path):
             finals.add(read_csv(str(tmp_path / "ray" / pt / label / "metrics.csv"))[-1]
                        ["test_acc"])
     assert len(finals) > 1                                 # the grid values changed the runs
+    # fedavg does not read edge_rounds: run once per seed, copied (on Ray: sent to the task)
+    import json
+    done = json.loads((tmp_path / "ray" / "edge_rounds=2,seed=1" / "DONE").read_text())
+    assert done["reused"] == {"fedavg": "edge_rounds=1,seed=1"}
     assert (tmp_path / "local" / "sweep.csv").read_text() == \
         (tmp_path / "ray" / "sweep.csv").read_text()
 

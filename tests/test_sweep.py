@@ -175,7 +175,7 @@ def test_local_sweep_summary_and_resume(tmp_path):
         assert float(rows[label]["final_acc_std"]) == pytest.approx(
             abs(finals[0] - finals[1]) / np.sqrt(2), abs=1e-12)
     md = (out / "sweep.md").read_text()
-    assert "±" in md and "sweep_accuracy.png" in md and (out / "sweep_accuracy.png").is_file()
+    assert "±" in md and "sweep_test_acc.png" in md and (out / "sweep_test_acc.png").is_file()
     # resume: b is lost (only a partial folder without DONE is left); a must not be touched
     keep = (b / "fedavg" / "metrics.csv").read_text()
     mt = {p: os.stat(p).st_mtime_ns for p in a.rglob("*")}

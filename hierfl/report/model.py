@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .stats import Group
+from .tables import local_overrides
 
 
 @dataclass
@@ -134,6 +135,9 @@ def summary_rows(summary: dict | None) -> list[tuple[str, str]]:
             params = a.get("params") if isinstance(a.get("params"), dict) else {
                 k: v for k, v in a.items() if k not in ("name", "label")}
             params = {k: v for k, v in params.items() if v is not None}
+            loc = local_overrides(a.get("local"), tr.get("local"))
+            if loc:                            # this entry's local: overrides of train.local
+                params["local"] = "{" + _compact(loc) + "}"
             rows.append((f"algorithm {a.get('label') or a.get('name')}",
                          f"{a.get('name')}" + (f" ({_compact(params)})" if params else "")))
     return rows

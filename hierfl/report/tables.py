@@ -40,6 +40,13 @@ def pm(values: list[float], show: Callable[[float], str], n_total: int | None = 
     return s + (f" ({k}/{n})" if k < n else "")
 
 
+def local_overrides(entry_local: dict | None, train_local: dict | None) -> dict:
+    """The keys of an algorithm's resolved `local:` that differ from the scenario's train.local
+    (its per-algorithm overrides), in the entry's key order."""
+    base = train_local or {}
+    return {k: v for k, v in (entry_local or {}).items() if base.get(k) != v}
+
+
 # ------------------------------------------------------------------------------ numbers
 def _hit(s: Series, target: float, key: str, prefix: str = "") -> dict[str, float]:
     """Time, bytes and round of the first evaluated row reaching `target` on `key`, and the round

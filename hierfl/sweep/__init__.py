@@ -10,17 +10,23 @@ A sweep file (YAML):
     output: ../reports/fedprox-sweep      # relative to the sweep file (--out overrides)
     target: 0.8                           # optional accuracy target of the summary table
     point_reports: true                   # each point's report.md and figures (false: faster)
+    reuse: true                           # run an algorithm once per distinct scenario it reads
 
 Every point's scenario is built and validated before anything runs (errors name the sweep file
 and the grid key). Points run in parallel on a process pool (`local`) or as Ray tasks (`ray`);
 each one runs in a private staging folder, writes its report, then a `DONE` marker, and only then
 is moved into `OUTPUT/<point>` (an atomic rename), so a killed sweep leaves only finished points
-behind and a rerun skips them. At the end: OUTPUT/sweep.csv, sweep.md, points.csv and
-sweep_accuracy.png (test accuracy vs round, mean +- std over seeds per grid point).
+behind and a rerun skips them. An algorithm that does not read a grid key runs once per
+distinct scenario it reads and is copied to the other points (reuse.py; `reuse: false` turns
+this off). At the end: OUTPUT/sweep.md and the self-contained sweep.html (the run report's
+look), sweep.csv, points.csv, metrics_all.csv and the figures sweep_<score>.png,
+sweep_train_loss.png (colour = algorithm, line style = grid point; x = round, simulated time,
+bytes) and sweep_to_target.png.
 
 Modules: grid (key paths, the grid, point names), spec (the sweep file read and every point
-validated), driver (running points: process pool or Ray, staging, resume), summary (the tables
-and the figure, with the report's statistics)."""
+validated), reuse (what each algorithm reads; copying its run), driver (running points: process
+pool or Ray, staging, resume), summary (the tables, with the report's statistics), figures and
+page (sweep.md, sweep.html)."""
 from __future__ import annotations
 
 import os
@@ -32,11 +38,19 @@ from .summary import is_done, summarize
 
 
 def main(path: str, backend: str = "local", address: str = "local", workers: int | None = None,
-         out: str | None = None, progress: bool = True) -> int:
-    """The `hierfl sweep` command: 0 when every point finished, 1 when some failed."""
+         out: str | None = None, progress: bool = True, tensorboard: str | None = None) -> int:
+    """The `hierfl sweep` command: 0 when every point finished, 1 when some failed.
+    `tensorboard`: a folder for every finished point's metrics as TensorBoard scalars."""
     sw = load_sweep(path, out)
     failed = run_sweep(sw, backend, address, workers, progress)
-    print(f"sweep summary: {os.path.join(sw.output, 'sweep.md')}")
+    print(f"sweep summary: {os.path.join(sw.output, 'sweep.md')}\n"
+          f"html: {os.path.join(sw.output, 'sweep.html')}")
+    if tensorboard:
+        from ..outputs.tb_cli import tensorboard_done, write_tensorboard
+        from .summary import read_points
+        for (point, _), s in read_points(sw).items():
+            write_tensorboard(tensorboard, [s], point)
+        tensorboard_done(tensorboard)
     return 1 if failed else 0
 
 

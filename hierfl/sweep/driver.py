@@ -5,7 +5,6 @@ driver per output folder (a lock). At the end the summary is written (summary.py
 from __future__ import annotations
 
 import concurrent.futures as cf
-import io
 import json
 import math
 import multiprocessing
@@ -15,20 +14,23 @@ import sys
 import tempfile
 import time
 import uuid
-import zipfile
 from typing import Any, Callable
 
 from ..config.errors import ScenarioError
 from ..outputs import atomic_text
 from ..plugins import bundle
+from .reuse import owners, run_borrowing, unzip_tree, zip_tree
 from .spec import DONE, POINT_FILE, STAGING, Point, Sweep
 from .summary import is_done, summarize
 
 
-def execute_point(text: str, folder: str, report: bool = True, plugins: tuple = ()) -> dict:
+def execute_point(text: str, folder: str, report: bool = True, plugins: tuple = (),
+                  borrowed: dict[str, tuple[str, str | bytes]] | None = None) -> dict:
     """Run one point into `folder` (created): its scenario, every algorithm, the report, then
-    the DONE marker (atomically, last). Importable by spawned processes and Ray workers, which
-    first import the driver's plugins (`plugins.bundle()`: --plugin files and the like)."""
+    the DONE marker (atomically, last). `borrowed`: {label: (owner point, the owner's folder
+    for it, or a zip of it)}: those algorithms are not rerun but copied (reuse.py). Importable by spawned
+    processes and Ray workers, which first import the driver's plugins (`plugins.bundle()`:
+    --plugin files and the like)."""
     from ..plugins import ensure
     from ..report import write_report
     from ..run import run_scenario
@@ -40,40 +42,26 @@ def execute_point(text: str, folder: str, report: bool = True, plugins: tuple = 
     f = os.path.join(folder, POINT_FILE)
     atomic_text(f, text)
     sc = load(f, out=folder)
-    run_scenario(sc, progress=False, keep_trace=False)
+    if borrowed:
+        run_borrowing(sc, {lb: blob for lb, (_, blob) in borrowed.items()})
+    else:
+        run_scenario(sc, progress=False, keep_trace=False)
     if report:
         write_report(folder, sc.name, sc.report.target_accuracy)
-    info = {"wall_s": time.time() - t0, "host": os.uname().nodename, "pid": os.getpid()}
+    info = {"wall_s": time.time() - t0, "host": os.uname().nodename, "pid": os.getpid(),
+            "reused": {lb: owner for lb, (owner, _) in (borrowed or {}).items()}}
     atomic_text(os.path.join(folder, DONE), json.dumps(info) + "\n")
     return info
 
 
-def zip_folder(folder: str) -> bytes:
-    buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
-        for root, _, files in os.walk(folder):
-            for name in sorted(files):
-                full = os.path.join(root, name)
-                z.write(full, os.path.relpath(full, folder))
-    return buf.getvalue()
-
-
-def ray_point(text: str, report: bool = True, plugins: tuple = ()) -> tuple[bytes, dict]:
+def ray_point(text: str, report: bool = True, plugins: tuple = (),
+              borrowed: dict[str, tuple[str, str | bytes]] | None = None) -> tuple[bytes, dict]:
     """A point in a Ray worker: run it in a private temporary folder and send the folder back
     (as a zip), so the cluster needs no shared file system (only the data files, if any)."""
     with tempfile.TemporaryDirectory(prefix="hierfl-point-") as tmp:
         folder = os.path.join(tmp, "point")
-        info = execute_point(text, folder, report, plugins)
-        return zip_folder(folder), info
-
-
-def _unzip(blob: bytes, folder: str) -> None:
-    with zipfile.ZipFile(io.BytesIO(blob)) as z:
-        for member in z.namelist():
-            dest = os.path.normpath(os.path.join(folder, member))
-            if not dest.startswith(os.path.normpath(folder) + os.sep):
-                raise ValueError(f"unsafe path in a point archive: {member}")
-        z.extractall(folder)
+        info = execute_point(text, folder, report, plugins, borrowed)
+        return zip_tree(folder), info
 
 
 def _commit(staging: str, final: str) -> None:
@@ -126,44 +114,82 @@ def _log(progress: bool, msg: str) -> None:
         print(msg, file=sys.stderr, flush=True)
 
 
-def _run_local(sw: Sweep, todo: list[Point], workers: int, staging: str,
+class _Ready:
+    """The points still to run, handed out once every point they borrow from is finished
+    (owners come first in grid order, so the points always drain). A point whose owner failed
+    fails too."""
+
+    def __init__(self, sw: Sweep, todo: list[Point], failed: dict[str, str], pack: bool):
+        self.sw, self.waiting, self.failed = sw, list(todo), failed
+        self.deps = owners(sw.points) if sw.reuse else {}
+        self.pack = pack        # send the owner's folder as a zip (Ray), else its path
+
+    def _source(self, owner: str, label: str) -> str | bytes:
+        folder = os.path.join(self.sw.output, owner, label)
+        return zip_tree(folder) if self.pack else folder
+
+    def take(self) -> list[tuple[Point, dict[str, tuple[str, str | bytes]]]]:
+        out, keep = [], []
+        for pt in self.waiting:
+            deps = self.deps.get(pt.name, {})
+            bad = [(lb, o) for lb, o in deps.items() if o in self.failed]
+            if bad:
+                self.failed[pt.name] = f"reuses {bad[0][0]} of point {bad[0][1]}, which failed"
+            elif all(os.path.isfile(os.path.join(self.sw.output, o, DONE))
+                     for o in deps.values()):
+                out.append((pt, {lb: (o, self._source(o, lb)) for lb, o in deps.items()}))
+            else:
+                keep.append(pt)
+        self.waiting = keep
+        return out
+
+
+def _run_local(sw: Sweep, ready: _Ready, workers: int, staging: str,
                done: Callable[[Point, dict], None], failed: dict[str, str]) -> None:
     ctx = multiprocessing.get_context("spawn")
-    queue = list(todo)
+    retry: list = []
     for attempt in range(2):                   # a pool broken by a killed worker: one retry
-        if not queue:
-            return
-        again: list[Point] = []
-        pool = cf.ProcessPoolExecutor(max_workers=min(workers, len(queue)), mp_context=ctx)
-        try:
-            futs = {}
-            for pt in queue:
+        pool = cf.ProcessPoolExecutor(max_workers=workers, mp_context=ctx)
+        futs: dict = {}
+        broken = False
+
+        def submit(items: list) -> None:
+            for pt, borrowed in items:
                 folder = os.path.join(staging, f"{pt.name}.{uuid.uuid4().hex[:8]}")
-                fut = pool.submit(execute_point, pt.text, folder, sw.point_reports, bundle())
-                futs[fut] = (pt, folder)
-            for fut in cf.as_completed(futs):
-                pt, folder = futs[fut]
-                try:
-                    info = fut.result()
-                except cf.process.BrokenProcessPool as exc:
-                    if attempt == 0:
-                        again.append(pt)
-                    else:
-                        failed[pt.name] = f"worker process died: {exc}"
-                    continue
-                except Exception as exc:  # noqa: BLE001 - one point's failure is reported
-                    failed[pt.name] = f"{type(exc).__name__}: {exc}"
-                    continue
-                _commit(folder, os.path.join(sw.output, pt.name))
-                done(pt, info)
+                futs[pool.submit(execute_point, pt.text, folder, sw.point_reports, bundle(),
+                                 borrowed)] = (pt, folder, borrowed)
+        try:
+            submit(retry + ready.take())
+            retry = []
+            while futs:
+                finished, _ = cf.wait(list(futs), return_when=cf.FIRST_COMPLETED)
+                for fut in finished:
+                    pt, folder, borrowed = futs.pop(fut)
+                    try:
+                        info = fut.result()
+                    except cf.process.BrokenProcessPool as exc:
+                        broken = True
+                        if attempt == 0:
+                            retry.append((pt, borrowed))
+                        else:
+                            failed[pt.name] = f"worker process died: {exc}"
+                        continue
+                    except Exception as exc:  # noqa: BLE001 - one point's failure is reported
+                        failed[pt.name] = f"{type(exc).__name__}: {exc}"
+                        continue
+                    _commit(folder, os.path.join(sw.output, pt.name))
+                    done(pt, info)
+                if not broken:
+                    submit(ready.take())
         except BaseException:                  # Ctrl-C: do not start the queued points
             pool.shutdown(wait=False, cancel_futures=True)
             raise
         pool.shutdown(wait=True)
-        queue = again
+        if not retry and not ready.waiting:
+            return
 
 
-def _run_ray(sw: Sweep, todo: list[Point], workers: int | None, address: str, staging: str,
+def _run_ray(sw: Sweep, ready: _Ready, workers: int | None, address: str, staging: str,
              done: Callable[[Point, dict], None], failed: dict[str, str]) -> None:
     import ray
 
@@ -171,16 +197,18 @@ def _run_ray(sw: Sweep, todo: list[Point], workers: int | None, address: str, st
 
     connect(address, workers, key="--address")
     task = ray.remote(max_retries=2)(ray_point)   # a task whose worker dies is rerun
-    limit = workers or len(todo)
-    queue = list(todo)
+    limit = workers or len(ready.waiting)
+    queue: list = ready.take()
     pending: dict[Any, Point] = {}
     while queue or pending:
         while queue and len(pending) < limit:
-            pt = queue.pop(0)
+            pt, borrowed = queue.pop(0)
             pending[task.options(num_cpus=pt.threads).remote(pt.text, sw.point_reports,
-                                                             bundle())] = pt
-        ready, _ = ray.wait(list(pending), num_returns=1)
-        for ref in ready:
+                                                             bundle(), borrowed)] = pt
+        if not pending:
+            break
+        finished, _ = ray.wait(list(pending), num_returns=1)
+        for ref in finished:
             pt = pending.pop(ref)
             try:
                 blob, info = ray.get(ref)
@@ -188,9 +216,10 @@ def _run_ray(sw: Sweep, todo: list[Point], workers: int | None, address: str, st
                 failed[pt.name] = f"{type(exc).__name__}: {str(exc).strip().splitlines()[-1]}"
                 continue
             folder = os.path.join(staging, f"{pt.name}.{uuid.uuid4().hex[:8]}")
-            _unzip(blob, folder)
+            unzip_tree(blob, folder)
             _commit(folder, os.path.join(sw.output, pt.name))
             done(pt, info)
+        queue += ready.take()
 
 
 def run_sweep(sw: Sweep, backend: str = "local", address: str = "local",
@@ -218,16 +247,23 @@ def run_sweep(sw: Sweep, backend: str = "local", address: str = "local",
 
         def done(pt: Point, info: dict) -> None:
             count[0] += 1
+            by_owner: dict[str, list[str]] = {}
+            for lb, o in (info.get("reused") or {}).items():
+                by_owner.setdefault(o, []).append(lb)
             _log(progress, f"[{count[0]}/{len(sw.points)}] {pt.name} done in "
-                 f"{info.get('wall_s', math.nan):.1f}s")
+                 f"{info.get('wall_s', math.nan):.1f}s" + "".join(
+                     f"; {', '.join(lbs)} copied from {o}" for o, lbs in by_owner.items()))
 
         failed: dict[str, str] = {}
+        ready = _Ready(sw, todo, failed, pack=backend == "ray")
         if todo:
             if backend == "local":
-                _run_local(sw, todo, workers or min(len(todo), os.cpu_count() or 1), staging,
+                _run_local(sw, ready, min(workers or os.cpu_count() or 1, len(todo)), staging,
                            done, failed)
             else:
-                _run_ray(sw, todo, workers, address, staging, done, failed)
+                _run_ray(sw, ready, workers, address, staging, done, failed)
+        for pt in ready.waiting:
+            failed.setdefault(pt.name, "not run (the worker pool broke twice)")
         shutil.rmtree(staging, ignore_errors=True)
         for name, err in failed.items():
             _log(True, f"point {name} failed: {err}")

@@ -16,6 +16,7 @@ from ..config.paths import output_problem
 from ..config.fields import Raw, build, is_fail, spec, unit_interval
 from ..config.yamldoc import read_yaml
 from .grid import Grid, point_names, read_grid, set_path
+from .reuse import algorithm_keys
 
 DONE = "DONE"
 POINT_FILE = "point.yaml"          # the point's self-contained scenario, in its folder
@@ -34,6 +35,9 @@ class SweepFile:
                                 check=unit_interval)
     point_reports: bool = spec(True, "write each point's report.md and figures (false: only "
                                "the metrics the summary needs; faster for small points)")
+    reuse: bool = spec(True, "run an algorithm once per distinct scenario it reads (a grid key "
+                       "it does not read reuses its result, the same files); false: every "
+                       "algorithm at every point")
 
 
 @dataclass(frozen=True)
@@ -42,6 +46,7 @@ class Point:
     values: tuple[tuple[str, Any], ...]        # (grid key, value), in grid order
     text: str                                  # the point's scenario, self-contained YAML
     threads: int                               # torch threads the point's runs use
+    algo_keys: tuple[tuple[str, str], ...] = ()  # (label, what it reads: reuse.entry_key)
 
 
 @dataclass(frozen=True)
@@ -53,6 +58,7 @@ class Sweep:
     target: float | None
     labels: tuple[str, ...]                    # algorithm labels of the base scenario
     point_reports: bool = True                 # each point writes its report.md and figures
+    reuse: bool = True                         # an algorithm runs once per distinct scenario
 
 
 def _self_contained(raw: dict, base_file: str) -> dict:
@@ -176,7 +182,7 @@ def _points(path: str, base_file: str, base_raw: dict, grid: Grid, tmp: str
             return [], _point_problems(exc, f, path, base_file, grid.keys, values, where), None
         if i == 0:
             first = sc
-        found[i] = Point(name, values, text, sc.train.executor.threads)
+        found[i] = Point(name, values, text, sc.train.executor.threads, algorithm_keys(sc))
     return [found[i] for i in range(len(combos))], [], first
 
 
@@ -204,4 +210,5 @@ def load_sweep(path: str, out: str | None = None) -> Sweep:
     output = out if out is not None else os.path.normpath(os.path.join(
         os.path.dirname(os.path.abspath(path)), sf.output or os.path.join(
             "reports", "sweeps", os.path.splitext(os.path.basename(path))[0])))
-    return Sweep(path, tuple(grid.keys), tuple(points), output, target, labels, sf.point_reports)
+    return Sweep(path, tuple(grid.keys), tuple(points), output, target, labels, sf.point_reports,
+                 sf.reuse)
