@@ -138,6 +138,26 @@ def summary_rows(summary: dict | None) -> list[tuple[str, str]]:
             loc = local_overrides(a.get("local"), tr.get("local"))
             if loc:                            # this entry's local: overrides of train.local
                 params["local"] = "{" + _compact(loc) + "}"
+            for key in ("round", "stragglers"):    # its own round policy / stragglers
+                own = _non_default(key, a.get(key))
+                if own:
+                    params[key] = "{" + _compact(own) + "}"
             rows.append((f"algorithm {a.get('label') or a.get('name')}",
                          f"{a.get('name')}" + (f" ({_compact(params)})" if params else "")))
     return rows
+
+
+def _non_default(key: str, value: object) -> dict:
+    """An entry's own `round:` / `stragglers:` as the keys that differ from their defaults
+    (a round's policy always shown)."""
+    if not isinstance(value, dict):
+        return {}
+    import dataclasses
+
+    from ..config.schema import RoundSpec, StragglerSpec
+    cls = RoundSpec if key == "round" else StragglerSpec
+    base = {f.name: (f.default_factory() if f.default_factory is not dataclasses.MISSING
+                     else f.default) for f in dataclasses.fields(cls)}
+    base = {k: dataclasses.asdict(v) if dataclasses.is_dataclass(v) else v
+            for k, v in base.items()}
+    return {k: v for k, v in value.items() if k == "policy" or base.get(k) != v}
