@@ -241,7 +241,7 @@ def test_client_lines_are_what_csvlog_writes(tmp_path):
             ClientRecord(3, 2, 4, 0, 7, 1e-9, 2.5, True, False, 0.3333333333333333, True,
                          72.0, "bitmap"),
             ClientRecord(10**6, 1, 0, 5, 5, 1.0, 0.1 + 0.2, False, False, 1.0, False, 76.25,
-                         "sparse")]
+                         "sparse", 2)]
     from hierfl.outputs.columns import class_cells
 
     # device / link class per client id (ids 0, 4, 17 used); odd names are quoted as csv does
@@ -249,9 +249,10 @@ def test_client_lines_are_what_csvlog_writes(tmp_path):
     lnk = tuple(["lte"] * 4 + [""] + ['wi"fi'] * 13)
     for classes in (None, class_cells(dev, lnk)):
         log = CsvLog(str(tmp_path / "a.csv"), CLIENT_COLUMNS)
-        log.rows([{**{c: getattr(r, c) for c in CLIENT_COLUMNS[:-2]},
+        log.rows([{**{c: getattr(r, c) for c in CLIENT_COLUMNS[:-3]},
                    "device_class": dev[r.client] if classes else "",
-                   "link_class": lnk[r.client] if classes else ""} for r in recs])
+                   "link_class": lnk[r.client] if classes else "",
+                   "cluster": r.cluster if r.cluster >= 0 else ""} for r in recs])
         log.close()
         fast = CsvLog(str(tmp_path / "b.csv"), CLIENT_COLUMNS)
         fast.write(client_lines(recs, classes))

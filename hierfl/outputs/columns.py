@@ -18,7 +18,8 @@ SCORES = {"classification": ("test_acc", "personal_test_acc"),
           "regression": ("test_mse", "personal_test_mse")}
 CLIENT_COLUMNS = ["round", "edge_round", "client", "steps", "budget", "compute_s", "upload_s",
                   "dropped", "straggler", "gamma", "up_bytes", "encoding", "failed",
-                  "device_class", "link_class"]
+                  "device_class", "link_class", "cluster"]
+# cluster: the cluster a client chose that round (IFCA), empty for other algorithms
 
 TRACE_COLUMNS = Trace.HEADER            # time_s, node, kind, peer, value
 
@@ -61,5 +62,6 @@ def client_lines(recs: list, classes: list[str] | None = None) -> str:
     return "".join(f"{r.round},{r.edge_round},{r.client},{r.steps},{r.budget},"
                    f"{_f(r.compute_s)},{_f(r.upload_s)},{int(r.dropped)},{int(r.straggler)},"
                    f"{_f(r.gamma)},{_f(r.up_bytes)},{r.encoding},{int(r.failed)}"
-                   f"{classes[r.client] if r.client < len(classes) else empty}\r\n"
+                   f"{classes[r.client] if r.client < len(classes) else empty},"
+                   f"{r.cluster if r.cluster >= 0 else ''}\r\n"
                    for r in recs)
