@@ -141,8 +141,8 @@ CASES: dict[str, Case] = {
     #   h = 5 (1.1808 - u) = (1.98, -1.98).
     "proxskip": Case({"p": 0.5}, 2, {"w": [1.1808], "clients.h": [[1.98], [-1.98]]},
                      [[0.7848, 1.5768]]),
-    # k = 3: theta = (0, t2, t3) with t2, t3 drawn from (seed 0, "ifca-init", j): t2 = -0.46157.., t3
-    #   = U = 0.90968..; losses (w - a)^2: client 0 (a = 1): 1, 2.13, 0.008 and client 1 (a = 3):
+    # k = 3: theta = (0, t2, t3), t2 and t3 drawn from (seed 0, "ifca-init", j): t2 = -0.46157..,
+    #   t3 = U = 0.90968..; losses (w - a)^2: client 0 (a = 1): 1, 2.13, 0.008 and client 1 (a = 3):
     #   9, 11.99, 4.37: both choose cluster 3 (index 2), then GD from U: 0.64 U + 0.36 a; the
     #   n-weighted mean 0.64 U + 0.9 replaces theta_3, the largest cluster: w = theta_3.
     "ifca": Case({"clusters": 3}, 1,
