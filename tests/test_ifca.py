@@ -80,6 +80,12 @@ def test_ifca_downlink_bytes_are_k_models(tmp_path):
     assert per_round("fedavg", "bytes_down") == [84.0, 84.0, 84.0]
     assert per_round("all", "bytes_up") == [192.0] * 3
     assert {float(r["up_bytes"]) for r in out.clients["all"]} == {16.0}
+    # choosing costs k forward passes = k/3 full-data gradients on top of the K = 5 full-batch
+    # steps: (5 + 1) / 5 of the time of `chosen` (which no longer chooses) from round 2 on
+    for a, c in zip(out.clients["all"], out.clients["chosen"]):
+        assert a["client"] == c["client"] and a["round"] == c["round"]
+        ratio = float(a["compute_s"]) / float(c["compute_s"])
+        assert abs(ratio - (1.2 if int(a["round"]) > 1 else 1.0)) < 1e-12, (a, c)
 
 
 def test_ifca_with_one_cluster_is_fedavg(tmp_path):
