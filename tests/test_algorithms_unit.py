@@ -40,6 +40,7 @@ CLIENTS = torch.tensor([0, 1])
 # fedyogi's first server step and second pseudo-gradient (see its entry)
 _X1 = 0.45 / (0.271 ** 0.5 + 0.2)
 _D2 = 0.9 - 0.36 * _X1
+IFCA_T2, IFCA_U = -0.4615682363510132, 0.9096773862838745     # float32 draws, exact in float64
 
 
 @dataclass
@@ -180,6 +181,22 @@ CASES: dict[str, Case] = {
                   {"w": [2.244], "server.comm": [2.0], "clients.lam": [[0.1598], [1.4042]],
                    "clients.x0": [[1.3396], [3.1484]], "clients.last": [2.0, 2.0]},
                   [[-0.0204, 1.7884]]),
+    # p = 0.5, gamma = eta = 0.1 (the table's K = 2 steps, not the coin's). Round 1 (h = 0) is
+    #   GD: xhat = (0.36, 1.08) = u; xbar = 0.72; h_k = (p/gamma)(xbar - u_k) = 5 (0.36, -0.36).
+    # Round 2, x <- 0.8 x + 0.2 a + 0.1 h_k from 0.72: client 0: 0.956, 1.1448; client 1: 0.996,
+    #   1.2168; u = xhat - (gamma/p) h = xhat - 0.2 h = (0.7848, 1.5768); xbar = 1.1808;
+    #   h = 5 (1.1808 - u) = (1.98, -1.98).
+    "proxskip": Case({"p": 0.5}, 2, {"w": [1.1808], "clients.h": [[1.98], [-1.98]]},
+                     [[0.7848, 1.5768]]),
+    # k = 3: theta = (0, t2, t3), t2 and t3 drawn from (seed 0, "ifca-init", j): t2 = -0.46157..,
+    #   t3 = U = 0.90968..; losses (w - a)^2: client 0 (a = 1): 1, 2.13, 0.008 and client 1 (a = 3):
+    #   9, 11.99, 4.37: both choose cluster 3 (index 2), then GD from U: 0.64 U + 0.36 a; the
+    #   n-weighted mean 0.64 U + 0.9 replaces theta_3, the largest cluster: w = theta_3.
+    "ifca": Case({"clusters": 3}, 1,
+                 {"w": [0.64 * IFCA_U + 0.9], "server.models": [0.0, IFCA_T2, 0.64 * IFCA_U + 0.9],
+                  "server.rounds": [1.0], "clients.cluster": [2.0, 2.0]},
+                 [[0.64 * IFCA_U + 0.36, 0.64 * IFCA_U + 1.08], [2.0, 2.0]],
+                 {"personal": [[0.64 * IFCA_U + 0.9], [0.64 * IFCA_U + 0.9]]}),
 }
 
 

@@ -17,6 +17,7 @@ from collections import defaultdict
 
 import pytest
 
+from hierfl.algorithms.base import Algorithm
 from hierfl.algorithms.registry import REGISTRY
 from conftest import make_scenario, read_csv, run_outputs
 
@@ -135,4 +136,7 @@ def test_straggler_draws_and_budgets_are_shared_by_flat_algorithms(runs):
     assert any(s == "1" for _, _, _, s, _ in ref)              # a straggler was drawn
     assert any(s == "1" and b != "3" for _, _, _, s, b in ref)  # and it lost budget
     for n in flat:
-        assert key(n) == ref, n
+        if REGISTRY[n].round_steps is Algorithm.round_steps:
+            assert key(n) == ref, n
+        else:       # its own step counts (ProxSkip's coin): the straggler draws are shared
+            assert [k[:4] for k in key(n)] == [k[:4] for k in ref], n

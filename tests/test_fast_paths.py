@@ -241,7 +241,7 @@ def test_client_lines_are_what_csvlog_writes(tmp_path):
             ClientRecord(3, 2, 4, 0, 7, 1e-9, 2.5, True, False, 0.3333333333333333, True,
                          72.0, "bitmap"),
             ClientRecord(10**6, 1, 0, 5, 5, 1.0, 0.1 + 0.2, False, False, 1.0, False, 76.25,
-                         "sparse", staleness=3.0)]
+                         "sparse", staleness=3.0, cluster=2)]
     from hierfl.outputs.columns import class_cells
 
     # device / link class per client id (ids 0, 4, 17 used); odd names are quoted as csv does
@@ -250,7 +250,8 @@ def test_client_lines_are_what_csvlog_writes(tmp_path):
     for classes in (None, class_cells(dev, lnk)):
         log = CsvLog(str(tmp_path / "a.csv"), CLIENT_COLUMNS)
         cls = {"device_class": dev, "link_class": lnk}
-        log.rows([{c: (cls[c][r.client] if classes else "") if c in cls else getattr(r, c)
+        log.rows([{c: ((cls[c][r.client] if classes else "") if c in cls else
+                       (r.cluster if r.cluster >= 0 else "") if c == "cluster" else getattr(r, c))
                    for c in CLIENT_COLUMNS} for r in recs])
         log.close()
         fast = CsvLog(str(tmp_path / "b.csv"), CLIENT_COLUMNS)

@@ -35,7 +35,8 @@ def _scenario(tmp_path, name: str, case: str, rounds: int = 2):
                  "samples": {"dist": "uniform", "low": 9, "high": 30}},
         "model": {"name": "cnn", "channels": [2, 3], "dense": 4, "kernel": 3},
         "train": {"rounds": rounds, "clients_per_round": 4, "local": local},
-        "algorithms": [{"name": name}],
+        # ProxSkip's steps are its coin's: p = 0.1 draws 27 in round 1 (stragglers then differ)
+        "algorithms": [{"name": name, **({"p": 0.1} if name == "proxskip" else {})}],
     }
     if case == "stragglers":
         doc["stragglers"] = {"fraction": 0.5, "drop": "never"}

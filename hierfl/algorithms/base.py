@@ -186,6 +186,18 @@ class Algorithm:
         compute, but upload nothing and are not aggregated."""
         return selected
 
+    def round_steps(self, t: int, r: int, planned: np.ndarray) -> np.ndarray:
+        """The local steps each selected client is planned to take in round (t, r), before
+        stragglers and deadlines cut them: the schedule's (train.local steps / epochs) unless
+        the algorithm chooses its own (ProxSkip: the steps until its seeded coin says
+        communicate). The engine charges the steps actually done."""
+        return planned
+
+    def cluster_of(self, up: Upload) -> np.ndarray | None:
+        """Per uploading client, the cluster it chose this round (clients.csv's `cluster`
+        column, IFCA), or None (the column stays empty)."""
+        return None
+
     def weights(self, clients: torch.Tensor) -> torch.Tensor:
         n = self.setup.counts[clients].double()
         return n / n.sum()

@@ -92,7 +92,8 @@ class RoundRunner:
               silent: np.ndarray | None = None) -> Work:
         """One executor call for the clients `sel` of one aggregation round."""
         counts = self.counts[sel]
-        planned = steps_for(counts, self.local.batch_size, self.local.steps, self.local.epochs)
+        planned = self.algo.round_steps(t, r, steps_for(counts, self.local.batch_size,
+                                                        self.local.steps, self.local.epochs))
         clients = torch.from_numpy(sel)
         ctx = RoundCtx(t, r, self.lr(t), torch.from_numpy(planned))
         program = self.algo.program(clients, start, ctx)
@@ -107,7 +108,7 @@ class RoundRunner:
         finite = finite_rows(up.tensors, len(sel))
         if not bool(finite.all()):      # numerical health: name the clients where it arose
             self.nonfinite.setdefault(t, []).extend(sel[~finite.numpy()].tolist())
-        ctime = self._compute_s(sel, counts, plan.weights, res, program.grad_evals_per_step)
+        ctime = self._compute_s(sel, counts, plan.weights, res, program)
         drop = self._dropped(strag)
         if silent is not None:
             drop = drop | silent
@@ -117,6 +118,10 @@ class RoundRunner:
                                                      drop.tolist(), strag.tolist(),
                                                      res.gamma.tolist())]
         up_bytes = self._upload_sizes(up, recs)
+        cluster = self.algo.cluster_of(up)
+        if cluster is not None:
+            for rec, cl in zip(recs, cluster.tolist()):
+                rec.cluster = int(cl)
         return Work(sel, up, ctime, up_bytes, recs, drop, r)
 
     def _measure(self, t: int) -> bool:
@@ -133,9 +138,11 @@ class RoundRunner:
                      x.new_zeros(len(sel), 0))
 
     def _compute_s(self, sel: np.ndarray, counts: np.ndarray, weights: torch.Tensor, res,
-                   evals_per_step: int) -> np.ndarray:
+                   program) -> np.ndarray:
         """Compute seconds: FLOPs of every sample-gradient evaluated (forward + backward =
-        3 x forward) over the device's FLOP/s."""
+        3 x forward) over the device's FLOP/s. A program's `prepare` is charged as one
+        full-data gradient unless it declares `prepare_evals` (IFCA: k losses = k/3)."""
+        evals_per_step = program.grad_evals_per_step
         valid = (weights > 0).sum(-1).cumsum(1)                        # (C, S) rows so far
         steps = res.steps.clamp(min=0)
         idx = ((steps - 1).clamp(min=0) % valid.shape[1]).unsqueeze(1)
@@ -143,8 +150,10 @@ class RoundRunner:
             rows = valid[:, 0] * steps
         else:
             rows = torch.where(steps > 0, valid.gather(1, idx).squeeze(1), 0)
-        samples = rows.double() * evals_per_step \
-            + res.full_evals.double() * torch.from_numpy(counts).double()
+        full = res.full_evals.double()
+        if getattr(program, "prepare", None) is not None and hasattr(program, "prepare_evals"):
+            full = full + (float(program.prepare_evals) - 1.0)
+        samples = rows.double() * evals_per_step + full * torch.from_numpy(counts).double()
         flops = samples * 3 * self.model.fwd_flops
         return (flops / torch.from_numpy(self.topo.client_flops[sel])).numpy()
 

@@ -21,7 +21,8 @@ SCORES = {"classification": ("test_acc", "personal_test_acc"),
 CLIENT_COLUMNS = ["round", "edge_round", "client", "steps", "budget", "compute_s", "upload_s",
                   "dropped", "straggler", "gamma", "up_bytes", "encoding", "failed",
                   "device_class", "link_class", "download_s", "tx_s", "idle_s", "energy_j",
-                  "staleness"]
+                  "staleness", "cluster"]
+# cluster: the cluster a client chose that round (IFCA), empty for other algorithms
 
 TRACE_COLUMNS = Trace.HEADER            # time_s, node, kind, peer, value
 
@@ -66,5 +67,6 @@ def client_lines(recs: list, classes: list[str] | None = None) -> str:
                    f"{_f(r.gamma)},{_f(r.up_bytes)},{r.encoding},{int(r.failed)}"
                    f"{classes[r.client] if r.client < len(classes) else empty},"
                    f"{_f(r.download_s)},{_f(r.tx_s)},{_f(r.idle_s)},{_f(r.energy_j)},"
-                   f"{_f(r.staleness)}\r\n"
+                   f"{_f(r.staleness)},"
+                   f"{r.cluster if r.cluster >= 0 else ''}\r\n"
                    for r in recs)

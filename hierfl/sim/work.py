@@ -34,6 +34,7 @@ class ClientRecord:
     idle_s: float = 0.0              # waiting inside the round,
     energy_j: float = 0.0            # and the joules they cost
     staleness: float = float("nan")  # asynchronous rounds: server versions since its download
+    cluster: int = -1                # the cluster it chose (IFCA); -1: none (an empty cell)
 
 
 @dataclass

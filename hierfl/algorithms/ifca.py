@@ -1,0 +1,178 @@
+"""IFCA, the Iterative Federated Clustering Algorithm (A. Ghosh, J. Chung, D. Yin,
+K. Ramchandran, NeurIPS 2020, arXiv 2006.04088), model averaging (Algorithm 2).
+
+k models theta_1..theta_k (`clusters`). In round t each selected client i receives them,
+estimates its cluster identity on its local training data
+
+    j_hat = argmin_j F_i(theta_j)          (ties: the lowest j)
+
+and runs the local steps (train.local) on F_i from theta_{j_hat}; it uploads its model and
+j_hat. The server averages each cluster's uploads,
+
+    theta_j <- sum_{i in S_j} n_i theta_i / sum_{i in S_j} n_i    (S_j: arrivals that chose j)
+
+(the paper's mean is unweighted; its clients hold equal n_i), and a cluster nobody chose keeps
+its model. With k = 1 this is FedAvg.
+
+Initialisation (from the seed, distinct): theta_1 is the scenario's initial model, theta_j for
+j > 1 is drawn with the model's default rule from the key (seed, "ifca-init", j).
+
+Downlink (`downlink`): `all` (the paper): every round the k models, k model-sized tensors.
+`chosen`: after the first round the server sends each client only the model of its last cluster
+(a client never seen: the global model's cluster) and the client trains it without estimating
+again: one model down, no loss evaluation; identities are then fixed after the first round.
+
+Cost: estimating the identity is k forward passes over the local data, charged as k/3 full-data
+gradients (the engine charges a gradient as 3 forward passes).
+
+Global and personal models: the personalised model of client i is theta of the cluster it chose
+last (a client never selected: the global model); the global model w (test_acc, final_params) is
+the model of the cluster holding the most training samples among the clients with a known
+identity (ties: the lowest j). clients.csv's `cluster` column: each client's choice per round.
+
+State: w; server theta (k, P) and the rounds done; per client its last cluster (N,), -1 before.
+Messages: k models down (or 1, above); the model and its cluster id (a 4-byte header) up.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Literal
+
+import numpy as np
+import torch
+
+from .. import seeding
+from ..config.fields import all_of, at_most, positive, spec
+from ..learn.batches import Batch
+from ..learn.solver import SolveResult, TermsProgram
+from ..learn.solver import State as Steps
+from .base import Algorithm, Capabilities, RoundCtx, State, Upload, set_rows, stack_start
+
+
+@dataclass(frozen=True)
+class IFCAParams:
+    clusters: int = spec(2, "k: the number of cluster models", check=all_of(positive,
+                                                                            at_most(64)))
+    downlink: Literal["all", "chosen"] = spec(
+        "all", "all: the k models every round (the paper); chosen: after the first round only "
+        "the model of each client's last cluster (identities fixed)")
+
+
+@dataclass(frozen=True)
+class ServerState:
+    models: torch.Tensor        # (k, P) theta_1..theta_k
+    rounds: torch.Tensor        # () rounds aggregated so far (the model's dtype, as below)
+
+
+@dataclass(frozen=True)
+class ClientState:
+    cluster: torch.Tensor       # (N,) each client's last cluster, -1 before it chose (small
+                                # integers in the model's dtype, like every State tensor)
+
+
+@dataclass(frozen=True)
+class ChooseProgram(TermsProgram):
+    """Local SGD from the best of k models: state (w, j) with j the chosen cluster (as a float
+    per client); `prepare` evaluates the k losses on the full local data."""
+
+    models: torch.Tensor | None = None      # (k, P), shared by every client
+    prepare_evals: float = 1.0              # k forward passes = k/3 gradient evaluations
+
+    def init(self) -> Steps:
+        return (self.start.clone(), self.start.new_zeros(self.start.shape[0]))
+
+    def prepare(self, s: Steps, full: Batch) -> Steps:  # type: ignore[override]
+        assert self.models is not None
+        c = s[0].shape[0]
+        losses = torch.stack([self.model.loss(m.expand(c, -1), full.x, full.y, full.m)
+                              for m in self.models])            # (k, C)
+        best = losses.argmin(0)                                 # the first minimum
+        return (self.models.index_select(0, best), best.to(s[0].dtype))
+
+    def step(self, s: Steps, batch: Batch, lr: float) -> Steps:
+        (w,) = super().step((s[0],), batch, lr)
+        return (w, s[1])
+
+    def run_steps(self, s: Steps, span: Batch, lr: float) -> Steps | None:
+        out = super().run_steps((s[0],), span, lr)
+        return None if out is None else (out[0], s[1])
+
+    def select(self, sel: torch.Tensor) -> "ChooseProgram":
+        """Every client's rows; the k models are shared, not per-client rows."""
+        rows = TermsProgram.select(replace(self, models=None), sel)
+        return replace(rows, models=self.models)
+
+
+class IFCA(Algorithm):
+    name = "ifca"
+    Params = IFCAParams
+    caps = Capabilities(personalised=True, supports_gamma=False)
+    p: IFCAParams
+
+    def init_state(self, w0: torch.Tensor) -> State:
+        models = [w0.clone()] + [
+            self.setup.model.init(seeding.torch_gen(self.setup.seed, "ifca-init", j)).to(w0.dtype)
+            for j in range(1, self.p.clusters)]
+        cluster = torch.full((self.setup.n_clients,), -1.0, dtype=w0.dtype)
+        return State(w0.clone(), ServerState(torch.stack(models), w0.new_zeros(())),
+                     ClientState(cluster))
+
+    def _fixed(self, state: State) -> bool:
+        """Identities fixed and one model sent (downlink: chosen, after the first round)."""
+        return self.p.downlink == "chosen" and int(state.server.rounds) > 0
+
+    def _known(self, state: State, clients: torch.Tensor) -> torch.Tensor:
+        """Each client's last cluster, the global model's for a client never seen."""
+        last = state.clients.cluster.index_select(0, clients).long()
+        return torch.where(last >= 0, last, self._largest(state))
+
+    def broadcast(self, state: State) -> tuple[torch.Tensor, ...]:
+        if self._fixed(state):
+            return (state.w,)
+        return tuple(state.server.models)
+
+    def personal(self, state: State) -> torch.Tensor:
+        everyone = torch.arange(self.setup.n_clients)
+        return state.server.models.index_select(0, self._known(state, everyone))
+
+    def local(self, state: State, clients: torch.Tensor, start: torch.Tensor,
+              ctx: RoundCtx) -> TermsProgram:
+        models = state.server.models
+        if self._fixed(state):
+            return TermsProgram(self.setup.model,
+                                models.index_select(0, self._known(state, clients)))
+        return ChooseProgram(self.setup.model, stack_start(models[0], len(clients)),
+                             models=models, prepare_evals=len(models) / 3.0)
+
+    def client_update(self, state: State, clients: torch.Tensor, start: torch.Tensor,
+                      res: SolveResult, ctx: RoundCtx) -> tuple[State, Upload]:
+        x = res.state[0]
+        chosen = self._known(state, clients) if self._fixed(state) else res.state[1].long()
+        table = set_rows(state.clients.cluster, clients, chosen.to(x.dtype))
+        return (replace(state, clients=ClientState(table)),
+                Upload((x, chosen.to(x.dtype).unsqueeze(1)), header=1))
+
+    def cluster_of(self, up: Upload) -> np.ndarray:
+        return up.tensors[-1][:, 0].long().numpy()
+
+    def server_update(self, state: State, clients: torch.Tensor, up: Upload,
+                      ctx: RoundCtx) -> State:
+        models = state.server.models.clone()
+        if len(clients):
+            x, ids = up.tensors[0], up.tensors[1][:, 0].long()
+            n = self.setup.counts[clients].double()
+            for j in range(len(models)):
+                mine = ids == j
+                if bool(mine.any()):
+                    models[j] = (n[mine] @ x[mine].double() / n[mine].sum()).to(models.dtype)
+        server = ServerState(models, state.server.rounds + 1)
+        new = replace(state, server=server)
+        return replace(new, w=models[self._largest(new)].clone())
+
+    def _largest(self, state: State) -> torch.Tensor:
+        """The cluster with the most training samples among the clients of known identity."""
+        cluster = state.clients.cluster.long()
+        known = cluster >= 0
+        size = torch.zeros(len(state.server.models), dtype=torch.float64)
+        size.index_add_(0, cluster[known], self.setup.counts[known].double())
+        return size.argmax()
