@@ -16,7 +16,7 @@ from ..data import FederatedData, load_data
 from ..exec.device import resolve as resolve_device
 from ..models.functional import Model
 from ..models.registry import scenario_model
-from ..topology.graph import Topology, build_graph
+from ..topology.graph import Topology, build_topology
 
 
 @dataclass
@@ -32,8 +32,8 @@ class World:
 
 def build_world(sc: Scenario, graph=None) -> World:
     tfile = sc.topology_file
-    topo = Topology.from_graph(graph if graph is not None else build_graph(sc.topology, sc.seed,
-                                                                          tfile), tfile)
+    topo = Topology.from_graph(graph, tfile) if graph is not None else \
+        build_topology(sc.topology, sc.seed, tfile)
     tiers = max(topo.depth[c] for c in topo.clients) - 1          # aggregator tiers
     for i, entry in enumerate(sc.algorithms):
         rounds = entry.tier_rounds
@@ -44,7 +44,7 @@ def build_world(sc: Scenario, graph=None) -> World:
     device = resolve_device(sc.train.executor.device, sc.file)   # cuda without CUDA: exit 2
     data = load_data(sc, topo.n_clients)
     model = scenario_model(sc.file, sc.model, data)
-    guard_resources(sc, topo.n_clients, topo.graph.number_of_nodes() - topo.n_clients, data.dim,
+    guard_resources(sc, topo.n_clients, topo.n_nodes - topo.n_clients, data.dim,
                     data.out_dim, len(data.x), model.n_params)  # before the states are allocated
     w0 = model.init(seeding.torch_gen(sc.seed, "model-init"), zeros=sc.model.init == "zeros")
     return World(topo, data, model, w0, device.type)
