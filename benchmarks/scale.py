@@ -8,7 +8,8 @@ BUILD: building and checking the topology alone (arrays, no graph) at 10^5 and 1
 
     python benchmarks/scale.py [--only W8,W9,BUILD] [--rounds N] [--out DIR]
 
-Peak memory is each command's own high-water mark (wait4's ru_maxrss of that child). Results go
+Peak memory is each command's own high-water mark (wait4's ru_maxrss of that child); its CPU
+seconds are given too, the steadier figure on a shared machine. Results go
 to benchmarks/results/<W>.json."""
 from __future__ import annotations
 
@@ -64,7 +65,8 @@ def measured(cmd: list[str]) -> dict:
         raise RuntimeError(f"hierfl {' '.join(cmd)} failed:\n{err[-2000:]}")
     algos = {m["label"]: int(m["el"]) for m in PROGRESS.finditer(err)
              if m["t"] == m["n"]}
-    return {"seconds": round(wall, 2), "peak_rss_mb": round(rss, 1), "algorithms_s": algos}
+    return {"seconds": round(wall, 2), "cpu_s": round(usage.ru_utime + usage.ru_stime, 2),
+            "peak_rss_mb": round(rss, 1), "algorithms_s": algos}
 
 
 def steps(scenario: str, out: str) -> dict:
@@ -80,9 +82,10 @@ def build(clients: int) -> dict:
     code = ("import time, sys; sys.path.insert(0, %r)\n"
             "from hierfl.scenario.load import load\n"
             "from hierfl.topology.graph import build_topology\n"
-            "sc = load(sys.argv[1]); t = time.perf_counter()\n"
+            "sc = load(sys.argv[1]); t, c = time.perf_counter(), time.process_time()\n"
             "topo = build_topology(sc.topology, sc.seed, sc.topology_file)\n"
-            "print(time.perf_counter() - t, topo.n_clients)\n" % ROOT)
+            "print(time.perf_counter() - t, time.process_time() - c, topo.n_clients)\n"
+            % ROOT)
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "s.yaml")
         _write(path, w8(1, clients))
@@ -94,8 +97,8 @@ def build(clients: int) -> dict:
             text = fo.read()
         if proc.returncode != 0:
             raise RuntimeError(f"building {clients} clients failed")
-        secs, n = text.split()
-        return {"clients": int(n), "seconds": round(float(secs), 2),
+        secs, cpu, n = text.split()
+        return {"clients": int(n), "seconds": round(float(secs), 2), "cpu_s": round(float(cpu), 2),
                 "peak_rss_mb": round(usage.ru_maxrss / 1024, 1)}
 
 

@@ -1,10 +1,12 @@
-"""The simulated system as a networkx DiGraph, and the typed view the simulator reads.
+"""The simulated system: the typed view the simulator reads (`Topology`), built from a spec's
+arrays (build.py; the networkx graph only when asked) or from a networkx DiGraph.
 
 Nodes: "cloud"; aggregators of each tier ("edge<i>", "regional<i>", ...; role "edge", with
 `tier` = depth below the cloud, 1 = top); "client<k>" (role "client", `index` k). Every node but
 the cloud has `parent` and `flops` (FLOP/s). Links: one DiGraph edge per direction with
 latency_s and bandwidth_Bps; the upward edge goes child -> parent. A graph built in Python (or
-read from node-link JSON / GraphML) is validated by `Topology.from_graph`."""
+read from node-link JSON / GraphML) is validated by `Topology.from_graph`; a built spec's arrays
+by `build.check_tree`, with the same problems."""
 from __future__ import annotations
 
 import gc
