@@ -62,16 +62,20 @@ def make_algorithm(sc: Scenario, entry: AlgorithmEntry, world: World) -> Algorit
     return algo
 
 
-def state_bytes(sc: Scenario, entry: AlgorithmEntry, world: World) -> float:
+def state_bytes(sc: Scenario, entry: AlgorithmEntry, world: World) -> float | None:
     """Bytes of the tensors an algorithm keeps between rounds (State.tensors: the model, the
     server's and every client's), for this scenario's clients, found without allocating them:
-    the algorithm is initialised for 1 and for 2 clients, and the difference is one client's."""
+    the algorithm is initialised for 1 and for 2 clients, and the difference is one client's.
+    None where it cannot be initialised that small (a plugin's): not guarded."""
     cls = get(entry.name)
     sizes = []
     for n in (1, 2):
         setup = Setup(world.model, n, torch.ones(n, dtype=torch.float64), entry.local, sc.seed,
                       world.topo.n_edges)
-        state = cls(entry.params, setup).init(world.w0)
+        try:
+            state = cls(entry.params, setup).init(world.w0)
+        except Exception:       # noqa: BLE001 - its own run reports what is wrong with it
+            return None
         seen: dict[int, int] = {}
         for t in state.tensors().values():
             seen[t.data_ptr()] = max(seen.get(t.data_ptr(), 0), t.numel() * t.element_size())
@@ -87,7 +91,8 @@ def guard_state(sc: Scenario, world: World) -> None:
     if default:
         limit_gb = memory_limit() / 2 / 1e9
     for i, entry in enumerate(sc.algorithms):
-        gb = state_bytes(sc, entry, world) / 1e9
+        size = state_bytes(sc, entry, world)
+        gb = size / 1e9 if size is not None else 0.0
         if gb > limit_gb:
             budget = (f"half of this machine's {2 * limit_gb:.3g} GB of memory (train."
                       f"max_state_gb not set)" if default else f"train.max_state_gb = {limit_gb:g}")
