@@ -37,6 +37,7 @@ browser:
 
 bench: $(DEV_STAMP)
 	$(BIN)/python benchmarks/run.py
+	$(BIN)/python benchmarks/scale.py      # W8 (100k clients), W9 (city_scale, 1M), BUILD
 
 clean:
 	rm -rf $(VENV) reports/*/

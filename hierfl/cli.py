@@ -169,7 +169,7 @@ def cmd_topology(args: argparse.Namespace) -> int:
     from .config.errors import Problems
     from .scenario.load import load_topology
     from .topology.describe import draw, summary
-    from .topology.graph import Topology, build_graph
+    from .topology.graph import build_topology
 
     path = os.path.abspath(args.file)
     if args.png:
@@ -177,7 +177,7 @@ def cmd_topology(args: argparse.Namespace) -> int:
     problems = Problems(path)
     spec, _ = load_topology(path, os.path.dirname(path), path, problems)
     problems.raise_if_any()
-    topo = Topology.from_graph(build_graph(spec, args.seed, path), path)
+    topo = build_topology(spec, args.seed, path)
     print(f"topology {args.file} (seed {args.seed})")
     print(summary(topo))
     if args.png:

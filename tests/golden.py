@@ -89,10 +89,22 @@ def needs_data(path: str) -> bool:
         return fh.readline().startswith(NEEDS_DATA)
 
 
+GOLDEN_SKIP = "# golden: skip"
+
+
+def golden_skip(path: str) -> bool:
+    """A scenario too large to run here in seconds (city_scale: a million clients) says so on
+    its first line, `# golden: skip (reason)`; it is never fingerprinted."""
+    with open(path, encoding="utf-8") as fh:
+        return fh.readline().startswith(GOLDEN_SKIP)
+
+
 def shipped() -> list[str]:
-    """The shipped scenarios that run offline (those marked `# needs-data:` are left out)."""
+    """The shipped scenarios that run offline and in seconds (those marked `# needs-data:` or
+    `# golden: skip` are left out)."""
     paths = glob.glob(os.path.join(ROOT, "scenarios", "*.yaml"))
-    return sorted(os.path.relpath(p, ROOT) for p in paths if not needs_data(p))
+    return sorted(os.path.relpath(p, ROOT) for p in paths
+                  if not needs_data(p) and not golden_skip(p))
 
 
 def all_digests(scenarios: list[str] | None = None) -> dict[str, dict[str, str]]:

@@ -238,6 +238,11 @@ class TrainSpec:
         "wait_all rounds without timeout, no pre-aggregation, every edge reporting) is timed "
         "in closed form, with the same trace and numbers as the event loop, faster; events: "
         "play every message through simpy")
+    max_state_gb: float | None = spec(
+        None, "refuse (exit 2), before allocating it, an algorithm whose state between rounds "
+        "(the model, the server's and every client's tensors: SCAFFOLD's control variates, "
+        "FedDyn's and FedDC's drift, personal models) needs more than this many GB; the "
+        "message names the size (default: half of this machine's memory)", check=positive)
 
 
 @dataclass(frozen=True)

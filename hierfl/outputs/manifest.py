@@ -31,7 +31,7 @@ FIGURE_EXT = (".png", ".svg")
 # report options...): a run may be repeated or resumed with them changed
 NEUTRAL = {"file", "topology_file", "output", "report", "train.executor.threads",
            "train.executor.address", "train.executor.clients_per_task",
-           "train.checkpoint_every", "train.timing"}
+           "train.checkpoint_every", "train.timing", "train.max_state_gb"}
 
 
 def without(d: dict, keys: set[str], prefix: str = "") -> dict:

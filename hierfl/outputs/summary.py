@@ -61,33 +61,8 @@ def _entry_dict(e: Any) -> dict:
 def topology_dict(topo: Any) -> dict:
     """Every node below the cloud: role, parent, depth (cloud 0), FLOP/s and the link to its
     parent (latency, bandwidth up and down); works for any number of aggregator tiers."""
-    g = topo.graph
-    aggs = [n for n, a in g.nodes(data=True) if a.get("role") == "edge"]
-
-    def depth(n: str) -> int:
-        d = 0
-        while n != "cloud" and d <= len(g):
-            n = g.nodes[n]["parent"]
-            d += 1
-        return d
-
-    aggs.sort(key=lambda n: (depth(n), _natural(n)))
-    nodes: dict[str, list] = {k: [] for k in ("name", "role", "parent", "depth", "flops",
-                                              "latency_up_s", "up_Bps", "latency_down_s",
-                                              "down_Bps")}
-    for n in [*aggs, *topo.clients]:
-        a = g.nodes[n]
-        parent = a["parent"]
-        nodes["name"].append(n)
-        nodes["role"].append(a["role"])
-        nodes["parent"].append(parent)
-        nodes["depth"].append(depth(n))
-        nodes["flops"].append(float(a["flops"]))
-        nodes["latency_up_s"].append(float(g.edges[n, parent]["latency_s"]))
-        nodes["up_Bps"].append(float(g.edges[n, parent]["bandwidth_Bps"]))
-        nodes["latency_down_s"].append(float(g.edges[parent, n]["latency_s"]))
-        nodes["down_Bps"].append(float(g.edges[parent, n]["bandwidth_Bps"]))
-    return {"cloud": {"flops": float(g.nodes["cloud"]["flops"])}, "nodes": nodes,
+    nodes = topo.node_table()               # from the topology's arrays (no graph walk)
+    return {"cloud": {"flops": float(topo.tree.flops[0])}, "nodes": nodes,
             "clients": list(topo.clients), "client_edge": [topo.edges[e] for e in topo.edge_of],
             **class_dict(topo)}
 

@@ -11,13 +11,13 @@ from .. import seeding
 from ..algorithms.base import Algorithm, Setup
 from ..algorithms.registry import get
 from ..config.errors import ScenarioError
-from ..config.limits import guard_resources
+from ..config.limits import guard_resources, memory_limit
 from ..config.schema import AlgorithmEntry, Scenario
 from ..data import FederatedData, load_data
 from ..exec.device import resolve as resolve_device
 from ..models.functional import Model
 from ..models.registry import scenario_model
-from ..topology.graph import Topology, build_graph
+from ..topology.graph import Topology, build_topology
 from ..topology.traces import read_availability
 
 
@@ -36,8 +36,8 @@ class World:
 
 def build_world(sc: Scenario, graph=None) -> World:
     tfile = sc.topology_file
-    topo = Topology.from_graph(graph if graph is not None else build_graph(sc.topology, sc.seed,
-                                                                          tfile), tfile)
+    topo = Topology.from_graph(graph, tfile) if graph is not None else \
+        build_topology(sc.topology, sc.seed, tfile)
     tiers = max(topo.depth[c] for c in topo.clients) - 1          # aggregator tiers
     for i, entry in enumerate(sc.algorithms):
         rounds = entry.tier_rounds
@@ -48,11 +48,13 @@ def build_world(sc: Scenario, graph=None) -> World:
     device = resolve_device(sc.train.executor.device, sc.file)   # cuda without CUDA: exit 2
     data = load_data(sc, topo.n_clients)
     model = scenario_model(sc.file, sc.model, data)
-    guard_resources(sc, topo.n_clients, topo.graph.number_of_nodes() - topo.n_clients, data.dim,
+    guard_resources(sc, topo.n_clients, topo.n_nodes - topo.n_clients, data.dim,
                     data.out_dim, len(data.x), model.n_params)  # before the states are allocated
     w0 = model.init(seeding.torch_gen(sc.seed, "model-init"), zeros=sc.model.init == "zeros")
     avail, avail_file = _availability_trace(sc, topo)
-    return World(topo, data, model, w0, device.type, avail, avail_file)
+    world = World(topo, data, model, w0, device.type, avail, avail_file)
+    guard_state(sc, world)                      # before any algorithm allocates its state
+    return world
 
 
 def _availability_trace(sc: Scenario, topo: Topology) -> tuple[dict | None, str | None]:
@@ -74,3 +76,45 @@ def make_algorithm(sc: Scenario, entry: AlgorithmEntry, world: World) -> Algorit
     algo = cls(entry.params, setup)
     algo.init(world.w0)
     return algo
+
+
+def state_bytes(sc: Scenario, entry: AlgorithmEntry, world: World) -> float | None:
+    """Bytes of the tensors an algorithm keeps between rounds (State.tensors: the model, the
+    server's and every client's), for this scenario's clients, found without allocating them:
+    the algorithm is initialised for 1 and for 2 clients, and the difference is one client's.
+    None where it cannot be initialised that small (a plugin's): not guarded."""
+    cls = get(entry.name)
+    sizes = []
+    for n in (1, 2):
+        setup = Setup(world.model, n, torch.ones(n, dtype=torch.float64), entry.local, sc.seed,
+                      world.topo.n_edges)
+        try:
+            state = cls(entry.params, setup).init(world.w0)
+        except Exception:       # noqa: BLE001 - its own run reports what is wrong with it
+            return None
+        seen: dict[int, int] = {}
+        for t in state.tensors().values():
+            seen[t.data_ptr()] = max(seen.get(t.data_ptr(), 0), t.numel() * t.element_size())
+        sizes.append(sum(seen.values()))
+    return sizes[0] + (world.topo.n_clients - 1) * max(sizes[1] - sizes[0], 0)
+
+
+def guard_state(sc: Scenario, world: World) -> None:
+    """Refuse (exit 2), before any state is allocated, an algorithm whose state exceeds
+    train.max_state_gb (default: half of this machine's memory), naming its size."""
+    limit_gb = sc.train.max_state_gb
+    default = limit_gb is None
+    if default:
+        limit_gb = memory_limit() / 2 / 1e9
+    for i, entry in enumerate(sc.algorithms):
+        size = state_bytes(sc, entry, world)
+        gb = size / 1e9 if size is not None else 0.0
+        if gb > limit_gb:
+            budget = (f"half of this machine's {2 * limit_gb:.3g} GB of memory (train."
+                      f"max_state_gb not set)" if default else f"train.max_state_gb = {limit_gb:g}")
+            raise ScenarioError.one(
+                sc.file, f"algorithms[{i}].name", entry.name,
+                f"its state (the model, server and per-client tensors) for "
+                f"{world.topo.n_clients} clients x {world.model.n_params} parameters needs "
+                f"{gb:.3g} GB, more than {budget}: fewer clients, a smaller model, or a larger "
+                f"train.max_state_gb")

@@ -43,6 +43,13 @@ class ClientPowers:
     def of(cls, topo: Topology) -> "ClientPowers":
         """Read once from the topology's graph (cached on it)."""
         cached = topo.__dict__.get("_client_powers")
+        tree = getattr(topo, "tree", None)
+        if cached is None and tree is not None and "_graph" not in topo.__dict__:
+            rows = topo.client_rows               # a built spec: its arrays, no graph
+            pw = tree.power if tree.power is not None else np.zeros((len(rows), 4))
+            cached = cls(*(pw[:, j].tolist() for j in range(4)), tree.bw_up[rows].tolist(),
+                         tree.bw_down[rows].tolist())
+            object.__setattr__(topo, "_client_powers", cached)
         if cached is None:
             g = topo.graph
             nodes = [g.nodes[c] for c in topo.clients]

@@ -36,6 +36,25 @@ from .rounds import Collector
 from .trace import Trace
 from .work import Chosen, ClientRecord, RoundInfo, RoundRunner, Work
 
+
+class Links(dict):
+    """(src, dst) -> its Link, each made when first asked for (a million clients' links are not
+    all made up front; a link's state starts idle, whenever it is made)."""
+
+    def __init__(self, sim: "Simulation", link_cls: type):
+        super().__init__()
+        self.sim, self.link_cls = sim, link_cls
+
+    def __missing__(self, key: tuple[str, str]) -> Link:
+        a, b = key
+        sim, topo = self.sim, self.sim.topo
+        lat, bw = topo.link(a, b)
+        lower, direction = (a, "up") if topo.parent.get(a) == b else (b, "down")
+        link = self[key] = self.link_cls(sim.env, a, b, lat, bw, topo.level_of(lower), direction,
+                                         sim.trace, sim.ledger, sim.failures)
+        return link
+
+
 __all__ = ["Simulation", "ClientRecord", "RoundInfo", "Work", "Chosen"]
 
 
@@ -52,14 +71,7 @@ class Simulation(FlatRounds, HierRounds, AsyncRounds):
         self.ledger = Ledger.for_levels(topo.levels)    # bytes per link level and tier
         self.failures = failures or Failures.none()
         link_cls = FairLink if link_sharing == "fair" else Link
-        self.links: dict[tuple[str, str], Link] = {}
-        g = topo.graph
-        for a, b, attrs in g.edges(data=True):
-            lower = a if g.nodes[a].get("parent") == b else b
-            tier = topo.level_of(lower)       # e.g. edge_regional (the ledger sums tiers)
-            direction = "up" if lower == a else "down"
-            self.links[a, b] = link_cls(self.env, a, b, attrs["latency_s"], attrs["bandwidth_Bps"],
-                                        tier, direction, self.trace, self.ledger, self.failures)
+        self.links = Links(self, link_cls)       # made on first use: O(links used), not O(all)
         self.counts = runner.counts
         self.round = 0
         self._calls: dict[tuple[int, str], int] = {}   # (cloud round, aggregator) -> calls
@@ -76,15 +88,7 @@ class Simulation(FlatRounds, HierRounds, AsyncRounds):
                             and self.round_spec.timeout_s is None
                             and not (train.edge_preaggregate and runner.linear_aggregate))
         self.closed_form_rounds = 0
-        self.under = {n: np.array(sorted(self.index[c] for c in self._leaves(n)),
-                                  dtype=np.int64) for n in topo.graph.nodes
-                      if not topo.is_client(n)}
-
-    def _leaves(self, node: str) -> list[str]:
-        kids = self.topo.children[node]
-        if not kids:
-            return [node] if self.topo.is_client(node) else []
-        return [c for k in kids for c in self._leaves(k)]
+        self.under = topo.leaves_under()     # node -> sorted ids of the clients below it
 
     @property
     def nonfinite(self) -> dict[int, list[int]]:

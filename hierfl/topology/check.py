@@ -2,7 +2,8 @@
 every problem is reported at once, with its line, before any graph is built): explicit
 assignment lists must make a tree (every id under exactly one parent), tier and profile names
 must resolve, and every distribution must only draw values its attribute allows (latencies
->= 0, bandwidths and speeds > 0). `graph.validate_graph` checks the built graph again."""
+>= 0, bandwidths and speeds > 0). The drawn values are checked again once built
+(`build.check_tree`; a graph file: `graph.validate_graph`)."""
 from __future__ import annotations
 
 import dataclasses

@@ -7,7 +7,7 @@ import numpy as np
 from .graph import Topology
 
 
-def _stats(values: list[float], unit: str) -> str:
+def _stats(values, unit: str) -> str:
     v = np.asarray(values, float)
     if len(v) == 0:
         return "—"
@@ -18,23 +18,21 @@ def _stats(values: list[float], unit: str) -> str:
 
 
 def summary(topo: Topology) -> str:
-    g = topo.graph
+    """Per tier: counts, names, compute and link statistics (from the arrays: no graph)."""
+    t = topo.tree
     lines = []
-    depth_max = max(topo.depth.values())
-    for d in range(depth_max + 1):
-        nodes = [n for n, dd in topo.depth.items() if dd == d]
+    for d in range(int(t.depth.max()) + 1):
+        rows = np.flatnonzero(t.depth == d)
         if d == 0:
             lines.append("tier 0: cloud")
             continue
-        role = "clients" if topo.is_client(nodes[0]) else "aggregators"
-        names = sorted({n.rstrip("0123456789") for n in nodes})
-        lines.append(f"tier {d}: {len(nodes)} {role} ({', '.join(names)})")
-        lines.append(f"  compute: {_stats([g.nodes[n]['flops'] for n in nodes], 'FLOP/s')}")
-        up = [g.edges[n, topo.parent[n]] for n in nodes]
-        down = [g.edges[topo.parent[n], n] for n in nodes]
-        lines.append(f"  latency to parent: {_stats([a['latency_s'] for a in up], 's')}")
-        lines.append(f"  uplink: {_stats([a['bandwidth_Bps'] for a in up], 'B/s')}")
-        lines.append(f"  downlink: {_stats([a['bandwidth_Bps'] for a in down], 'B/s')}")
+        role = "clients" if topo.is_client(t.names[rows[0]]) else "aggregators"
+        names = sorted({t.names[r].rstrip("0123456789") for r in rows.tolist()})
+        lines.append(f"tier {d}: {len(rows)} {role} ({', '.join(names)})")
+        lines.append(f"  compute: {_stats(t.flops[rows], 'FLOP/s')}")
+        lines.append(f"  latency to parent: {_stats(t.lat_up[rows], 's')}")
+        lines.append(f"  uplink: {_stats(t.bw_up[rows], 'B/s')}")
+        lines.append(f"  downlink: {_stats(t.bw_down[rows], 'B/s')}")
     fan = [len(topo.children[e]) for e in topo.edges]
     lines.append(f"clients per bottom aggregator: {_stats(fan, '')}")
     lines += class_lines(topo)

@@ -1,12 +1,15 @@
-"""The simulated system as a networkx DiGraph, and the typed view the simulator reads.
+"""The simulated system: the typed view the simulator reads (`Topology`), built from a spec's
+arrays (build.py; the networkx graph only when asked) or from a networkx DiGraph.
 
 Nodes: "cloud"; aggregators of each tier ("edge<i>", "regional<i>", ...; role "edge", with
 `tier` = depth below the cloud, 1 = top); "client<k>" (role "client", `index` k). Every node but
 the cloud has `parent` and `flops` (FLOP/s). Links: one DiGraph edge per direction with
 latency_s and bandwidth_Bps; the upward edge goes child -> parent. A graph built in Python (or
-read from node-link JSON / GraphML) is validated by `Topology.from_graph`."""
+read from node-link JSON / GraphML) is validated by `Topology.from_graph`; a built spec's arrays
+by `build.check_tree`, with the same problems."""
 from __future__ import annotations
 
+import gc
 import json
 import os
 from dataclasses import dataclass, field
@@ -14,143 +17,37 @@ from dataclasses import dataclass, field
 import networkx as nx
 import numpy as np
 
-from .. import seeding
 from ..config.errors import NO_VALUE, Problems, ScenarioError
-from ..config.limits import MAX_LATENCY_S, MAX_POWER_W, MIN_BANDWIDTH_BPS, MIN_FLOPS
-from .dist import draw
+from .build import CLIENT as CLIENT_ROLE
+from .build import CLOUD as CLOUD_ROLE
+from .build import (Tree, build_tree, check_tree, flops_problem, link_problems, node_table,
+                    to_graph)
 from .levels import level_name, tier_names
-from .traces import read_devices
-from .power import LINK_KEYS, NODE_KEYS, client_powers
-from ..config.topology import LinkSpec, TopologySpec
-
-
-def _links(link: LinkSpec, seed: int, purpose: str, n: int) -> tuple[np.ndarray, ...]:
-    g = seeding.rng(seed, purpose)
-    lat = draw(link.latency_s, g, n)
-    bw = draw(link.bandwidth_Bps, g, n)
-    up = draw(link.uplink_Bps, g, n) if link.uplink_Bps is not None else bw
-    down = draw(link.downlink_Bps, g, n) if link.downlink_Bps is not None else bw
-    return lat, up, down
-
-
-def _assign(assignment, n_children: int, n_parents: int, seed: int, purpose: str, key: str,
-            p: Problems) -> np.ndarray:
-    if isinstance(assignment, list):
-        if len(assignment) != n_parents:
-            p.add(key, f"{len(assignment)} lists", f"needs one list per parent node ({n_parents})")
-        flat = sorted(c for lst in assignment for c in lst)
-        if flat != list(range(n_children)):
-            p.add(key, assignment, f"must list every id 0..{n_children - 1} exactly once")
-        p.raise_if_any()
-        out = np.empty(n_children, int)
-        for e, lst in enumerate(assignment):
-            out[lst] = e
-        return out
-    if assignment == "random":
-        return seeding.rng(seed, purpose).integers(0, n_parents, n_children)
-    return np.arange(n_children) % n_parents
-
-
-def _add_link(g: nx.DiGraph, child: str, parent: str, lat: float, up: float, down: float) -> None:
-    g.add_edge(child, parent, latency_s=float(lat), bandwidth_Bps=float(up))
-    g.add_edge(parent, child, latency_s=float(lat), bandwidth_Bps=float(down))
-
-
-def _client_classes(spec: TopologySpec, n: int, seed: int, p: Problems,
-                    file: str = "") -> list[tuple]:
-    """Per client: (flops, latency, up, down, device class, link class, powers) drawn from its
-    class (or the defaults; a class not given is "") or read from its measured trace; powers:
-    power_w, idle_w, tx_w, rx_w."""
-    c = spec.clients
-    assert c is not None
-    if c.trace is not None:         # measured: one row per client (topology/traces.py)
-        d = read_devices(os.path.join(os.path.dirname(os.path.abspath(file)), c.trace)
-                         if file else c.trace)
-        return list(zip(d["compute_flops"], d["latency_s"], d["uplink_Bps"],
-                        d["downlink_Bps"], d["device"], d["link"],
-                        client_powers(spec, n, seed, None)))
-    flops = draw(c.compute_flops, seeding.rng(seed, "topology/client-flops"), n)
-    lat, up, down = _links(c.link, seed, "topology/client-links", n)
-    if not c.mix:
-        return list(zip(flops, lat, up, down, [""] * n, [""] * n,
-                        client_powers(spec, n, seed, None)))
-    total = sum(s.fraction for s in c.mix)
-    if abs(total - 1.0) > 1e-6:
-        p.add("clients.mix", [s.fraction for s in c.mix], "fractions must sum to 1")
-    for i, s in enumerate(c.mix):
-        if s.device is not None and s.device not in spec.profiles.devices:
-            p.add(f"clients.mix[{i}].device", s.device,
-                  f"not in profiles.devices ({', '.join(spec.profiles.devices) or 'none'})")
-        if s.link is not None and s.link not in spec.profiles.links:
-            p.add(f"clients.mix[{i}].link", s.link,
-                  f"not in profiles.links ({', '.join(spec.profiles.links) or 'none'})")
-    p.raise_if_any()
-    # largest-remainder counts, classes laid out over a seeded permutation of the clients
-    raw = np.array([s.fraction for s in c.mix]) * n
-    counts = np.floor(raw).astype(int)
-    for i in np.argsort(-(raw - counts), kind="stable")[: n - counts.sum()]:
-        counts[i] += 1
-    order = seeding.rng(seed, "topology/mix").permutation(n)
-    cls_of = np.empty(n, int)
-    cls_of[order] = np.repeat(np.arange(len(c.mix)), counts)
-    flops, lat, up, down = flops.copy(), lat.copy(), up.copy(), down.copy()
-    for i, s in enumerate(c.mix):
-        ks = np.flatnonzero(cls_of == i)
-        if s.device is not None:
-            d = spec.profiles.devices[s.device]
-            flops[ks] = draw(d.compute_flops, seeding.rng(seed, "topology/device", i), len(ks))
-        if s.link is not None:
-            ln = spec.profiles.links[s.link]
-            la, u, dn = _links(ln, seed, f"topology/link-class/{s.link}", len(ks))
-            lat[ks], up[ks], down[ks] = la, u, dn
-    device = [c.mix[i].device or "" for i in cls_of]
-    link = [c.mix[i].link or "" for i in cls_of]
-    return list(zip(flops, lat, up, down, device, link, client_powers(spec, n, seed, cls_of)))
+from .power import power_problems
+from ..config.topology import TopologySpec
 
 
 def build_graph(spec: TopologySpec, seed: int, file: str = "") -> nx.DiGraph:
-    """Draw every attribute from the seed and lay out the tree."""
+    """Draw every attribute from the seed and lay out the tree, as a networkx graph (the
+    simulator builds the arrays only: `build_topology`)."""
     if spec.graph is not None:
-        return read_graph_file(os.path.join(os.path.dirname(os.path.abspath(file)), spec.graph)
-                               if file else spec.graph)
-    p = Problems(file)
-    g = nx.DiGraph()
-    g.add_node("cloud", role="cloud", flops=float(draw(spec.cloud.compute_flops,
-                                                       seeding.rng(seed, "topology/cloud"), 1)[0]))
-    parents = ["cloud"]
-    tiers = spec.tier_list
-    names = [t.name for t in tiers]
-    if len(set(names)) != len(names) or "cloud" in names or "client" in names:
-        p.add("tiers", names, "tier names must be unique and not 'cloud' or 'client'")
-        p.raise_if_any()
-    for depth, tier in enumerate(tiers, 1):
-        key = f"tiers[{depth - 1}].assignment" if spec.tiers is not None else "edges"
-        up_of = _assign(tier.assignment, tier.count, len(parents), seed,
-                        f"topology/{tier.name}-assignment", key, p)
-        flops = draw(tier.compute_flops, seeding.rng(seed, f"topology/{tier.name}-flops"), tier.count)
-        lat, up, down = _links(tier.link, seed, f"topology/{tier.name}-links", tier.count)
-        nodes = []
-        for i in range(tier.count):
-            name, parent = f"{tier.name}{i}", parents[up_of[i]]
-            g.add_node(name, role="edge", flops=float(flops[i]), parent=parent, tier=depth,
-                       tier_name=tier.name)
-            _add_link(g, name, parent, lat[i], up[i], down[i])
-            nodes.append(name)
-        parents = nodes
-    c = spec.clients
-    assert c is not None
-    edge_of = _assign(c.assignment, c.count, len(parents), seed, "topology/assignment",
-                      "clients.assignment", p)
-    for k, (fl, la, u, dn, dev, lnk, pw) in enumerate(_client_classes(spec, c.count, seed, p, file)):
-        name, parent = f"client{k}", parents[edge_of[k]]
-        g.add_node(name, role="client", flops=float(fl), parent=parent, index=k)
-        if c.mix or (c.trace and (dev or lnk)):   # the classes (clients.csv, the report)
-            g.nodes[name].update(device_class=dev, link_class=lnk)
-        _add_link(g, name, parent, la, u, dn)
-        if pw.any():           # energy (topology/power.py); absent: 0
-            g.nodes[name].update(power_w=float(pw[0]), idle_w=float(pw[1]))
-            g.edges[name, parent].update(tx_w=float(pw[2]), rx_w=float(pw[3]))
-    return g
+        return read_graph_file(_graph_path(spec, file))
+    return to_graph(build_tree(spec, seed, file))
+
+
+def build_topology(spec: TopologySpec, seed: int, file: str = "") -> "Topology":
+    """The validated Topology of a spec: from arrays (its graph is built only when asked), or
+    from its graph file."""
+    if spec.graph is not None:
+        return Topology.from_graph(read_graph_file(_graph_path(spec, file)), file)
+    tree = build_tree(spec, seed, file)
+    check_tree(tree, file)
+    return Topology.from_tree(tree)
+
+
+def _graph_path(spec: TopologySpec, file: str) -> str:
+    assert spec.graph is not None
+    return os.path.join(os.path.dirname(os.path.abspath(file)), spec.graph) if file else spec.graph
 
 
 def read_graph_file(path: str) -> nx.DiGraph:
@@ -193,9 +90,10 @@ def _no_constant(name: str) -> float:
 
 @dataclass(frozen=True)
 class Topology:
-    """Arrays and maps the simulator reads, derived once from a validated graph."""
+    """Arrays and maps the simulator reads, derived once from a validated tree (its arrays,
+    `tree`) or graph; `graph`, the networkx view, is built from the arrays when first asked."""
 
-    graph: nx.DiGraph
+    tree: Tree
     clients: tuple[str, ...]      # client node names, index = client id
     edges: tuple[str, ...]        # bottom-tier aggregators (the clients' parents), index = edge id
     edge_of: np.ndarray           # (N,) edge id of each client
@@ -207,6 +105,7 @@ class Topology:
     tier_names: tuple[str, ...] = ("cloud", "edge", "client")   # by depth (levels.py)
     device_class: tuple[str, ...] = ()    # (N,) each client's profiles.devices name, or ""
     link_class: tuple[str, ...] = ()      # (N,) each client's profiles.links name, or ""
+    client_rows: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # (N,)
 
     @property
     def n_clients(self) -> int:
@@ -216,9 +115,63 @@ class Topology:
     def n_edges(self) -> int:
         return len(self.edges)
 
+    @property
+    def n_nodes(self) -> int:
+        return self.tree.n_rows
+
+    def _cached(self, name: str, make):
+        value = self.__dict__.get(name)
+        if value is None:
+            value = make()
+            object.__setattr__(self, name, value)
+        return value
+
+    @property
+    def graph(self) -> nx.DiGraph:
+        """The networkx view (built from the arrays on first use)."""
+        return self._cached("_graph", lambda: to_graph(self.tree))
+
+    @property
+    def row_of(self) -> dict[str, int]:
+        return self._cached("_row_of", lambda: {n: r for r, n in enumerate(self.tree.names)})
+
     def link(self, src: str, dst: str) -> tuple[float, float]:
-        a = self.graph.edges[src, dst]
-        return a["latency_s"], a["bandwidth_Bps"]
+        """(latency, bandwidth) of the link src -> dst; KeyError where there is none."""
+        t, rows = self.tree, self.row_of
+        r = rows[src]
+        if t.parent[r] >= 0 and t.names[t.parent[r]] == dst:
+            return float(t.lat_up[r]), float(t.bw_up[r])
+        r = rows[dst]
+        if t.parent[r] >= 0 and t.names[t.parent[r]] == src:
+            return float(t.lat_down[r]), float(t.bw_down[r])
+        raise KeyError((src, dst))
+
+    def leaves_under(self) -> dict[str, np.ndarray]:
+        """Every node but the clients -> the sorted ids of the clients below it."""
+        def make():
+            t = self.tree
+            n = len(self.client_rows)
+            ids = np.arange(n, dtype=np.int64)
+            anc = t.parent[self.client_rows]
+            owners, members = [], []
+            while len(anc) and anc[0] >= 0:         # every client is at the same depth
+                owners.append(anc)
+                members.append(ids)
+                anc = t.parent[anc]
+            own = np.concatenate(owners) if owners else np.zeros(0, np.int64)
+            mem = np.concatenate(members) if members else np.zeros(0, np.int64)
+            order = np.lexsort((mem, own))
+            own, mem = own[order], mem[order]
+            rows = np.flatnonzero(t.role != CLIENT_ROLE)
+            lo = np.searchsorted(own, rows, "left")
+            hi = np.searchsorted(own, rows, "right")
+            return {t.names[r]: mem[a:b] for r, a, b in zip(rows.tolist(), lo.tolist(),
+                                                            hi.tolist())}
+        return self._cached("_leaves", make)
+
+    def node_table(self) -> dict[str, list]:
+        """Every node below the cloud as columns (summary.json's `nodes`; build.node_table)."""
+        return node_table(self.tree, self.client_rows)
 
     def path_up(self, node: str) -> list[str]:
         """node, its parent, ..., cloud."""
@@ -244,11 +197,45 @@ class Topology:
 
     @property
     def client_set(self) -> frozenset[str]:
-        cached = self.__dict__.get("_client_set")
-        if cached is None:
-            cached = frozenset(self.clients)
-            object.__setattr__(self, "_client_set", cached)
-        return cached
+        return self._cached("_client_set", lambda: frozenset(self.clients))
+
+    @classmethod
+    def from_tree(cls, tree: Tree) -> "Topology":
+        """From a built spec's arrays (rows laid out by build_tree: clients last, in order)."""
+        enabled = gc.isenabled()
+        gc.disable()            # millions of names and tuples: no cycles, nothing to collect
+        try:
+            return cls._from_tree(tree)
+        finally:
+            if enabled:
+                gc.enable()
+
+    @classmethod
+    def _from_tree(cls, tree: Tree) -> "Topology":
+        t = tree
+        names = t.names
+        crows = np.flatnonzero(t.role == CLIENT_ROLE)
+        c0 = int(crows[0])
+        clients = tuple(names[c0:])
+        cpar = t.parent[crows]
+        used = np.unique(cpar)                       # bottom aggregators that have clients
+        edges = tuple(names[r] for r in used.tolist())
+        edge_of = np.searchsorted(used, cpar).astype(int)
+        parent = dict(zip(names[1:], map(names.__getitem__, t.parent[1:].tolist())))
+        depth = dict(zip(names, t.depth.tolist()))
+        order = np.argsort(t.parent[1:], kind="stable") + 1
+        bounds = np.searchsorted(t.parent[order], np.arange(c0 + 1))
+        children = _Leaves(parent)      # a client's children, (), are not stored
+        children.update((names[r], tuple(names[i] for i in order[bounds[r]:bounds[r + 1]].tolist()))
+                        for r in range(c0))
+        n_tiers = int(t.depth[c0]) - 1
+        aggs = {names[r]: {"tier_name": t.tier_name[int(t.depth[r])]} for r in range(1, c0)}
+        tn = tier_names(_Nodes(aggs), {n: depth[n] for n in aggs}, n_tiers + 1)
+        n = len(clients)
+        dev = tuple(t.device_class) if t.device_class is not None else ("",) * n
+        lnk = tuple(t.link_class) if t.link_class is not None else ("",) * n
+        return cls(t, clients, edges, edge_of, t.flops[c0:].copy(), children, parent, depth,
+                   n_tiers, tn, dev, lnk, crows.astype(np.int64))
 
     @classmethod
     def from_graph(cls, g: nx.DiGraph, file: str = "") -> "Topology":
@@ -276,28 +263,58 @@ class Topology:
         names = tier_names(g, depth, n_tiers + 1)
         dev = tuple(str(g.nodes[c].get("device_class") or "") for c in clients)
         lnk = tuple(str(g.nodes[c].get("link_class") or "") for c in clients)
-        return cls(g, clients, edges, edge_of, flops, children, parent, depth, n_tiers, names,
-                   dev, lnk)
+        tree = _tree_of_graph(g, roles, parent, depth)
+        row = {n: r for r, n in enumerate(tree.names)}
+        topo = cls(tree, clients, edges, edge_of, flops, children, parent, depth, n_tiers,
+                   names, dev, lnk, np.array([row[c] for c in clients], np.int64))
+        object.__setattr__(topo, "_graph", g)
+        object.__setattr__(topo, "_row_of", row)
+        return topo
+
+
+class _Leaves(dict):
+    """The aggregators' children; a client (a node with a parent not stored here) has none."""
+
+    def __init__(self, parent: dict[str, str]):
+        super().__init__()
+        self.parent = parent
+
+    def __missing__(self, node: str) -> tuple[str, ...]:
+        if node in self.parent:
+            return ()
+        raise KeyError(node)
+
+
+class _Nodes:
+    """What levels.tier_names reads of a graph (`nodes[n].get("tier_name")`)."""
+
+    def __init__(self, nodes: dict[str, dict]):
+        self.nodes = nodes
+
+
+def _tree_of_graph(g: nx.DiGraph, roles: dict, parent: dict, depth: dict) -> Tree:
+    """The arrays of a validated graph (rows in the graph's node order, the cloud first)."""
+    names = ["cloud"] + [n for n in g.nodes if n != "cloud"]
+    row = {n: r for r, n in enumerate(names)}
+    code = {"cloud": CLOUD_ROLE, "edge": 1, "client": CLIENT_ROLE}
+    par = [-1] + [row[parent[n]] for n in names[1:]]
+    nan = float("nan")
+    up = [(nan, nan)] + [(g.edges[n, parent[n]]["latency_s"], g.edges[n, parent[n]][
+        "bandwidth_Bps"]) for n in names[1:]]
+    down = [(nan, nan)] + [(g.edges[parent[n], n]["latency_s"], g.edges[parent[n], n][
+        "bandwidth_Bps"]) for n in names[1:]]
+    f64 = np.float64
+    return Tree(names, np.array([code[roles[n]] for n in names], np.int8),
+                np.array(par, np.int64), np.array([depth[n] for n in names], np.int64),
+                np.array([float(g.nodes[n].get("flops", nan)) for n in names], f64),
+                np.array([u[0] for u in up], f64), np.array([u[1] for u in up], f64),
+                np.array([d[0] for d in down], f64), np.array([d[1] for d in down], f64), {})
 
 
 def _natural(name: str) -> tuple[str, int]:
     head = name.rstrip("0123456789")
     tail = name[len(head):]
     return head, int(tail) if tail else -1
-
-
-def _check_powers(g: nx.DiGraph, n: str, parent: str, p: Problems) -> None:
-    """Optional energy attributes (topology/power.py): finite watts >= 0."""
-    where = [(f"nodes.{n}.{k}", g.nodes[n].get(k)) for k in NODE_KEYS]
-    if g.has_edge(n, parent):
-        where += [(f"links.{n}->{parent}.{k}", g.edges[n, parent].get(k)) for k in LINK_KEYS]
-    for key, v in where:
-        if v is None:
-            continue
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not np.isfinite(v):
-            p.add(key, v, "expected a finite number of watts")
-        elif not 0 <= v <= MAX_POWER_W:
-            p.add(key, v, f"must be in [0, {MAX_POWER_W:g}] W")
 
 
 def validate_graph(g: nx.DiGraph, file: str = "") -> None:
@@ -338,22 +355,9 @@ def validate_graph(g: nx.DiGraph, file: str = "") -> None:
             if not g.has_edge(a, b):
                 p.add(f"links.{a}->{b}", None, "missing link (both directions are needed)")
                 continue
-            attrs = g.edges[a, b]
-            for key in ("latency_s", "bandwidth_Bps"):
-                v = attrs.get(key)
-                if isinstance(v, bool) or not isinstance(v, (int, float)) or not np.isfinite(v):
-                    p.add(f"links.{a}->{b}.{key}", v, "expected a finite number")
-                elif key == "latency_s" and not 0 <= v <= MAX_LATENCY_S:
-                    p.add(f"links.{a}->{b}.{key}", v, f"must be in [0, {MAX_LATENCY_S:g}] s")
-                elif key == "bandwidth_Bps" and v < MIN_BANDWIDTH_BPS:
-                    p.add(f"links.{a}->{b}.{key}", v, "must be > 0" if v <= 0 else
-                          f"must be >= {MIN_BANDWIDTH_BPS:g} B/s")
-        _check_powers(g, n, parent, p)
-        f = g.nodes[n].get("flops")
-        if isinstance(f, bool) or not isinstance(f, (int, float)) or not np.isfinite(f) or f <= 0:
-            p.add(f"nodes.{n}.flops", f, "must be a finite number > 0")
-        elif f < MIN_FLOPS:
-            p.add(f"nodes.{n}.flops", f, f"must be >= {MIN_FLOPS:g} FLOP/s")
+            link_problems(p, a, b, g.edges[a, b])
+        flops_problem(p, n, g.nodes[n].get("flops"))
+        power_problems(g, n, parent, p)
     for a, b in g.edges:        # links only join a node and its parent: the graph is a tree
         if g.nodes[a].get("parent") != b and g.nodes[b].get("parent") != a:
             p.add(f"links.{a}->{b}", NO_VALUE, "a link must join a node and its parent "

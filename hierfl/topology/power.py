@@ -38,3 +38,20 @@ def client_powers(spec: TopologySpec, n: int, seed: int,
             for j, d in enumerate((ln.tx_w, ln.rx_w)):
                 out[ks, 2 + j] = draw(d, seeding.rng(seed, "topology/link-power", i, j), len(ks))
     return out
+
+
+def power_problems(g, n: str, parent: str, p) -> None:
+    """A graph file's optional energy attributes of node `n` and its upward link: finite watts
+    in [0, MAX_POWER_W]."""
+    from ..config.limits import MAX_POWER_W
+
+    where = [(f"nodes.{n}.{k}", g.nodes[n].get(k)) for k in NODE_KEYS]
+    if g.has_edge(n, parent):
+        where += [(f"links.{n}->{parent}.{k}", g.edges[n, parent].get(k)) for k in LINK_KEYS]
+    for key, v in where:
+        if v is None:
+            continue
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not np.isfinite(v):
+            p.add(key, v, "expected a finite number of watts")
+        elif not 0 <= v <= MAX_POWER_W:
+            p.add(key, v, f"must be in [0, {MAX_POWER_W:g}] W")
