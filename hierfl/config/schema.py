@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING, ClassVar, Literal
 from .fields import Raw, all_of, at_most, below_one, each, non_negative, positive, spec, \
     unit_interval
 
+from .compress import CompressSpec
+
 if TYPE_CHECKING:                       # config.topology imports this module's Dist
     from .topology import TopologySpec
 
@@ -242,6 +244,7 @@ class AlgorithmEntry:
     stragglers: "StragglerSpec | None" = None   # this entry's override of scenario.stragglers
     tier_rounds: tuple[int, ...] | None = None  # deeper trees: rounds per aggregator tier,
     #                                             from the top (overrides edge_rounds)
+    compress: "CompressSpec | None" = None      # message codecs (config/compress.py)
 
 
 @dataclass(frozen=True)

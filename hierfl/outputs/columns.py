@@ -18,7 +18,7 @@ SCORES = {"classification": ("test_acc", "personal_test_acc"),
           "regression": ("test_mse", "personal_test_mse")}
 CLIENT_COLUMNS = ["round", "edge_round", "client", "steps", "budget", "compute_s", "upload_s",
                   "dropped", "straggler", "gamma", "up_bytes", "encoding", "failed",
-                  "device_class", "link_class"]
+                  "device_class", "link_class", "compress"]
 
 TRACE_COLUMNS = Trace.HEADER            # time_s, node, kind, peer, value
 
@@ -61,5 +61,5 @@ def client_lines(recs: list, classes: list[str] | None = None) -> str:
     return "".join(f"{r.round},{r.edge_round},{r.client},{r.steps},{r.budget},"
                    f"{_f(r.compute_s)},{_f(r.upload_s)},{int(r.dropped)},{int(r.straggler)},"
                    f"{_f(r.gamma)},{_f(r.up_bytes)},{r.encoding},{int(r.failed)}"
-                   f"{classes[r.client] if r.client < len(classes) else empty}\r\n"
+                   f"{classes[r.client] if r.client < len(classes) else empty},{r.compress}\r\n"
                    for r in recs)

@@ -13,7 +13,8 @@ from typing import Any
 
 
 from ..config.errors import NO_VALUE, Problem, Problems, ScenarioError
-from ..config.fields import build, is_fail
+from ..config.compress import CompressSpec
+from ..config.fields import build, convert, is_fail
 from ..config.limits import memory_limit, model_params, resource_problems
 from ..config.yamldoc import check_file, read_doc
 from .checks import check_algorithms, check_output, check_rounds, check_samples, check_work, \
@@ -123,7 +124,7 @@ def _hyperparameters(cls: Any, name: str, hp: dict, p: Problems, key: str) -> di
         return hp
     for k, v in hp.items():
         p.add(f"{key}.{k}", v, f"unknown key: {name} has no hyperparameters (an entry takes "
-              "only name, label, local, stragglers)")
+              "only name, label, local, stragglers, compress)")
     return {}
 
 
@@ -181,7 +182,8 @@ def _algorithms(raw: dict, p: Problems) -> list[AlgorithmEntry]:
                 else None
             if (leaf in local_raw) or (leaf is None and train_local_ok):
                 p.items.append(prob)
-        hp = {k: v for k, v in a.items() if k not in ("name", "label", "local", "stragglers")}
+        hp = {k: v for k, v in a.items()
+              if k not in ("name", "label", "local", "stragglers", "compress")}
         params = build(cls.Params, _hyperparameters(cls, a["name"], hp, p, key), p, key)
         strag = None
         if "stragglers" in a:      # per-entry override of the scenario's stragglers:
@@ -192,7 +194,9 @@ def _algorithms(raw: dict, p: Problems) -> list[AlgorithmEntry]:
             strag = build(StragglerSpec, {**raw_s, **a["stragglers"]}, p, f"{key}.stragglers")
             if is_fail(strag):
                 continue
-        if is_fail(local) or is_fail(params):
+        comp = convert(CompressSpec, a["compress"], f"{key}.compress", p) \
+            if "compress" in a else None
+        if is_fail(local) or is_fail(params) or is_fail(comp):
             continue
         if local.gamma is not None and not cls.supports_gamma:
             p.add(f"{key}.local.gamma", local.gamma,
@@ -201,7 +205,7 @@ def _algorithms(raw: dict, p: Problems) -> list[AlgorithmEntry]:
         edge_rounds = getattr(params, "edge_rounds", 1) if cls.hierarchical else 1
         tier_rounds = getattr(params, "tier_rounds", None)
         entries.append(AlgorithmEntry(name, label, params, local, edge_rounds, strag,
-                                      None if tier_rounds is None else tuple(tier_rounds)))
+                                      None if tier_rounds is None else tuple(tier_rounds), comp))
     return entries
 
 

@@ -29,6 +29,7 @@ class ClientRecord:
     failed: bool = False
     up_bytes: float = float("nan")   # the encoded size of this client's upload
     encoding: str = "dense"          # the encoding it used (sim/messages: dense|sparse|bitmap)
+    compress: str = "none"           # its compression kind (algorithms' compress.up)
 
 
 @dataclass
