@@ -4,9 +4,9 @@ gives every rule with its reference; the byte counts here are the ones documente
 
     compress(x, spec, noise) -> Coded(decoded (n, P), bytes (n,), wire (encoding name))
 
-`noise` is a (n, P) tensor of uniform [0, 1) draws for the random kinds (randk, qsgd), drawn
-per sender from the scenario seed by the caller (compress.layer), so a row's result does not
-depend on which other rows share its batch."""
+`noise` is a (n, P) tensor of uniform [0, 1) draws for the random kinds (randk, qsgd), made by
+`uniform` from a key and each row's sender, so a row's result does not depend on which other
+rows share its batch."""
 from __future__ import annotations
 
 import math
@@ -85,7 +85,7 @@ def compress(x: torch.Tensor, spec: CodecSpec, noise: torch.Tensor | None = None
         return Coded(_qsgd(x, spec.levels, noise), nb, wire)
     if kind == "sign":
         scale = x.abs().mean(1, keepdim=True)                       # ||x||_1 / P
-        return Coded(torch.where(x >= 0, scale, -scale), nb, wire)
+        return Coded(torch.copysign(scale.expand_as(x), x), nb, wire)   # -0.0 -> -scale
     if kind == "int8":
         scale = x.abs().amax(1, keepdim=True) / 127.0
         safe = torch.where(scale > 0, scale, torch.ones_like(scale))
@@ -97,10 +97,32 @@ def compress(x: torch.Tensor, spec: CodecSpec, noise: torch.Tensor | None = None
 
 def _qsgd(x: torch.Tensor, s: int, noise: torch.Tensor) -> torch.Tensor:
     """QSGD (Alistarh et al. 2017): |x_i| / ||x|| * s rounded up with probability its
-    fractional part, so E[out] = x."""
-    norm = x.norm(dim=1, keepdim=True)
+    fractional part (floor(level + u), u uniform), so E[out] = x."""
+    norm = torch.linalg.vector_norm(x, dim=1, keepdim=True)
     safe = torch.where(norm > 0, norm, torch.ones_like(norm))
-    level = x.abs() / safe * s
-    low = level.floor()
-    q = low + (noise < level - low).to(x.dtype)
-    return torch.sign(x) * q * (norm / s)
+    level = x.abs().mul_(s / safe)
+    return torch.copysign(level.add_(noise).floor_().mul_(norm / s), x)
+
+
+_M32 = 0xFFFFFFFF
+_GOLDEN = 0x9E3779B1          # spreads the sender's key
+_C1, _C2 = 0x21F0AAAD, 0x735A2D97   # a 32-bit integer hash (Wellons' hash prospector)
+
+
+def _mix(h: torch.Tensor) -> torch.Tensor:
+    """A 32-bit hash of int64 values in [0, 2^32) (products stay below 2^63: no overflow)."""
+    h = h ^ (h >> 16)
+    h = (h * _C1) & _M32
+    h = h ^ (h >> 15)
+    h = (h * _C2) & _M32
+    return h ^ (h >> 15)
+
+
+def uniform(key: int, senders: np.ndarray, p: int) -> torch.Tensor:
+    """(n, P) float32 draws in [0, 1) (24 bits each): a hash of (key, sender, entry index),
+    one row per sender, in a few vectorised integer ops (counter-based, as Philox: no generator
+    state, so any row can be regenerated alone)."""
+    rows = _mix((torch.from_numpy(np.asarray(senders, np.int64)) * _GOLDEN + key) & _M32)
+    cols = (torch.arange(p, dtype=torch.int64) * _GOLDEN) & _M32
+    h = _mix((rows.unsqueeze(1) ^ cols) & _M32)
+    return (h >> 8).to(torch.float32).mul_(1.0 / 16777216)

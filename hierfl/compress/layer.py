@@ -13,9 +13,10 @@ hands it what a sender is about to send and passes on what the receiver decodes.
 - `edge_up` (aggregator -> parent): the aggregator's upload as its difference from the model it
   received; `edge_down` (parent -> aggregator): the model the parent sends.
 
-Random kinds draw one uniform number per entry from a generator keyed by (scenario seed,
-direction, round, edge round, tensor, sender): the same message gives the same result in every
-algorithm and every batch."""
+Random kinds draw one uniform number per entry: a counter-based hash (kinds.uniform) of a key
+drawn from the scenario seed for (direction, round, edge round, tensor), the sender and the
+entry's index, all rows at once: the same message gives the same result in every algorithm and
+every batch, and the receiver can regenerate the draws from the 4-byte key."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -25,9 +26,9 @@ import numpy as np
 import torch
 
 from ..config.compress import CodecSpec, CompressSpec
-from ..seeding import torch_gen
+from ..seeding import rng
 from ..sim import messages
-from .kinds import RANDOM_KINDS, Coded, compress, row_bytes
+from .kinds import RANDOM_KINDS, Coded, compress, row_bytes, uniform
 
 
 @dataclass
@@ -65,9 +66,8 @@ class Compressor:
                p: int) -> torch.Tensor | None:
         if codec.kind not in RANDOM_KINDS:
             return None
-        return torch.stack([torch.rand(p, generator=torch_gen(self.seed, f"compress.{direction}",
-                                                               *ids, int(s)))
-                            for s in senders])
+        base = int(rng(self.seed, f"compress.{direction}", *ids).integers(0, 2 ** 32))
+        return uniform(base, senders, p)
 
     # ------------------------------------------------------------------ client -> edge
     def uploads(self, t: int, r: int, clients: np.ndarray, start: torch.Tensor,
