@@ -5,6 +5,7 @@ local training (executor.run), for FedAvg and SCAFFOLD (two tensors per upload) 
 The issue asks for compression under 10% of a round's training time.
 
     python benchmarks/compression.py [--rounds 20]     # about a minute on 2 shared cores
+    python benchmarks/compression.py --workload W3 --rounds 3    # the MLP, for comparison
 
 One torch thread, as benchmarks/run.py; CPU seconds of the process (steadier than wall seconds
 on a shared machine), summed over the run's rounds."""
@@ -30,17 +31,18 @@ KINDS = {
 }
 
 
-def measure(algo: int, compress: dict, rounds: int) -> dict:
-    """One W2 run of algorithm `algo` (0 FedAvg, 1 SCAFFOLD) with `compress` on its entry."""
+def measure(algo: int, compress: dict, rounds: int, workload: str = "W2") -> dict:
+    """One run of the workload's algorithm `algo` (W2: 0 FedAvg, 1 SCAFFOLD) with `compress`
+    on its entry."""
     import torch
 
     from hierfl.compress import Compressor
     from hierfl.exec import executor_for
     from hierfl.run import build_world, run_algorithm
-    from run import _scenario, w2
+    from run import WORKLOADS, _scenario
 
     torch.set_num_threads(1)
-    doc = w2(rounds)
+    doc = WORKLOADS[workload][0](rounds)
     doc["algorithms"][algo]["compress"] = compress
     spent = {"train": 0.0, "codec": 0.0}
 
@@ -79,15 +81,18 @@ def measure(algo: int, compress: dict, rounds: int) -> dict:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rounds", type=int, default=20)
+    ap.add_argument("--workload", default="W2", choices=("W2", "W3"),
+                    help="W3: the MLP (P = 199,210, 10 clients a round; FedAvg only)")
     args = ap.parse_args(argv)
-    print(f"W2, {args.rounds} rounds, 100 clients a round; compression of the uploads vs "
-          "local training")
+    print(f"{args.workload}, {args.rounds} rounds; compression of the uploads vs local "
+          "training (CPU seconds)")
     print("| algorithm | up | training s | compression s | compression / training |")
     print("|---|---|---|---|---|")
     worst = 0.0
-    for algo, name in ((0, "fedavg"), (1, "scaffold")):
+    algos = ((0, "fedavg"), (1, "scaffold")) if args.workload == "W2" else ((0, "fedavg"),)
+    for algo, name in algos:
         for kind, comp in KINDS.items():
-            m = measure(algo, comp, args.rounds)
+            m = measure(algo, comp, args.rounds, args.workload)
             worst = max(worst, m["share"])
             print(f"| {name} | {kind} | {m['train']:.3f} | {m['codec']:.4f} | "
                   f"{100 * m['share']:.1f}% |", flush=True)

@@ -110,12 +110,10 @@ _C1, _C2 = 0x21F0AAAD, 0x735A2D97   # a 32-bit integer hash (Wellons' hash prosp
 
 
 def _mix(h: torch.Tensor) -> torch.Tensor:
-    """A 32-bit hash of int64 values in [0, 2^32) (products stay below 2^63: no overflow)."""
-    h = h ^ (h >> 16)
-    h = (h * _C1) & _M32
-    h = h ^ (h >> 15)
-    h = (h * _C2) & _M32
-    return h ^ (h >> 15)
+    """A 32-bit hash of int64 values in [0, 2^32), in place (products stay below 2^63: no
+    overflow); its high bits are the well-mixed ones."""
+    h.bitwise_xor_(h >> 16).mul_(_C1).bitwise_and_(_M32)
+    return h.bitwise_xor_(h >> 15).mul_(_C2).bitwise_and_(_M32)
 
 
 def uniform(key: int, senders: np.ndarray, p: int) -> torch.Tensor:
@@ -124,5 +122,5 @@ def uniform(key: int, senders: np.ndarray, p: int) -> torch.Tensor:
     state, so any row can be regenerated alone)."""
     rows = _mix((torch.from_numpy(np.asarray(senders, np.int64)) * _GOLDEN + key) & _M32)
     cols = (torch.arange(p, dtype=torch.int64) * _GOLDEN) & _M32
-    h = _mix((rows.unsqueeze(1) ^ cols) & _M32)
-    return (h >> 8).to(torch.float32).mul_(1.0 / 16777216)
+    h = _mix(rows.unsqueeze(1) ^ cols)             # both below 2^32
+    return h.bitwise_right_shift_(8).to(torch.float32).mul_(1.0 / 16777216)

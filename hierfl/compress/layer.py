@@ -82,14 +82,15 @@ class Compressor:
         rows = torch.from_numpy(clients)
         for j, x in enumerate(tensors[:body]):
             ref = None if j in self.as_is else start.to(x.dtype)
-            msg = x if ref is None else x - ref
+            msg = x.clone() if ref is None else x - ref      # a new tensor: updated in place
             res = self.residual.get(f"up.{j}")
             if res is not None:
-                msg = msg + res.index_select(0, rows).to(x.dtype)
+                msg.add_(res.index_select(0, rows).to(msg.dtype))
             coded = compress(msg, codec, self._noise(codec, "up", clients, (t, r, j), x.shape[1]))
+            dec = coded.decoded             # a new tensor (kind none is never coded here)
             if res is not None:
-                res.index_copy_(0, rows, (msg - coded.decoded).to(res.dtype))
-            out.append(coded.decoded if ref is None else coded.decoded + ref)
+                res.index_copy_(0, rows, msg.sub_(dec).to(res.dtype))
+            out.append(dec if ref is None else dec.add_(ref))
             nbytes += coded.bytes
             for w, name in zip(wires, coded.wire):
                 w.append(name)

@@ -26,7 +26,7 @@ class CodecSpec:
     """How one direction's messages are encoded."""
 
     kind: Literal["none", "topk", "randk", "qsgd", "sign", "int8", "fp16"] = spec(
-        "none", "none | topk | randk | qsgd | sign | int8 | fp16")
+        "none", "the codec: rule, bytes and reference of each in docs/compression.md")
     ratio: float | None = spec(None, "topk, randk: fraction of each tensor's entries sent, in "
                                "(0, 1] (k = ceil(ratio * P))", check=_ratio)
     k: int | None = spec(None, "topk, randk: entries sent per tensor (instead of ratio)",
