@@ -143,3 +143,41 @@ def test_cli_exit_2_without_traceback(tmp_path):
                           env={**os.environ, "PYTHONPATH": ROOT})
     assert proc.returncode == 2
     assert "algorithms[0].compress.up.levels" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_deadline_and_crashes_with_compression(tmp_path):
+    """Coded uploads are smaller, so under a deadline more of them arrive (same draws of
+    crashes and minibatches for both entries); the run goes through with crashes and the
+    residuals of clients whose uploads were lost."""
+    doc = yaml.safe_load(open(_path(tmp_path, [
+        {"name": "fedavg", "label": "dense"},
+        {"name": "fedavg", "label": "sign_ef",
+         "compress": {"up": {"kind": "sign", "error_feedback": True}}}], rounds=4)))
+    doc["topology"]["clients"]["link"] = {"latency_s": 0.001, "bandwidth_Bps": 2000}
+    doc["topology"]["failures"] = {"crash_p": 0.2}
+    doc["train"]["round"] = {"policy": "deadline_drop", "deadline_s": 0.09}
+    path = tmp_path / "deadline.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    run_scenario(load(str(path), out=str(tmp_path / "o")), progress=False)
+    got = {lb: read_csv(tmp_path / "o" / lb / "metrics.csv")[1:] for lb in ("dense", "sign_ef")}
+    reported = {lb: sum(int(r["reported"]) for r in rows) for lb, rows in got.items()}
+    failed = {lb: sum(int(r["failed"]) for r in rows) for lb, rows in got.items()}
+    assert reported["sign_ef"] > reported["dense"] and failed["dense"] > 0
+    rows = read_csv(tmp_path / "o" / "sign_ef" / "clients.csv")
+    assert {r["up_bytes"] for r in rows} == {"8.0"} and any(r["failed"] == "1" for r in rows)
+
+
+def test_compress_is_part_of_the_scenario_hash(tmp_path):
+    """A resume or a rerun into the same --out must see a changed codec (the manifest hash and
+    the resume fingerprint are built from scenario_dict); an entry without compress: hashes as
+    before the key existed (no `compress` in its dict)."""
+    from hierfl.outputs.manifest import scenario_hash
+    from hierfl.outputs.summary import scenario_dict
+
+    hashes = []
+    for i, comp in enumerate((None, {"up": {"kind": "int8"}}, {"up": {"kind": "fp16"}})):
+        entry = {"name": "fedavg", **({"compress": comp} if comp else {})}
+        sc = load(_path(tmp_path, [entry], name=f"h{i}.yaml"), out=str(tmp_path / "o"))
+        hashes.append(scenario_hash(sc))
+        assert ("compress" in scenario_dict(sc)["algorithms"][0]) == (comp is not None)
+    assert len(set(hashes)) == 3

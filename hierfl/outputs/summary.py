@@ -46,6 +46,9 @@ def scenario_dict(sc: Any) -> dict:
     d["algorithms"] = [{"name": e.name, "label": e.label, "edge_rounds": e.edge_rounds,
                         "params": _plain(e.params), "local": _plain(e.local)}
                        for e in sc.algorithms]
+    for entry, e in zip(d["algorithms"], sc.algorithms):
+        if getattr(e, "compress", None) is not None:    # absent: the hash of before
+            entry["compress"] = _plain(e.compress)
     return d
 
 

@@ -134,5 +134,16 @@ def summary_rows(summary: dict | None) -> list[tuple[str, str]]:
                 k: v for k, v in a.items() if k not in ("name", "label")}
             params = {k: v for k, v in params.items() if v is not None}
             rows.append((f"algorithm {a.get('label') or a.get('name')}",
-                         f"{a.get('name')}" + (f" ({_compact(params)})" if params else "")))
+                         f"{a.get('name')}" + (f" ({_compact(params)})" if params else "")
+                         + _compress_fact(a.get("compress"))))
     return rows
+
+
+def _compress_fact(comp: object) -> str:
+    """The directions an entry compresses ("; compress up={kind=topk, ratio=0.01, ...}")."""
+    if not isinstance(comp, dict):
+        return ""
+    on = {d: {k: v for k, v in c.items() if v is not None and v is not False
+              and not (k == "encoding" and v == "sparse")}
+          for d, c in comp.items() if isinstance(c, dict) and c.get("kind") != "none"}
+    return f"; compress {_compact(on)}" if on else ""
