@@ -26,7 +26,7 @@ def _spec(**kw) -> CodecSpec:
     ({"kind": "none"}, 2600),                                   # 650 x 4 B
     ({"kind": "topk", "ratio": 0.01}, 56),                       # k = ceil(6.5) = 7: 7 x (4 + 4)
     ({"kind": "topk", "k": 7, "encoding": "bitmap"}, 110),       # ceil(650 / 8) = 82 + 7 x 4
-    ({"kind": "topk", "ratio": 0.5, "encoding": "best"}, 1382),  # k 325: sparse 2600, bitmap 82 + 1300
+    ({"kind": "topk", "ratio": 0.5, "encoding": "best"}, 1382),  # k 325: bitmap 82 + 1300
     ({"kind": "topk", "ratio": 1.0, "encoding": "best"}, 2600),  # every entry: dense wins
     ({"kind": "randk", "ratio": 0.1}, 264),                      # k = 65 values + a 4-byte seed
     ({"kind": "qsgd", "levels": 4}, 329),                        # (1 + 3) bits x 650 = 325 B + norm
@@ -173,3 +173,12 @@ def test_relative_to_start_and_headers():
     assert sent.tensors[0].tolist() == [[10.0, 13.0, 10.0, 10.0]]
     assert sent.tensors[1].tolist() == [[5.0]]
     assert sent.bytes.tolist() == [8 + 4] and sent.wire == ["sparse+dense"]
+
+
+def test_silent_clients_keep_their_residual():
+    """A client that trains but sends nothing (pFedMe's extra trainees) keeps its residual."""
+    comp = Compressor(CompressSpec(up=_spec(kind="sign", error_feedback=True)), 0, 4, 6, 1)
+    x = torch.arange(12, dtype=torch.float32).reshape(2, 6)
+    comp.uploads(1, 0, np.array([1, 3]), torch.zeros(6), (x,), 0, np.array([False, True]))
+    res = comp.tensors()["up.0"]
+    assert res[1].abs().sum() > 0 and (res[3] == 0).all()

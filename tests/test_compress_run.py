@@ -65,7 +65,8 @@ def test_client_bytes_follow_the_codec(tmp_path):
     16 B sparse; QSGD s = 4 is (1 + 3) x 27 = 108 bits = 14 B + 4."""
     algos = [{"name": "scaffold", "label": "sc_sign", "compress": {"up": {"kind": "sign"}}},
              {"name": "fedavg", "label": "fa_top2", "compress": {"up": {"kind": "topk", "k": 2}}},
-             {"name": "fedavg", "label": "fa_q4", "compress": {"up": {"kind": "qsgd", "levels": 4}}},
+             {"name": "fedavg", "label": "fa_q4",
+              "compress": {"up": {"kind": "qsgd", "levels": 4}}},
              {"name": "fedavg", "label": "fa"}]
     sc = load(_path(tmp_path, algos, rounds=2), out=str(tmp_path / "o"))
     run_scenario(sc, progress=False)

@@ -5,9 +5,10 @@ hands it what a sender is about to send and passes on what the receiver decodes.
   codec call per tensor on the (C, P) matrix). A tensor that is a model is sent as its difference
   from the model the client started from (the receiver sent it, so holds it); the tensors an
   algorithm names in `upload_as_is` (differences already, as SCAFFOLD's two, or sparse payloads,
-  as pFedMac-SH's theta / increment uploads) are coded as they are. Small header tensors pass uncompressed (4 bytes per entry). With error feedback
-  a (N, P) residual per tensor keeps what each client did not send, added to its next message
-  (checkpointed with the run: `tensors` / `load`).
+  as pFedMac-SH's theta / increment uploads) are coded as they are. Small header tensors pass
+  uncompressed (4 bytes per entry). With error feedback a (N, P) residual per tensor keeps what
+  each client did not send, added to its next message (checkpointed with the run: `tensors` /
+  `load`).
 - `down` (edge -> client): the model the clients start from (the algorithm's other broadcast
   tensors, such as SCAFFOLD's server control variate, are delivered exactly and counted dense).
 - `edge_up` (aggregator -> parent): the aggregator's upload as its difference from the model it
@@ -71,15 +72,17 @@ class Compressor:
 
     # ------------------------------------------------------------------ client -> edge
     def uploads(self, t: int, r: int, clients: np.ndarray, start: torch.Tensor,
-                tensors: tuple[torch.Tensor, ...], header: int) -> Sent:
+                tensors: tuple[torch.Tensor, ...], header: int,
+                silent: np.ndarray | None = None) -> Sent:
         """Compress a round's uploads (rows: `clients`); `start`: the model they started from
-        ((P,) or (C, P))."""
+        ((P,) or (C, P)); `silent` rows train but send nothing (their residuals stay)."""
         codec = self.spec.up
         n = len(clients)
         body = len(tensors) - header
         out, nbytes = [], np.zeros(n)
         wires: list[list[str]] = [[] for _ in range(n)]
         rows = torch.from_numpy(clients)
+        sending = None if silent is None or not silent.any() else torch.from_numpy(~silent)
         for j, x in enumerate(tensors[:body]):
             ref = None if j in self.as_is else start.to(x.dtype)
             msg = x.clone() if ref is None else x - ref      # a new tensor: updated in place
@@ -89,7 +92,11 @@ class Compressor:
             coded = compress(msg, codec, self._noise(codec, "up", clients, (t, r, j), x.shape[1]))
             dec = coded.decoded             # a new tensor (kind none is never coded here)
             if res is not None:
-                res.index_copy_(0, rows, msg.sub_(dec).to(res.dtype))
+                left = msg.sub_(dec).to(res.dtype)
+                if sending is None:
+                    res.index_copy_(0, rows, left)
+                else:
+                    res.index_copy_(0, rows[sending], left[sending])
             out.append(dec if ref is None else dec.add_(ref))
             nbytes += coded.bytes
             for w, name in zip(wires, coded.wire):

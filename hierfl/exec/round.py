@@ -131,7 +131,7 @@ class RoundRunner:
                                                      drop.tolist(), strag.tolist(),
                                                      res.gamma.tolist())]
         if self.codec is not None and self.codec.spec.up.active:
-            up, up_bytes = self._compressed(t, r, sel, start, up, recs)
+            up, up_bytes = self._compressed(t, r, sel, start, up, recs, silent)
         else:
             up_bytes = self._upload_sizes(up, recs)
         return Work(sel, up, ctime, up_bytes, recs, drop, r)
@@ -189,9 +189,10 @@ class RoundRunner:
         return up_bytes
 
     def _compressed(self, t: int, r: int, sel: np.ndarray, start: torch.Tensor, up: Upload,
-                    recs: list[ClientRecord]) -> tuple[Upload, np.ndarray]:
+                    recs: list[ClientRecord],
+                    silent: np.ndarray | None) -> tuple[Upload, np.ndarray]:
         """The uploads as the edge decodes them (compress.layer), sizes on the records."""
-        sent = self.codec.uploads(t, r, sel, start, up.tensors, up.header)
+        sent = self.codec.uploads(t, r, sel, start, up.tensors, up.header, silent)
         kind = self.codec.spec.up.kind
         for rec, nb, wire in zip(recs, sent.bytes.tolist(), sent.wire):
             rec.up_bytes, rec.encoding, rec.compress = float(nb), wire, kind
