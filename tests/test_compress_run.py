@@ -182,3 +182,17 @@ def test_compress_is_part_of_the_scenario_hash(tmp_path):
         hashes.append(scenario_hash(sc))
         assert ("compress" in scenario_dict(sc)["algorithms"][0]) == (comp is not None)
     assert len(set(hashes)) == 3
+
+
+def test_down_on_a_deeper_tree_is_refused(tmp_path):
+    doc = yaml.safe_load(open(_path(tmp_path, [
+        {"name": "fedavg"},
+        {"name": "hierfavg", "edge_rounds": 2, "compress": {"down": {"kind": "int8"}}}])))
+    doc["topology"] = {"tiers": [{"name": "regional", "count": 1},
+                                 {"name": "edge", "count": 2}],
+                       "clients": doc["topology"]["clients"]}
+    path = tmp_path / "deep.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    with pytest.raises(ScenarioError) as err:
+        run_scenario(load(str(path), out=str(tmp_path / "o")), progress=False)
+    assert "algorithms[1].compress" in str(err.value) and "one aggregator tier" in str(err.value)

@@ -65,7 +65,8 @@ class RoundRunner:
         self._edge_wrap = self.codec is not None and self.codec.spec.edge_up.active
         if self.codec is not None and algo.hierarchical and topo.n_tiers > 1 and \
                 (self.codec.spec.down.active or self.codec.spec.edge_down.active):
-            raise ScenarioError.one(scenario.file, f"algorithms[{entry.label}].compress", "down",
+            i = next((i for i, e in enumerate(scenario.algorithms) if e.label == entry.label), 0)
+            raise ScenarioError.one(scenario.file, f"algorithms[{i}].compress", entry.label,
                                     "down / edge_down compression of a hierarchical algorithm "
                                     "needs one aggregator tier (cloud, edges, clients)")
 
