@@ -17,6 +17,7 @@ from dataclasses import MISSING
 from typing import Any, Literal, Union, get_args, get_origin
 
 from .config.fields import Raw
+from .config.compress import CodecSpec
 from .config.schema import DistSpec, LocalSpec, ScenarioFile
 
 Row = tuple[str, str, str, str]
@@ -161,9 +162,13 @@ def generate() -> str:
                        ("label", "string", "the name", "folder and legend name; lets one "
                         "algorithm run twice with different settings"),
                        ("local", "mapping", "`train.local`", "overrides of the local solver "
-                        "for this entry (the keys of `train.local`)")]), "",
+                        "for this entry (the keys of `train.local`)"),
+                       ("compress", "mapping", "none", "message codecs by direction: `up`, "
+                        "`down`, `edge_up`, `edge_down` ([compression](compression.md))")]), "",
              "Keys of `local:` (the same as `train.local`):", "",
-             md_table(rows(LocalSpec)), ""]
+             md_table(rows(LocalSpec)), "",
+             "Keys of each direction of `compress:` (`up`, `down`, `edge_up`, `edge_down`):", "",
+             md_table(rows(CodecSpec)), ""]
     for name in sorted(n for n, c in REGISTRY.items() if _builtin(c)):
         parts += _algorithm_section(name, REGISTRY[name], page=True)
     parts += _plugin_sections()

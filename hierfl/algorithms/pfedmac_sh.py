@@ -164,6 +164,11 @@ class PFedMacSH(PersonalAlgorithm):
     caps = replace(PersonalAlgorithm.caps, hierarchical=True)
     p: PFedMacSHParams
 
+    @property
+    def upload_as_is(self) -> tuple[int, ...]:
+        """compress: theta / increment payloads are coded as they are (sparse already)."""
+        return () if self.p.upload == "y" else (0,)
+
     # ------------------------------------------------------------------ state
     @property
     def client_lam(self) -> float:

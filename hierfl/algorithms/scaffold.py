@@ -73,6 +73,7 @@ class Scaffold(Algorithm):
     name = "scaffold"
     Params = ScaffoldParams
     caps = Capabilities(upload_tensors=2)
+    upload_as_is = (0, 1)       # compress: both uploads are differences already
 
     def init_state(self, w0: torch.Tensor) -> State:
         return State(w0.clone(), ServerState(torch.zeros_like(w0)),

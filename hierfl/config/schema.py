@@ -8,6 +8,8 @@ from .asynchrony import ALPHA, ASYNC_POLICIES, CONCURRENCY, SERVER_LR, Staleness
 from .fields import Raw, all_of, at_most, below_one, each, non_negative, positive, spec, \
     unit_interval
 
+from .compress import CompressSpec
+
 if TYPE_CHECKING:                       # config.topology imports this module's Dist
     from .topology import TopologySpec
 
@@ -271,6 +273,7 @@ class AlgorithmEntry:
     tier_rounds: tuple[int, ...] | None = None  # deeper trees: rounds per aggregator tier,
     #                                             from the top (overrides edge_rounds)
     round: "RoundSpec | None" = None            # this entry's cloud round policy (train.round)
+    compress: "CompressSpec | None" = None      # message codecs (config/compress.py)
 
     def round_policy(self, train: "TrainSpec") -> "RoundSpec":
         """The cloud tier's round policy of this entry: its own `round:`, else train.round."""

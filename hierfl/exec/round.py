@@ -15,6 +15,8 @@ import numpy as np
 import torch
 
 from ..algorithms.base import Algorithm, RoundCtx, Upload
+from ..compress import EdgeState, build as build_compressor
+from ..config.errors import ScenarioError
 from ..config.schema import AlgorithmEntry, Scenario
 from ..data.federated import FederatedData
 from ..learn.batches import Batch, full_plan, minibatch_plan, steps_for
@@ -59,6 +61,16 @@ class RoundRunner:
         self.budgets = Budgets(scenario.seed, self.local, self.stragglers, policy, self.counts,
                                topo, self.model.n_params, self.model.fwd_flops,
                                algo.upload_tensors, algo.hierarchical)
+        # message codecs (entry.compress; None: every message dense, as without the key)
+        self.codec = build_compressor(entry.compress, scenario.seed, len(self.counts),
+                                      model.n_params, algo)
+        self._edge_wrap = self.codec is not None and self.codec.spec.edge_up.active
+        if self.codec is not None and algo.hierarchical and topo.n_tiers > 1 and \
+                (self.codec.spec.down.active or self.codec.spec.edge_down.active):
+            i = next((i for i, e in enumerate(scenario.algorithms) if e.label == entry.label), 0)
+            raise ScenarioError.one(scenario.file, f"algorithms[{i}].compress", entry.label,
+                                    "down / edge_down compression of a hierarchical algorithm "
+                                    "needs one aggregator tier (cloud, edges, clients)")
 
     # ------------------------------------------------------------------ the algorithm's flags
     @property
@@ -85,6 +97,9 @@ class RoundRunner:
         return self.algo.global_model()
 
     def down_bytes(self) -> float:
+        if self.codec is not None:      # a hierarchical cloud sends to aggregators
+            return self.codec.model_bytes("edge_down" if self.hierarchical else "down",
+                                          self.algo.downlink())
         return tensors_bytes(self.algo.downlink())
 
     # ------------------------------------------------------------------ training
@@ -95,6 +110,8 @@ class RoundRunner:
         planned = self.algo.round_steps(t, r, steps_for(counts, self.local.batch_size,
                                                         self.local.steps, self.local.epochs))
         clients = torch.from_numpy(sel)
+        if self.codec is not None and self.codec.spec.down.active and start.dim() == 1:
+            start = self.codec.model("down", start, (t, r), int(sel[0])).decoded
         ctx = RoundCtx(t, r, self.lr(t), torch.from_numpy(planned))
         program = self.algo.program(clients, start, ctx)
         budgets, strag = self.budgets.plan(t, r, sel, planned, program.grad_evals_per_step,
@@ -117,7 +134,10 @@ class RoundRunner:
                                                      budgets.tolist(), ctime.tolist(),
                                                      drop.tolist(), strag.tolist(),
                                                      res.gamma.tolist())]
-        up_bytes = self._upload_sizes(up, recs)
+        if self.codec is not None and self.codec.spec.up.active:
+            up, up_bytes = self._compressed(t, r, sel, start, up, recs, silent)
+        else:
+            up_bytes = self._upload_sizes(up, recs)
         cluster = self.algo.cluster_of(up)
         if cluster is not None:
             for rec, cl in zip(recs, cluster.tolist()):
@@ -180,6 +200,16 @@ class RoundRunner:
             rec.up_bytes, rec.encoding = float(nb), enc
         return up_bytes
 
+    def _compressed(self, t: int, r: int, sel: np.ndarray, start: torch.Tensor, up: Upload,
+                    recs: list[ClientRecord],
+                    silent: np.ndarray | None) -> tuple[Upload, np.ndarray]:
+        """The uploads as the edge decodes them (compress.layer), sizes on the records."""
+        sent = self.codec.uploads(t, r, sel, start, up.tensors, up.header, silent)
+        kind = self.codec.spec.up.kind
+        for rec, nb, wire in zip(recs, sent.bytes.tolist(), sent.wire):
+            rec.up_bytes, rec.encoding, rec.compress = float(nb), wire, kind
+        return Upload(sent.tensors, "dense", up.header), sent.bytes
+
     # ------------------------------------------------------------------ closing rounds
     @staticmethod
     def _rows(work: Work, rows: list[int] | None) -> Upload:
@@ -202,19 +232,31 @@ class RoundRunner:
         self.algo.aggregate_partials(list(partials), self._ctx(t))
 
     def edge_start(self, model: torch.Tensor) -> Any:
-        return self.algo.edge_start(model)
+        if self.codec is not None and self.codec.spec.edge_down.active:
+            model = self.codec.model("edge_down", model).decoded    # what the aggregator got
+        es = self.algo.edge_start(model)
+        return EdgeState(es, model) if self._edge_wrap else es
+
+    def _es(self, state: Any) -> Any:
+        return state.inner if self._edge_wrap else state
+
+    def _wrap(self, old: Any, es: Any) -> Any:
+        return EdgeState(es, old.ref) if self._edge_wrap else es
 
     def edge_model(self, state: Any) -> tuple[torch.Tensor, float]:
         """The model an aggregator broadcasts this round, with its size."""
-        start = self.algo.edge_model(state)
+        start = self.algo.edge_model(self._es(state))
+        if self.codec is not None:
+            return start, self.codec.model_bytes("down", (start,))
         return start, tensors_bytes((start,))
 
     def edge_close(self, t: int, state: Any, work: Work, arrived: np.ndarray,
                    rows: list[int]) -> Any:
         """A bottom-tier aggregator aggregates the clients that arrived."""
         weights = torch.from_numpy(self.counts[arrived].astype(np.float64))
-        return self.algo.edge_aggregate(state, torch.from_numpy(arrived),
-                                        self._rows(work, rows), weights, self._ctx(t, work.r))
+        return self._wrap(state, self.algo.edge_aggregate(
+            self._es(state), torch.from_numpy(arrived), self._rows(work, rows), weights,
+            self._ctx(t, work.r)))
 
     def tier_close(self, t: int, state: Any, arrived: list[str], uploads: dict[str, Any],
                    weights: list[float], start: torch.Tensor) -> Any:
@@ -223,11 +265,14 @@ class RoundRunner:
         up = Upload(tuple(torch.stack([uploads[n][j] for n in arrived])
                           for j in range(len(uploads[arrived[0]])))) if arrived else \
             Upload((torch.zeros(0, start.numel()),))
-        return self.algo.edge_aggregate(state, None, up, w, self._ctx(t))
+        return self._wrap(state, self.algo.edge_aggregate(self._es(state), None, up, w,
+                                                          self._ctx(t)))
 
     def edge_upload(self, state: Any) -> tuple[Any, float]:
         """What an aggregator sends to its parent, with its size."""
-        msg = self.algo.edge_upload(state)
+        msg = self.algo.edge_upload(self._es(state))
+        if msg is not None and self._edge_wrap:
+            return self.codec.edge_upload(state.ref, msg)
         return msg, (0.0 if msg is None else tensors_bytes(msg))
 
     def async_update(self, work: Work | None, msg: Any = None, weight: float = 0.0) -> Any:

@@ -48,11 +48,12 @@ def scenario_dict(sc: Any) -> dict:
 
 
 def _entry_dict(e: Any) -> dict:
-    """An algorithm entry; its own stragglers: and round: only where it has them (so the
-    resume fingerprint and the manifest's hash see an edit to them)."""
+    """An algorithm entry; its own stragglers:, round: and compress: only where it has them
+    (absent: the hash of before; present: the resume fingerprint and the manifest's hash see
+    an edit to them)."""
     d = {"name": e.name, "label": e.label, "edge_rounds": e.edge_rounds,
          "params": _plain(e.params), "local": _plain(e.local)}
-    for key in ("stragglers", "round"):
+    for key in ("stragglers", "round", "compress"):
         if getattr(e, key, None) is not None:
             d[key] = _plain(getattr(e, key))
     return d

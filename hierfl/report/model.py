@@ -143,7 +143,8 @@ def summary_rows(summary: dict | None) -> list[tuple[str, str]]:
                 if own:
                     params[key] = "{" + _compact(own) + "}"
             rows.append((f"algorithm {a.get('label') or a.get('name')}",
-                         f"{a.get('name')}" + (f" ({_compact(params)})" if params else "")))
+                         f"{a.get('name')}" + (f" ({_compact(params)})" if params else "")
+                         + _compress_fact(a.get("compress"))))
     return rows
 
 
@@ -161,3 +162,13 @@ def _non_default(key: str, value: object) -> dict:
     base = {k: dataclasses.asdict(v) if dataclasses.is_dataclass(v) else v
             for k, v in base.items()}
     return {k: v for k, v in value.items() if k == "policy" or base.get(k) != v}
+
+
+def _compress_fact(comp: object) -> str:
+    """The directions an entry compresses ("; compress up={kind=topk, ratio=0.01, ...}")."""
+    if not isinstance(comp, dict):
+        return ""
+    on = {d: {k: v for k, v in c.items() if v is not None and v is not False
+              and not (k == "encoding" and v == "sparse")}
+          for d, c in comp.items() if isinstance(c, dict) and c.get("kind") != "none"}
+    return f"; compress {_compact(on)}" if on else ""

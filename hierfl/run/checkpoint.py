@@ -27,6 +27,9 @@ def checkpoint_arrays(t: int, algo: Algorithm, sim: Simulation, offsets: dict[st
         meta["fingerprint"] = fingerprint
     arrays = {f"state/{k}": v.detach().cpu().numpy().copy()
               for k, v in algo.state_tensors().items()}
+    codec = getattr(sim.runner, "codec", None)        # compression's error-feedback residuals
+    if codec is not None:
+        arrays.update({f"compress/{k}": v.numpy().copy() for k, v in codec.tensors().items()})
     arrays["meta"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
     return arrays
 
@@ -48,14 +51,20 @@ def load_checkpoint(path: str) -> tuple[dict, dict[str, torch.Tensor]]:
         meta = json.loads(bytes(z["meta"]).decode())
         state = {k[len("state/"):]: torch.from_numpy(z[k].copy()) for k in z.files
                  if k.startswith("state/")}
+        state.update({k: torch.from_numpy(z[k].copy()) for k in z.files
+                      if k.startswith("compress/")})     # kept apart by their prefix
     return meta, state
 
 
-def restore(sim: Simulation, meta: dict) -> None:
+def restore(sim: Simulation, meta: dict, state: dict[str, torch.Tensor] | None = None) -> None:
     """Put a new simulation where the checkpoint left off: the byte ledger and trace count
-    (the clock is its start time)."""
+    (the clock is its start time), and compression's residuals (`compress/` in `state`)."""
     sim.ledger.restore(meta["ledger"])
     sim.trace.count = meta["trace_count"]
+    codec = getattr(sim.runner, "codec", None)
+    if codec is not None and state is not None:
+        codec.load({k[len("compress/"):]: v for k, v in state.items()
+                    if k.startswith("compress/")})
 
 
 def remove_stale_temps(folder: str) -> list[str]:

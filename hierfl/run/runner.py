@@ -76,7 +76,7 @@ def run_algorithm(sc: Scenario, entry: AlgorithmEntry, world: World, out_dir: st
     sim = make_simulation(sc, entry, world, algo, executor or executor_for(sc.train.executor),
                           trace, start_time=meta["now"] if meta else 0.0)
     if meta:
-        restore(sim, meta)
+        restore(sim, meta, state)
     files = OutputFiles(paths, append=meta is not None,
                         metric_columns=metric_columns(sim.ledger.levels))
     result = AlgoResult(entry.label, trace=trace)

@@ -13,7 +13,8 @@ from typing import Any
 
 
 from ..config.errors import NO_VALUE, Problem, Problems, ScenarioError
-from ..config.fields import build, is_fail
+from ..config.compress import CompressSpec
+from ..config.fields import build, convert, is_fail
 from ..config.limits import memory_limit, model_params, resource_problems
 from ..config.yamldoc import check_file, read_doc
 from .checks import check_algorithms, check_asynchrony, check_output, check_rounds, \
@@ -148,7 +149,7 @@ def _hyperparameters(cls: Any, name: str, hp: dict, p: Problems, key: str) -> di
         return hp
     for k, v in hp.items():
         p.add(f"{key}.{k}", v, f"unknown key: {name} has no hyperparameters (an entry takes "
-              "only name, label, local, stragglers, round)")
+              "only name, label, local, stragglers, round, compress)")
     return {}
 
 
@@ -209,7 +210,9 @@ def _algorithms(raw: dict, p: Problems) -> list[AlgorithmEntry]:
         hp = {k: v for k, v in a.items() if k not in ENTRY_KEYS}
         params = build(cls.Params, _hyperparameters(cls, a["name"], hp, p, key), p, key)
         over = _entry_overrides(raw, a, p, key)
-        if over is None or is_fail(local) or is_fail(params):
+        comp = convert(CompressSpec, a["compress"], f"{key}.compress", p) \
+            if "compress" in a else None
+        if over is None or is_fail(local) or is_fail(params) or is_fail(comp):
             continue
         strag, round_ = over
         if local.gamma is not None and not cls.supports_gamma:
@@ -220,11 +223,11 @@ def _algorithms(raw: dict, p: Problems) -> list[AlgorithmEntry]:
         tier_rounds = getattr(params, "tier_rounds", None)
         entries.append(AlgorithmEntry(name, label, params, local, edge_rounds, strag,
                                       None if tier_rounds is None else tuple(tier_rounds),
-                                      round_))
+                                      round_, comp))
     return entries
 
 
-ENTRY_KEYS = ("name", "label", "local", "stragglers", "round")
+ENTRY_KEYS = ("name", "label", "local", "stragglers", "round", "compress")
 
 
 def _entry_overrides(raw: dict, a: dict, p: Problems, key: str) -> tuple[Any, Any] | None:

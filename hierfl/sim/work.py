@@ -35,6 +35,7 @@ class ClientRecord:
     energy_j: float = 0.0            # and the joules they cost
     staleness: float = float("nan")  # asynchronous rounds: server versions since its download
     cluster: int = -1                # the cluster it chose (IFCA); -1: none (an empty cell)
+    compress: str = "none"           # its compression kind (algorithms' compress.up)
 
 
 @dataclass

@@ -1,0 +1,104 @@
+"""The cost of compression (issue 18): on W2 (1,000 clients, 100 per round, logreg P = 610;
+benchmarks/run.py), the seconds spent compressing each round's uploads (hierfl.compress's
+Compressor.uploads: the codec, the per-client draws, error feedback) against the seconds of
+local training (executor.run), for FedAvg and SCAFFOLD (two tensors per upload) with each kind.
+The issue asks for compression under 10% of a round's training time.
+
+    python benchmarks/compression.py [--rounds 20]     # about a minute on 2 shared cores
+    python benchmarks/compression.py --workload W3 --rounds 3    # the MLP, for comparison
+
+One torch thread, as benchmarks/run.py; CPU seconds of the process (steadier than wall seconds
+on a shared machine), summed over the run's rounds."""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+
+KINDS = {
+    "topk 1% + EF": {"up": {"kind": "topk", "ratio": 0.01, "error_feedback": True}},
+    "randk 10%": {"up": {"kind": "randk", "ratio": 0.1}},
+    "qsgd s=4": {"up": {"kind": "qsgd", "levels": 4}},
+    "sign + EF": {"up": {"kind": "sign", "error_feedback": True}},
+    "int8": {"up": {"kind": "int8"}},
+    "fp16": {"up": {"kind": "fp16"}},
+}
+
+
+def measure(algo: int, compress: dict, rounds: int, workload: str = "W2") -> dict:
+    """One run of the workload's algorithm `algo` (W2: 0 FedAvg, 1 SCAFFOLD) with `compress`
+    on its entry."""
+    import torch
+
+    from hierfl.compress import Compressor
+    from hierfl.exec import executor_for
+    from hierfl.run import build_world, run_algorithm
+    from run import WORKLOADS, _scenario
+
+    torch.set_num_threads(1)
+    doc = WORKLOADS[workload][0](rounds)
+    doc["algorithms"][algo]["compress"] = compress
+    spent = {"train": 0.0, "codec": 0.0}
+
+    class Timed:
+        def __init__(self, inner):
+            self.inner = inner
+
+        def run(self, *a, **k):
+            t0 = time.process_time()
+            res = self.inner.run(*a, **k)
+            spent["train"] += time.process_time() - t0
+            return res
+
+    plain = Compressor.uploads
+
+    def timed_uploads(self, *a, **k):
+        t0 = time.process_time()
+        out = plain(self, *a, **k)
+        spent["codec"] += time.process_time() - t0
+        return out
+
+    Compressor.uploads = timed_uploads
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            sc = _scenario(doc, algo, rounds, "batched", tmp)
+            world = build_world(sc)
+            entry = sc.algorithms[0]
+            run_algorithm(sc, entry, world, os.path.join(tmp, "out", entry.label),
+                          progress=False, keep_trace=False,
+                          executor=Timed(executor_for(sc.train.executor)))
+    finally:
+        Compressor.uploads = plain
+    return {"label": entry.label, **spent, "share": spent["codec"] / spent["train"]}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--rounds", type=int, default=20)
+    ap.add_argument("--workload", default="W2", choices=("W2", "W3"),
+                    help="W3: the MLP (P = 199,210, 10 clients a round; FedAvg only)")
+    args = ap.parse_args(argv)
+    print(f"{args.workload}, {args.rounds} rounds; compression of the uploads vs local "
+          "training (CPU seconds)")
+    print("| algorithm | up | training s | compression s | compression / training |")
+    print("|---|---|---|---|---|")
+    worst = 0.0
+    algos = ((0, "fedavg"), (1, "scaffold")) if args.workload == "W2" else ((0, "fedavg"),)
+    for algo, name in algos:
+        for kind, comp in KINDS.items():
+            m = measure(algo, comp, args.rounds, args.workload)
+            worst = max(worst, m["share"])
+            print(f"| {name} | {kind} | {m['train']:.3f} | {m['codec']:.4f} | "
+                  f"{100 * m['share']:.1f}% |", flush=True)
+    print(f"worst: {100 * worst:.1f}% of training time (issue 18 asks < 10%)")
+    return 0 if worst < 0.10 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

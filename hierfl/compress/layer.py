@@ -1,0 +1,154 @@
+"""Compression as a layer on messages, for every algorithm: the round runner (exec/round.py)
+hands it what a sender is about to send and passes on what the receiver decodes.
+
+- `up` (client -> edge): every model-sized tensor of a round's uploads, all clients at once (one
+  codec call per tensor on the (C, P) matrix). A tensor that is a model is sent as its difference
+  from the model the client started from (the receiver sent it, so holds it); the tensors an
+  algorithm names in `upload_as_is` (differences already, as SCAFFOLD's two, or sparse payloads,
+  as pFedMac-SH's theta / increment uploads) are coded as they are. Small header tensors pass
+  uncompressed (4 bytes per entry). With error feedback a (N, P) residual per tensor keeps what
+  each client did not send, added to its next message (checkpointed with the run: `tensors` /
+  `load`).
+- `down` (edge -> client): the model the clients start from (the algorithm's other broadcast
+  tensors, such as SCAFFOLD's server control variate, are delivered exactly and counted dense).
+- `edge_up` (aggregator -> parent): the aggregator's upload as its difference from the model it
+  received; `edge_down` (parent -> aggregator): the model the parent sends.
+
+Random kinds draw one uniform number per entry: a counter-based hash (kinds.uniform) of a key
+drawn from the scenario seed for (direction, round, edge round, tensor), the sender and the
+entry's index, all rows at once: the same message gives the same result in every algorithm and
+every batch, and the receiver can regenerate the draws from the 4-byte key."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from ..config.compress import CodecSpec, CompressSpec
+from ..seeding import rng
+from ..sim import messages
+from .kinds import RANDOM_KINDS, Coded, compress, row_bytes, uniform
+
+
+@dataclass
+class EdgeState:
+    """An aggregator's state (the algorithm's own, opaque) and the model it received (the
+    reference of its compressed upload)."""
+
+    inner: Any
+    ref: torch.Tensor
+
+
+@dataclass
+class Sent:
+    """A compressed upload: the tensors the receiver decodes, each row's bytes and wire names."""
+
+    tensors: tuple[torch.Tensor, ...]
+    bytes: np.ndarray
+    wire: list[str]
+
+
+class Compressor:
+    """One algorithm run's codecs and error-feedback residuals."""
+
+    def __init__(self, spec: CompressSpec, seed: int, n_clients: int, n_params: int,
+                 upload_tensors: int, as_is: tuple[int, ...] = ()):
+        self.spec, self.seed = spec, seed
+        self.as_is = frozenset(as_is)
+        self.residual: dict[str, torch.Tensor] = {}
+        if spec.up.error_feedback:      # created with the run (a checkpoint restores them)
+            self.residual = {f"up.{j}": torch.zeros(n_clients, n_params)
+                             for j in range(upload_tensors)}
+
+    # ------------------------------------------------------------------ random draws
+    def _noise(self, codec: CodecSpec, direction: str, senders: np.ndarray, ids: tuple[int, ...],
+               p: int) -> torch.Tensor | None:
+        if codec.kind not in RANDOM_KINDS:
+            return None
+        base = int(rng(self.seed, f"compress.{direction}", *ids).integers(0, 2 ** 32))
+        return uniform(base, senders, p)
+
+    # ------------------------------------------------------------------ client -> edge
+    def uploads(self, t: int, r: int, clients: np.ndarray, start: torch.Tensor,
+                tensors: tuple[torch.Tensor, ...], header: int,
+                silent: np.ndarray | None = None) -> Sent:
+        """Compress a round's uploads (rows: `clients`); `start`: the model they started from
+        ((P,) or (C, P)); `silent` rows train but send nothing (their residuals stay)."""
+        codec = self.spec.up
+        n = len(clients)
+        body = len(tensors) - header
+        out, nbytes = [], np.zeros(n)
+        wires: list[list[str]] = [[] for _ in range(n)]
+        rows = torch.from_numpy(clients)
+        sending = None if silent is None or not silent.any() else torch.from_numpy(~silent)
+        for j, x in enumerate(tensors[:body]):
+            ref = None if j in self.as_is else start.to(x.dtype)
+            msg = x.clone() if ref is None else x - ref      # a new tensor: updated in place
+            res = self.residual.get(f"up.{j}")
+            if res is not None:
+                msg.add_(res.index_select(0, rows).to(msg.dtype))
+            coded = compress(msg, codec, self._noise(codec, "up", clients, (t, r, j), x.shape[1]))
+            dec = coded.decoded             # a new tensor (kind none is never coded here)
+            if res is not None:
+                left = msg.sub_(dec).to(res.dtype)
+                if sending is None:
+                    res.index_copy_(0, rows, left)
+                else:
+                    res.index_copy_(0, rows[sending], left[sending])
+            out.append(dec if ref is None else dec.add_(ref))
+            nbytes += coded.bytes
+            for w, name in zip(wires, coded.wire):
+                w.append(name)
+        for x in tensors[body:]:            # headers: dense
+            out.append(x)
+            nbytes += float(messages.DENSE * x.shape[1])
+            for w in wires:
+                w.append("dense")
+        return Sent(tuple(out), nbytes, ["+".join(w) for w in wires])
+
+    # ------------------------------------------------------------------ models sent down
+    def model(self, direction: str, w: torch.Tensor, ids: tuple[int, ...] = (),
+              sender: int = 0) -> Coded:
+        """One model `w` (P,) sent in `direction` (down, edge_down): decoded, and its bytes."""
+        codec = getattr(self.spec, direction)
+        noise = self._noise(codec, direction, np.array([sender]), ids, w.numel())
+        coded = compress(w.reshape(1, -1), codec, noise)
+        return Coded(coded.decoded.reshape(w.shape), coded.bytes, coded.wire)
+
+    def model_bytes(self, direction: str, tensors: tuple[torch.Tensor, ...]) -> float:
+        """A broadcast's size: its first tensor (the model) coded, the others dense."""
+        codec = getattr(self.spec, direction)
+        if not codec.active:
+            return messages.message_bytes([x.numel() for x in tensors])
+        first = row_bytes(codec, tensors[0].numel())
+        return first + messages.message_bytes([x.numel() for x in tensors[1:]])
+
+    # ------------------------------------------------------------------ aggregator -> parent
+    def edge_upload(self, ref: torch.Tensor,
+                    msg: tuple[torch.Tensor, ...]) -> tuple[tuple[torch.Tensor, ...], float]:
+        """An aggregator's upload: its first tensor as the difference from the model it
+        received, coded; the others dense. Returns (decoded message, bytes)."""
+        coded = compress((msg[0] - ref.to(msg[0].dtype)).reshape(1, -1), self.spec.edge_up)
+        first = coded.decoded.reshape(msg[0].shape) + ref.to(msg[0].dtype)
+        nbytes = float(coded.bytes[0]) + messages.message_bytes([x.numel() for x in msg[1:]])
+        return (first,) + tuple(msg[1:]), nbytes
+
+    # ------------------------------------------------------------------ checkpoints
+    def tensors(self) -> dict[str, torch.Tensor]:
+        return dict(self.residual)
+
+    def load(self, tensors: dict[str, torch.Tensor]) -> None:
+        for k in self.residual:
+            if k in tensors:
+                self.residual[k] = tensors[k].clone().to(self.residual[k].dtype)
+
+
+def build(spec: CompressSpec | None, seed: int, n_clients: int, n_params: int,
+          algo: Any) -> Compressor | None:
+    """The run's compressor, or None when nothing is compressed (then nothing changes)."""
+    if spec is None or not spec.active:
+        return None
+    return Compressor(spec, seed, n_clients, n_params, algo.upload_tensors,
+                      tuple(getattr(algo, "upload_as_is", ())))
