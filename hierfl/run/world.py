@@ -9,14 +9,13 @@ import torch
 from .. import seeding
 from ..algorithms.base import Algorithm, Setup
 from ..algorithms.registry import get
-from ..config.errors import ScenarioError
-from ..config.limits import guard_resources
 from ..config.schema import AlgorithmEntry, Scenario
 from ..data import FederatedData, load_data
 from ..exec.device import resolve as resolve_device
 from ..models.functional import Model
 from ..models.registry import scenario_model
-from ..topology.graph import Topology, build_graph
+from ..scenario.world_check import guard, scenario_topology
+from ..topology.graph import Topology
 
 
 @dataclass
@@ -31,21 +30,11 @@ class World:
 
 
 def build_world(sc: Scenario, graph=None) -> World:
-    tfile = sc.topology_file
-    topo = Topology.from_graph(graph if graph is not None else build_graph(sc.topology, sc.seed,
-                                                                          tfile), tfile)
-    tiers = max(topo.depth[c] for c in topo.clients) - 1          # aggregator tiers
-    for i, entry in enumerate(sc.algorithms):
-        rounds = entry.tier_rounds
-        if rounds is not None and len(rounds) != tiers:
-            raise ScenarioError.one(sc.file, f"algorithms[{i}].tier_rounds", list(rounds),
-                                    f"one entry per aggregator tier, from the top: this "
-                                    f"topology has {tiers}")
+    topo = scenario_topology(sc, graph)
     device = resolve_device(sc.train.executor.device, sc.file)   # cuda without CUDA: exit 2
     data = load_data(sc, topo.n_clients)
     model = scenario_model(sc.file, sc.model, data)
-    guard_resources(sc, topo.n_clients, topo.graph.number_of_nodes() - topo.n_clients, data.dim,
-                    data.out_dim, len(data.x), model.n_params)  # before the states are allocated
+    guard(sc, topo, data, model.n_params)                 # before the states are allocated
     w0 = model.init(seeding.torch_gen(sc.seed, "model-init"), zeros=sc.model.init == "zeros")
     return World(topo, data, model, w0, device.type)
 
