@@ -124,3 +124,78 @@ def test_loaders_give_arrays_and_load_data_wraps_them_without_a_copy():
     assert t.y.dtype == torch.int64 and t.out_dim == d.out_dim == 3
     assert t.x.data_ptr() == d.x.__array_interface__["data"][0]     # the same memory
     assert t.as_tensors() is t
+
+
+# ------------------------------------------------------------------- the report at scale
+def _inflate(src: str, dst: str, n: int, edges: int, rounds: int) -> None:
+    """`src` (a finished run) as if it had `n` clients under `edges` edges: summary.json's
+    nodes and data split, and `rounds` x n rows of clients.csv (the small run's rows, cycled)."""
+    import json
+    import shutil
+
+    shutil.copytree(src, dst)
+    with open(os.path.join(src, "summary.json")) as fh:
+        s = json.load(fh)
+    g = np.random.default_rng(0)
+    en, cn = [f"edge{i}" for i in range(edges)], [f"client{i}" for i in range(n)]
+    parents = ["cloud"] * edges + [en[i % edges] for i in range(n)]
+    t = s["topology"]
+    t["nodes"] = {"name": en + cn, "parent": parents, "depth": [1] * edges + [2] * n,
+                  "role": ["edge"] * edges + ["client"] * n}
+    for key in ("flops", "up_Bps", "down_Bps", "latency_up_s", "latency_down_s"):
+        t["nodes"][key] = g.lognormal(20.0, 0.5, edges + n).round(1).tolist()
+    t["clients"], t["client_edge"] = cn, parents[edges:]
+    t["device_class"] = t["link_class"] = [""] * n
+    k = len(s["data"]["label_counts"][0])
+    train = g.integers(20, 200, n)
+    s["data"].update(train_counts=train.tolist(), test_counts=(train // 4).tolist(),
+                     label_counts=g.multinomial(train, np.full(k, 1.0 / k)).tolist())
+    with open(os.path.join(dst, "summary.json"), "w") as fh:
+        json.dump(s, fh)
+    path = os.path.join(dst, "fedavg", "clients.csv")
+    with open(path) as fh:
+        head, *rows = fh.read().splitlines()
+    cols = head.split(",")
+    ci, ri = cols.index("client"), cols.index("round")
+    cells = [r.split(",") for r in rows]
+    out = [head]
+    for i in range(rounds * n):
+        row = list(cells[i % len(cells)])
+        row[ci], row[ri] = str(i % n), str(1 + i // n)
+        out.append(",".join(row))
+    with open(path, "w") as fh:
+        fh.write("\n".join(out) + "\n")
+
+
+def test_the_report_of_200k_client_rounds_costs_about_what_a_small_one_does(small_run,
+                                                                              tmp_path):
+    """50,000 clients under 25 edges, 200,000 rows of clients.csv: the figures draw the
+    aggregators and summaries (files of a bounded size, written the same twice) and the report
+    takes a bounded multiple of the small run's time (before: ~10x, and ~20 MB figures)."""
+    import hashlib
+    import time
+
+    from hierfl.report import write_report
+
+    big = str(tmp_path / "big")
+    _inflate(small_run, big, 50_000, 25, 4)
+    t0 = time.perf_counter()
+    write_report(small_run)
+    t_small = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    write_report(big)
+    t_big = time.perf_counter() - t0
+
+    def svgs(folder: str) -> dict[str, str]:
+        return {f: hashlib.sha256(open(os.path.join(folder, f), "rb").read()).hexdigest()
+                for f in sorted(os.listdir(folder)) if f.endswith(".svg")}
+    first = svgs(big)
+    for name in ("topology.svg", "data_split.svg", "steps_vs_speed.svg", "devices.svg"):
+        assert name in first
+        assert os.path.getsize(os.path.join(big, name)) < 400_000, name
+    with open(os.path.join(big, "topology.svg")) as fh:
+        text = fh.read()
+    assert "50000 clients, 25 aggregators" in text and "2000 clients of each" in text
+    write_report(big)
+    assert svgs(big) == first                          # byte-identical run to run
+    assert t_big < 4 * t_small + 5.0, (t_big, t_small)
