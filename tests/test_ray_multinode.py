@@ -42,14 +42,17 @@ TINY = scenario_doc(
     algorithms=[{"name": "fedavg"}, {"name": "hierfavg", "edge_rounds": 2}])
 
 # imported by every process that runs hierfl's work (plugins are shipped to Ray's workers):
-# inside a Ray task it leaves a file named after the node it runs on
+# inside a Ray task it leaves a file named after the node it runs on, and holds that first task
+# for a second, so that the round's other chunks need a second worker (the tiny chunks would
+# otherwise all finish on the first leased worker before another node's worker could start)
 MARKER = """
-import os
+import os, time
 try:
     import ray
     ctx = ray.get_runtime_context() if ray.is_initialized() else None
     if ctx is not None and ctx.get_task_id() is not None:
         open(os.path.join({marks!r}, ctx.get_node_id() + "." + str(os.getpid())), "w").close()
+        time.sleep(1.5)
 except ImportError:
     pass
 """
@@ -263,7 +266,7 @@ def test_sweep_and_ray_executor_over_two_nodes_equal_local(two_nodes, tmp_path):
     for label in ("fedavg", "hierfavg"):
         a = (tmp_path / "run_local" / label / "metrics.csv").read_text().splitlines()
         c = (out / "run_ray" / label / "metrics.csv").read_text().splitlines()
-        assert len(a) == len(c) == 3
+        assert len(a) == len(c) == 4                   # header, round 0, rounds 1 and 2
         _same_numbers(a, c)
 
 
