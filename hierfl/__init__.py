@@ -14,18 +14,41 @@ Public API:
     ClientArrays        -- what a data set loader returns per client (x/y train, x/y test)
     Algorithm           -- the base class of algorithms (hierfl.algorithms.base)
     load_plugins        -- import plugin files (what --plugin and a scenario's plugins: do)
-"""
-from .algorithms.base import Algorithm
-from .algorithms.registry import REGISTRY, register_algorithm
-from .data.registry import ClientArrays, register_dataset
-from .plugins import load_all as load_plugins
-from .report import write_report
-from .run import build_world, run_scenario
-from .config.errors import ScenarioError
-from .models.registry import register_model
-from .scenario.load import load
-from .topology.graph import Topology
 
-__all__ = ["load", "run_scenario", "build_world", "Topology", "REGISTRY", "ScenarioError",
-           "write_report", "register_model", "register_algorithm", "register_dataset",
-           "ClientArrays", "Algorithm", "load_plugins"]
+The names are imported when first used (PEP 562), so `import hierfl` and the commands that do
+not train (`--help`, validate, report, topology, docs) do not pay for torch."""
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_WHERE = {                  # public name -> (module, attribute)
+    "load": ("hierfl.scenario.load", "load"),
+    "run_scenario": ("hierfl.run", "run_scenario"),
+    "build_world": ("hierfl.run", "build_world"),
+    "Topology": ("hierfl.topology.graph", "Topology"),
+    "REGISTRY": ("hierfl.algorithms.registry", "REGISTRY"),
+    "ScenarioError": ("hierfl.config.errors", "ScenarioError"),
+    "write_report": ("hierfl.report", "write_report"),
+    "register_model": ("hierfl.models.registry", "register_model"),
+    "register_algorithm": ("hierfl.algorithms.registry", "register_algorithm"),
+    "register_dataset": ("hierfl.data.registry", "register_dataset"),
+    "ClientArrays": ("hierfl.data.registry", "ClientArrays"),
+    "Algorithm": ("hierfl.algorithms.base", "Algorithm"),
+    "load_plugins": ("hierfl.plugins", "load_all"),
+}
+
+__all__ = list(_WHERE)
+
+
+def __getattr__(name: str) -> Any:
+    where = _WHERE.get(name)
+    if where is None:
+        raise AttributeError(f"module 'hierfl' has no attribute {name!r}")
+    value = getattr(importlib.import_module(where[0]), where[1])
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_WHERE])

@@ -37,11 +37,17 @@ def _tiers(t) -> str:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from .run import build_world
+    """Checks what `hierfl run` would build, without torch for the stacked built-in models (the
+    world is checked, not built for training: scenario/world_check.py)."""
     from .scenario.load import load
+    from .scenario.world_check import check_world
 
     sc = load(args.scenario)
-    world = build_world(sc)
+    world = check_world(sc)
+    if sc.train.executor.device not in ("auto", "cpu"):     # cuda without CUDA: exit 2
+        from .exec.device import resolve
+
+        resolve(sc.train.executor.device, sc.file)
     t = world.topo
     print(f"scenario {sc.name!r} ({args.scenario}) is valid")
     print(f"  topology: 1 cloud, {_tiers(t)}, {t.n_clients} clients "
@@ -50,7 +56,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     print(f"  data: {sc.data.name}, {int(c.sum())} training rows "
           f"({c.min()}..{c.max()} per client), {len(world.data.x_test)} test rows, "
           f"dim {world.data.dim}")
-    print(f"  model: {sc.model.name}, {world.model.n_params} parameters")
+    print(f"  model: {sc.model.name}, {world.n_params} parameters")
     print(f"  rounds: {sc.train.rounds}, clients per round: {sc.train.clients_per_round}")
     for e in sc.algorithms:
         print(f"  algorithm {e.label}: {e.name} {e.params}")

@@ -8,8 +8,12 @@ from __future__ import annotations
 
 import zlib
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import torch
+
+if TYPE_CHECKING:
+    import torch
 
 
 def _key(seed: int, purpose: str, ids: tuple[int, ...]) -> list[int]:
@@ -21,8 +25,10 @@ def rng(seed: int, purpose: str, *ids: int) -> np.random.Generator:
     return np.random.default_rng(np.random.SeedSequence(_key(seed, purpose, ids)))
 
 
-def torch_gen(seed: int, purpose: str, *ids: int) -> torch.Generator:
+def torch_gen(seed: int, purpose: str, *ids: int) -> "torch.Generator":
     """A torch CPU generator for (seed, purpose, ids)."""
+    import torch                # here: the numpy side of seeding serves commands without torch
+
     s = np.random.SeedSequence(_key(seed, purpose, ids)).generate_state(2, np.uint64)[0]
     g = torch.Generator()
     g.manual_seed(int(s) & 0x7FFF_FFFF_FFFF_FFFF)

@@ -177,7 +177,7 @@ def test_shakespeare_characters_as_indices(tmp_path, capsys):
     train = shakespeare_users(6)
     test = shakespeare_users(6, 1, (2, 3))
     write_leaf(str(tmp_path / "sh"), [leaf_doc(train)], [leaf_doc(test)])
-    d = load_leaf(str(tmp_path / "sh"), 6, 6, 0)     # (the scenario's logreg refuses it)
+    d = load_leaf(str(tmp_path / "sh"), 6, 6, 0).as_tensors()  # (the scenario's logreg refuses it)
     assert d.x.dtype == torch.int64 and d.input_shape == (80,)
     assert d.vocab == 80 == d.n_classes == len(ALL_LETTERS)
     pick = seeding.rng(0, "data/leaf/users").permutation(6)

@@ -13,8 +13,14 @@ import torch
 from sklearn.linear_model import LogisticRegression
 from threadpoolctl import threadpool_limits
 
-from hierfl.data.synthetic import generate, sample_counts
+from hierfl.data import synthetic
+from hierfl.data.synthetic import sample_counts
 from hierfl.config.schema import DataSpec, DistSpec
+
+
+def generate(*a, **kw):
+    """The loader's data as tensors (loaders give numpy arrays; load_data wraps them)."""
+    return synthetic.generate(*a, **kw).as_tensors()
 
 
 def _rows(data, k):

@@ -34,17 +34,8 @@ from ..learn.batches import Batch
 from ..learn.solver import ProgramBase, SolveResult
 from ..learn.solver import State as Steps
 from ..models.functional import Model
-from ..config.fields import positive, spec, unit_interval
 from .base import Algorithm, Capabilities, RoundCtx, State, Upload, set_rows, stack_start
-
-
-@dataclass(frozen=True)
-class APFLParams:
-    alpha: float = spec(0.25, "mixing weight of the personal model v in v_bar (initial value if "
-                        "adaptive)", check=unit_interval)
-    adaptive: bool = spec(False, "learn alpha per client by gradient steps on the mixture")
-    alpha_lr: float | None = spec(None, "step size of the alpha update (default: the local lr)",
-                                  check=positive)
+from .params import APFLParams
 
 
 @dataclass(frozen=True)
@@ -76,7 +67,6 @@ class APFLProgram(ProgramBase):
             step = self.alpha_lr if self.alpha_lr is not None else lr
             a = (a - step * ((v - w) * g_bar).sum(1, keepdim=True)).clamp(0.0, 1.0)
         return (w_new, v_new, a)
-
 
 
 @dataclass(frozen=True)

@@ -27,17 +27,9 @@ from ..learn.solver import ProgramBase, SolveResult, TermsProgram
 from ..learn.solver import State as Steps
 from ..learn.terms import Prox
 from ..models.functional import Model
-from ..config.fields import non_negative, positive, spec
 from ._personal import PersonalAlgorithm, PersonalState
 from .base import RoundCtx, State, Upload, set_rows, stack_start
-
-
-@dataclass(frozen=True)
-class DittoParams:
-    lam: float = spec(1.0, "lambda: pull of the personal model towards the global one "
-                      "(paper: 0.1, 1, 2)", check=non_negative)
-    personal_lr: float | None = spec(None, "step size of the personal steps (default: the "
-                                     "local lr)", check=positive)
+from .params import DittoParams
 
 
 @dataclass(frozen=True)
@@ -61,7 +53,6 @@ class DittoProgram(ProgramBase):
         (v,) = personal.step((v,), batch, plr)
         (w,) = TermsProgram(self.model, w, ()).step((w,), batch, lr)
         return (w, v)
-
 
 
 class Ditto(PersonalAlgorithm):

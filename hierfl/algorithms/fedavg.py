@@ -4,17 +4,11 @@ Client k: K SGD steps from w^t on F_k. Server: w^{t+1} = sum_{k in S_t} n_k w_k 
 State: the global model only. Messages: w down, w_k up (one model each way)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 
 from ..learn.solver import TermsProgram
 from .base import Algorithm, Capabilities, RoundCtx, State, stack_start
-
-
-@dataclass(frozen=True)
-class FedAvgParams:
-    pass
+from .params import FedAvgParams
 
 
 class FedAvg(Algorithm):

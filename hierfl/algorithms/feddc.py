@@ -27,27 +27,15 @@ all start at 0. Messages: (w, g) down, two model-sized tensors up."""
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Literal
 
 import torch
 
 from ..learn.solver import SolveResult, TermsProgram
 from ..learn.terms import Linear, Prox
-from ..config.fields import non_negative, positive, spec
 from .base import (Algorithm, Capabilities, RoundCtx, State, Upload, set_rows, stack_start,
                    weighted_mean)
 from .feddyn import client_alpha
-
-
-@dataclass(frozen=True)
-class FedDCParams:
-    alpha: float = spec(0.01, "weight of the drift-corrected prox term alpha", check=non_negative)
-    alpha_scaling: Literal["paper", "code"] = spec(
-        "paper", "paper: one alpha; code: alpha / (n_i / mean n) per client (published code)")
-    server_rule: Literal["paper", "code"] = spec(
-        "paper", "paper: n-weighted mean of theta_i + h_i; code: mean_S theta_i + mean_all h_i")
-    clip: float | None = spec(None, "clip each local gradient's norm (published code: 10)",
-                              check=positive)
+from .params import FedDCParams
 
 
 @dataclass(frozen=True)

@@ -24,25 +24,15 @@ dx^_i up (one model-sized tensor each way)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any
 
 import torch
 
-from ..config.fields import positive, spec
 from ..learn.solver import SolveResult, TermsProgram
 from ..learn.terms import Prox
 from .base import Algorithm, RoundCtx, State, Upload, set_rows
+from .params import FedDRParams
 
 
-def below_two(v: Any) -> str | None:
-    return None if 0 < v < 2 else "must be in (0, 2)"
-
-
-@dataclass(frozen=True)
-class FedDRParams:
-    alpha: float = spec(1.0, "relaxation alpha of the y update, in (0, 2)", check=below_two)
-    eta: float = spec(1.0, "prox parameter eta of prox_{eta f_i} (term (1/(2 eta)) ||w - y||^2)",
-                      check=positive)
 
 
 @dataclass(frozen=True)

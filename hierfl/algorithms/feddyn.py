@@ -21,14 +21,13 @@ Messages: w^t down, theta_k up (one model-sized tensor each way)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Literal
 
 import torch
 
 from ..learn.solver import SolveResult, TermsProgram
 from ..learn.terms import Linear, Prox
-from ..config.fields import positive, spec
 from .base import Algorithm, RoundCtx, State, Upload, set_rows, stack_start
+from .params import FedDynParams
 
 
 def client_alpha(alpha: float, counts: torch.Tensor, clients: torch.Tensor, scaling: str,
@@ -38,13 +37,6 @@ def client_alpha(alpha: float, counts: torch.Tensor, clients: torch.Tensor, scal
         return alpha
     rel = counts[clients].double() / counts.double().mean()
     return (alpha / rel).to(dtype).unsqueeze(1)
-
-
-@dataclass(frozen=True)
-class FedDynParams:
-    alpha: float = spec(0.01, "dynamic regularisation coefficient alpha", check=positive)
-    alpha_scaling: Literal["paper", "code"] = spec(
-        "paper", "paper: one alpha; code: alpha / (n_k / mean n) per client (published code)")
 
 
 @dataclass(frozen=True)

@@ -22,37 +22,14 @@ of its children's models minus x_t. With one edge round this is the flat rule ab
 State: server m, v (P,). Messages: x_t down, x_k up (one model-sized tensor each way)."""
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 import torch
 
-from ..config.fields import non_negative, positive, spec, unit_interval
 from .base import Capabilities, RoundCtx, State, Upload, weighted_mean
+from .params import FedAdagradParams, FedAdamParams
 from .fedavg import FedAvg
 
 
-def _check_tiers(tier_rounds: list[int] | None) -> None:
-    if tier_rounds is not None and any(r < 1 for r in tier_rounds):
-        raise ValueError("tier_rounds must be >= 1")
-
-
-@dataclass(frozen=True)
-class FedAdagradParams:
-    server_lr: float = spec(0.1, "server step size eta", check=positive)
-    beta1: float = spec(0.9, "momentum of the pseudo-gradient m", check=unit_interval)
-    tau: float = spec(1e-3, "adaptivity tau: x += eta m / (sqrt(v) + tau)", check=non_negative)
-    v0: float | None = spec(None, "initial v (default tau^2, the paper's)", check=non_negative)
-    edge_rounds: int = spec(1, "edge aggregations (n_k-weighted means) per cloud round",
-                            check=positive)
-    tier_rounds: list[int] | None = spec(
-        None, "deeper trees: rounds per aggregator tier, from the top (overrides edge_rounds)")
-
-    def __post_init__(self) -> None:
-        _check_tiers(self.tier_rounds)
-
-
-@dataclass(frozen=True)
-class FedAdamParams(FedAdagradParams):
-    beta2: float = spec(0.99, "decay of the second moment v", check=unit_interval)
 
 
 @dataclass(frozen=True)

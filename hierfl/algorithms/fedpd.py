@@ -32,27 +32,16 @@ client lambda_i, x_{0,i}^+ (N, P) and `last` (N,), the round each client last tr
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 
-from ..config.fields import positive, spec
 from ..learn.solver import SolveResult, TermsProgram
 from ..learn.terms import Linear, Prox
 from ..seeding import rng
 from .base import Algorithm, RoundCtx, State, Upload, set_rows
+from .params import FedPDParams
 
 
-def probability(v: Any) -> str | None:
-    return None if 0 < v <= 1 else "must be in (0, 1]"
-
-
-@dataclass(frozen=True)
-class FedPDParams:
-    eta: float = spec(1.0, "penalty eta: the Lagrangian's (1/(2 eta)) ||x_i - x_0i||^2",
-                      check=positive)
-    p_comm: float = spec(1.0, "probability that a round communicates (x_0 = mean x_0i+)",
-                         check=probability)
 
 
 @dataclass(frozen=True)

@@ -15,19 +15,12 @@ for FedAvg only; the paper draws a straggler's epochs in [1, E], the published c
 (`stragglers.epochs_range: paper | code`)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 
 from ..learn.solver import TermsProgram
 from ..learn.terms import Prox
-from ..config.fields import non_negative, spec
 from .base import Algorithm, Capabilities, RoundCtx, State, stack_start
-
-
-@dataclass(frozen=True)
-class FedProxParams:
-    mu: float = spec(0.01, "proximal coefficient mu (0 = FedAvg)", check=non_negative)
+from .params import FedProxParams
 
 
 class FedProx(Algorithm):

@@ -23,16 +23,10 @@ from dataclasses import dataclass, replace
 
 import torch
 
-from ..config.fields import positive, spec
 from ..learn.solver import SolveResult, TermsProgram
 from ..learn.terms import Prox
 from .base import Algorithm, RoundCtx, State, Upload, set_rows
-
-
-@dataclass(frozen=True)
-class FedSplitParams:
-    step_size: float = spec(1.0, "s of the local prox_{s f_k} (its term is (1/(2s)) ||w - v||^2)",
-                            check=positive)
+from .params import FedSplitParams
 
 
 @dataclass(frozen=True)

@@ -7,21 +7,10 @@ Messages: w cloud->edge, w_edge edge->client each edge round, w_k client->edge e
 w_edge edge->cloud once per cloud round."""
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
-from ..config.fields import positive, spec
 from .fedavg import FedAvg
-
-
-@dataclass(frozen=True)
-class HierFAVGParams:
-    edge_rounds: int = spec(1, "kappa2: edge aggregations per cloud round", check=positive)
-    tier_rounds: list[int] | None = spec(
-        None, "deeper trees: rounds per aggregator tier, from the top (overrides edge_rounds)")
-
-    def __post_init__(self) -> None:
-        if self.tier_rounds is not None and any(r < 1 for r in self.tier_rounds):
-            raise ValueError("tier_rounds must be >= 1")
+from .params import HierFAVGParams
 
 
 class HierFAVG(FedAvg):

@@ -36,26 +36,16 @@ Messages: k models down (or 1, above); the model and its cluster id (a 4-byte he
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Literal
 
 import numpy as np
 import torch
 
 from .. import seeding
-from ..config.fields import all_of, at_most, positive, spec
 from ..learn.batches import Batch
 from ..learn.solver import SolveResult, TermsProgram
 from ..learn.solver import State as Steps
 from .base import Algorithm, Capabilities, RoundCtx, State, Upload, set_rows, stack_start
-
-
-@dataclass(frozen=True)
-class IFCAParams:
-    clusters: int = spec(2, "k: the number of cluster models", check=all_of(positive,
-                                                                            at_most(64)))
-    downlink: Literal["all", "chosen"] = spec(
-        "all", "all: the k models every round (the paper); chosen: after the first round only "
-        "the model of each client's last cluster (identities fixed)")
+from .params import IFCAParams
 
 
 @dataclass(frozen=True)

@@ -34,41 +34,13 @@ the client.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Literal
-
 import torch
 
 from ..learn.envelope import EnvelopeProgram
 from ..learn.terms import L1, LogCosh, Term
-from ..config.fields import all_of, at_most, non_negative, positive, spec
 from ._personal import EnvelopeAlgorithm
 from .base import RoundCtx, State, stack_start
-
-
-@dataclass(frozen=True)
-class SparsityParams:
-    kind: Literal["none", "l1", "logcosh"] = spec(
-        "none", "none; l1: gamma ||theta||_1 by soft-thresholding (exact zeros); logcosh: smooth "
-        "gamma * rho * sum log cosh(theta / rho)")
-    gamma: float = spec(0.0, "weight of the sparsity term", check=non_negative)
-    rho: float = spec(0.01, "logcosh: smoothing width (-> l1 as rho -> 0)", check=positive)
-
-
-@dataclass(frozen=True)
-class PFedMacParams:
-    lam: float = spec(1.0, "lambda: weight of the correlation -lambda <theta, x>", check=positive)
-    beta: float = spec(1.0, "server mixing: x <- (1 - beta) x + beta mean(x_k)",
-                       check=all_of(positive, at_most(10.0)))
-    inner_steps: int = spec(5, "K: (proximal) gradient steps on the inner problem per local step",
-                            check=all_of(positive, at_most(1e5)))
-    inner_lr: float = spec(0.01, "step size of the inner steps", check=positive)
-    sparsity: SparsityParams = spec(default_factory=SparsityParams,
-                                    doc="pFedMac-S: sparsity of the personal models")
-    encoding: Literal["dense", "sparse", "auto"] = spec(
-        "dense", "how uploads are counted: dense 4 B/entry, sparse 8 B/nonzero, auto the smaller")
-    weighting: Literal["samples", "uniform"] = spec(
-        "samples", "server mean over the selected clients: n_k-weighted or uniform")
+from .params import SparsityParams, PFedMacParams
 
 
 def sparsity_terms(s: SparsityParams) -> tuple[Term, ...]:

@@ -64,7 +64,6 @@ edges only.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Literal
 
 import numpy as np
 import torch
@@ -73,55 +72,10 @@ from .. import seeding
 from ..learn.envelope import EnvelopeProgram
 from ..learn.solver import SolveResult
 from ..learn.solver import State as Steps
-from ..config.fields import all_of, at_most, positive, spec
 from ._personal import PersonalAlgorithm, keep_personal, mix, uniform_weights
 from .base import RoundCtx, State, Upload, set_rows, stack_start, weighted_mean
-from .pfedmac import SparsityParams, sparsity_terms
-
-
-def _edges_per_round(v: object) -> str | None:
-    return None if v == "all" or (isinstance(v, int) and v > 0) else "must be > 0 or all"
-
-
-@dataclass(frozen=True)
-class PFedMacSHParams:
-    lambda1: float = spec(1.0, "client level: weight of -lambda1 <theta, y> in the inner problem",
-                          check=positive)
-    lambda2: float = spec(1.0, "edge level: x_i <- x_i - eta2 lambda2 (x_i - mean_j y_ij)",
-                          check=positive)
-    eta2: float = spec(1.0, "edge step size eta2 (eta1 is the local lr, train.local.lr)",
-                       check=positive)
-    beta: float = spec(1.0, "cloud mixing: x <- (1 - beta) x + beta mean_S(x_i)",
-                       check=all_of(positive, at_most(10.0)))
-    inner_steps: int = spec(5, "(proximal) gradient steps on the inner problem per local step",
-                            check=all_of(positive, at_most(1e5)))
-    inner_lr: float = spec(0.01, "step size of the inner steps", check=positive)
-    sparsity: SparsityParams = spec(default_factory=SparsityParams,
-                                    doc="gamma1 phi_rho(theta): sparsity of the personal models")
-    edges_per_round: int | Literal["all"] = spec(
-        "all", "S: edges whose x_i the cloud averages (all edges still work)",
-        check=_edges_per_round)
-    edge_rounds: int = spec(1, "R: edge rounds per cloud round", check=all_of(positive,
-                                                                            at_most(1e5)))
-    client_lambda: Literal["lambda1", "lambda2"] = spec(
-        "lambda1", "lambda of the client step y <- y - eta1 lambda (y - theta): lambda1 (the "
-        "derivation) or lambda2 (as the slides write it)")
-    upload: Literal["y", "theta", "increment"] = spec(
-        "y", "client upload: y_ij; theta: the sparse personal model + K (exact for K = 1); "
-        "increment: z = y_ij - (1 - a)^K y + K (exact, as sparse as theta)")
-    encoding: Literal["dense", "sparse", "bitmap", "auto", "best"] = spec(
-        "auto", "client uploads: dense 4 B/entry, sparse 8 B/nonzero, bitmap P/8 + 4 B/nonzero, "
-        "auto = min(dense, sparse), best = min of the three")
-    weighting: Literal["uniform", "samples"] = spec(
-        "uniform", "edge and cloud means: uniform (the slides' 1/J, 1/S) or n-weighted")
-    client_start: Literal["edge", "own"] = spec(
-        "edge", "where ClientUpdate starts in edge rounds r >= 2 of a cloud round: edge (the "
-        "edge's y_i, every round) or own (the client's own last y_ij of this cloud round)")
-
-    def __post_init__(self) -> None:
-        if self.client_start == "own" and self.upload != "y":
-            raise ValueError("client_start: own needs upload: y (the edge rebuilds theta and "
-                             "increment uploads from the y_i it sent)")
+from .pfedmac import sparsity_terms
+from .params import PFedMacSHParams
 
 
 @dataclass(frozen=True)

@@ -25,33 +25,14 @@ Paper vs published code (options, paper's choice by default):
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Literal
-
 import numpy as np
 import torch
 
 from ..learn.envelope import EnvelopeProgram
 from ..learn.terms import Prox
-from ..config.fields import all_of, at_most, non_negative, positive, spec
 from ._personal import EnvelopeAlgorithm
 from .base import RoundCtx, State, stack_start
-
-
-@dataclass(frozen=True)
-class PFedMeParams:
-    lam: float = spec(15.0, "lambda: strength of the Moreau envelope coupling", check=positive)
-    personal_steps: int = spec(5, "K: gradient steps on the inner (personal) problem per local "
-                               "step", check=all_of(positive, at_most(1e5)))
-    personal_lr: float = spec(0.01, "step size of the inner (personal) steps", check=positive)
-    beta: float = spec(1.0, "server mixing: w <- (1 - beta) w + beta mean(w_k)",
-                       check=all_of(positive, at_most(10.0)))
-    train_all_clients: bool = spec(False, "published code: every client trains every round, only "
-                                   "the selected ones are aggregated")
-    hidden_l2: float = spec(0.0, "published code's (mu/2)||theta||^2 in the inner problem "
-                            "(mu = 0.001 there)", check=non_negative)
-    weighting: Literal["samples", "uniform"] = spec(
-        "samples", "server mean over the selected clients: n_k-weighted or uniform (paper)")
+from .params import PFedMeParams
 
 
 class PFedMe(EnvelopeAlgorithm):

@@ -35,22 +35,14 @@ import numpy as np
 import torch
 
 from .. import seeding
-from ..config.fields import spec
 from ..learn.solver import SolveResult, TermsProgram
 from ..learn.terms import Linear
 from .base import Algorithm, Capabilities, RoundCtx, State, Upload, stack_start
+from .params import ProxSkipParams
 
 MAX_STEPS = 1_000_000        # a guard on the geometric draw (p is at least 1e-6)
 
 
-def _probability(v: float) -> str | None:
-    return None if 1e-6 <= v <= 1 else "must be in [1e-6, 1]"
-
-
-@dataclass(frozen=True)
-class ProxSkipParams:
-    p: float = spec(0.2, "probability of communicating after each local step (the mean local "
-                    "steps of a round is 1/p)", check=_probability)
 
 
 @dataclass(frozen=True)

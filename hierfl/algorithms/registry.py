@@ -1,35 +1,116 @@
-"""Algorithms by scenario name, discovered from the modules of this package: adding an
-algorithm is one module (a Params dataclass and an Algorithm subclass with `name`) plus a test.
-Code outside the package (a plugin file) adds one with `hierfl.register_algorithm(cls)`."""
+"""Algorithms by scenario name. The built-ins are listed here with their module, class and
+torch-free facts (Params, whether hierarchical, whether gamma stops apply): the loader and
+`hierfl validate` read those without importing the algorithm (torch); the class is imported when
+first looked up (`REGISTRY[name]`). Adding an algorithm is one module (an Algorithm subclass
+with `name`, its Params in `params.py`), a line in BUILTIN and a test (`tests/test_fixed_costs.py`
+checks BUILTIN against the classes). Code outside the package (a plugin file) adds one with
+`hierfl.register_algorithm(cls)`."""
 from __future__ import annotations
 
 import dataclasses
 import importlib
-import pkgutil
+from collections.abc import Iterator, MutableMapping
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-from .base import Algorithm
+from . import params as P
 
-REGISTRY: dict[str, type[Algorithm]] = {}
-
-
-def _discover() -> None:
-    pkg = importlib.import_module(__package__)
-    for mod in sorted(m.name for m in pkgutil.iter_modules(pkg.__path__)):
-        if mod in ("base", "registry") or mod.startswith("_"):
-            continue
-        module = importlib.import_module(f"{__package__}.{mod}")
-        for obj in vars(module).values():
-            if (isinstance(obj, type) and issubclass(obj, Algorithm) and obj.name
-                    and obj.__module__ == module.__name__):
-                if obj.name in REGISTRY and REGISTRY[obj.name] is not obj:
-                    raise RuntimeError(f"two algorithms named {obj.name!r}")
-                REGISTRY[obj.name] = obj
+if TYPE_CHECKING:
+    from .base import Algorithm
 
 
-def register_algorithm(cls: type[Algorithm]) -> type[Algorithm]:
+class Info(NamedTuple):
+    """What the loader needs of an algorithm, known without importing it."""
+
+    Params: type
+    hierarchical: bool
+    supports_gamma: bool
+
+
+class Builtin(NamedTuple):
+    module: str             # hierfl.algorithms.<module>
+    cls: str
+    info: Info
+
+
+def _b(module: str, cls: str, params: type, hierarchical: bool = False,
+       supports_gamma: bool = True) -> Builtin:
+    return Builtin(module, cls, Info(params, hierarchical, supports_gamma))
+
+
+BUILTIN: dict[str, Builtin] = {
+    "apfl": _b("apfl", "APFL", P.APFLParams, supports_gamma=False),
+    "ditto": _b("ditto", "Ditto", P.DittoParams, supports_gamma=False),
+    "fedavg": _b("fedavg", "FedAvg", P.FedAvgParams),
+    "feddc": _b("feddc", "FedDC", P.FedDCParams),
+    "feddyn": _b("feddyn", "FedDyn", P.FedDynParams),
+    "fedprox": _b("fedprox", "FedProx", P.FedProxParams),
+    "hierfavg": _b("hierfavg", "HierFAVG", P.HierFAVGParams, hierarchical=True),
+    "pfedmac": _b("pfedmac", "PFedMac", P.PFedMacParams, supports_gamma=False),
+    "pfedmac_sh": _b("pfedmac_sh", "PFedMacSH", P.PFedMacSHParams, hierarchical=True,
+                     supports_gamma=False),
+    "pfedme": _b("pfedme", "PFedMe", P.PFedMeParams, supports_gamma=False),
+    "scaffold": _b("scaffold", "Scaffold", P.ScaffoldParams),
+    "fedadam": _b("fedopt", "FedAdam", P.FedAdamParams, hierarchical=True),
+    "fedyogi": _b("fedopt", "FedYogi", P.FedAdamParams, hierarchical=True),
+    "fedadagrad": _b("fedopt", "FedAdagrad", P.FedAdagradParams, hierarchical=True),
+    "fedsplit": _b("fedsplit", "FedSplit", P.FedSplitParams),
+    "feddr": _b("feddr", "FedDR", P.FedDRParams),
+    "fedpd": _b("fedpd", "FedPD", P.FedPDParams),
+    "proxskip": _b("proxskip", "ProxSkip", P.ProxSkipParams, supports_gamma=False),
+    "ifca": _b("ifca", "IFCA", P.IFCAParams, supports_gamma=False),
+}
+
+
+class Registry(MutableMapping):
+    """name -> Algorithm subclass; a built-in's class is imported on first lookup."""
+
+    def __init__(self) -> None:
+        self._items: dict[str, Any] = dict(BUILTIN)      # a Builtin until looked up
+
+    def __getitem__(self, name: str) -> "type[Algorithm]":
+        item = self._items[name]
+        if isinstance(item, Builtin):
+            module = importlib.import_module(f"{__package__}.{item.module}")
+            item = self._items[name] = getattr(module, item.cls)
+        return item
+
+    def __setitem__(self, name: str, cls: "type[Algorithm]") -> None:
+        self._items[name] = cls
+
+    def __delitem__(self, name: str) -> None:
+        del self._items[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._items)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __contains__(self, name: object) -> bool:      # without importing (Mapping's looks up)
+        return name in self._items
+
+    def info(self, name: str) -> Info:
+        """Params and flags of `name` (KeyError when unknown), importing nothing."""
+        item = self._items[name]
+        if isinstance(item, Builtin):
+            return item.info
+        return Info(item.Params, item.hierarchical, item.supports_gamma)
+
+    def is_builtin(self, name: str) -> bool:
+        item = self._items.get(name)
+        return isinstance(item, Builtin) or \
+            getattr(item, "__module__", "").startswith("hierfl.")
+
+
+REGISTRY = Registry()
+
+
+def register_algorithm(cls: "type[Algorithm]") -> "type[Algorithm]":
     """Make `cls` (an Algorithm subclass with a `name` and a frozen dataclass `Params`) the
     algorithm of `algorithms: [{name: <cls.name>, ...}]`. Usable as a class decorator; registering
     the same class again is a no-op, another class under a taken name is an error."""
+    from .base import Algorithm
+
     if not (isinstance(cls, type) and issubclass(cls, Algorithm)) or cls is Algorithm:
         raise TypeError(f"register_algorithm takes a subclass of hierfl.algorithms.base."
                         f"Algorithm, not {cls!r}")
@@ -54,8 +135,5 @@ def _same(a: type, b: type) -> bool:
         not a.__module__.startswith("hierfl.")
 
 
-_discover()
-
-
-def get(name: str) -> type[Algorithm]:
+def get(name: str) -> "type[Algorithm]":
     return REGISTRY[name]

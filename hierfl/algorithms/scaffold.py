@@ -18,7 +18,6 @@ Messages: (x, c) down, (dy, dc) up: two model-sized tensors each way."""
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Literal
 
 import torch
 
@@ -26,15 +25,8 @@ from ..learn.batches import Batch
 from ..learn.solver import SolveResult, TermsProgram
 from ..learn.solver import State as Steps
 from ..learn.terms import Linear
-from ..config.fields import positive, spec
 from .base import Algorithm, Capabilities, RoundCtx, State, Upload, stack_start
-
-
-@dataclass(frozen=True)
-class ScaffoldParams:
-    option: Literal[1, 2] = spec(2, "control variate update: 1 = grad F_k(x) (an extra full "
-                                 "gradient), 2 = c_k - c + (x - y)/(K eta_l) (the paper's choice)")
-    server_lr: float = spec(1.0, "global step size eta_g", check=positive)
+from .params import ScaffoldParams
 
 
 @dataclass(frozen=True)

@@ -36,8 +36,13 @@ def _load(sc: Scenario, n_clients: int) -> FederatedData:
 
 
 def load_data(sc: Scenario, n_clients: int) -> FederatedData:
-    """The scenario's data split over `n_clients`; a missing or malformed file is a
-    ScenarioError naming the file and what is wrong with it."""
+    """The scenario's data split over `n_clients`, as torch tensors (`load_arrays`)."""
+    return load_arrays(sc, n_clients).as_tensors()
+
+
+def load_arrays(sc: Scenario, n_clients: int) -> FederatedData:
+    """The scenario's data split over `n_clients`, as numpy arrays (no torch); a missing or
+    malformed file is a ScenarioError naming the file and what is wrong with it."""
     try:
         data = _load(sc, n_clients)
     except DataFileError as exc:
@@ -55,4 +60,4 @@ def load_data(sc: Scenario, n_clients: int) -> FederatedData:
     return data
 
 
-__all__ = ["DataFileError", "FederatedData", "load_data"]
+__all__ = ["DataFileError", "FederatedData", "load_arrays", "load_data"]

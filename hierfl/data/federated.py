@@ -1,11 +1,17 @@
-"""Federated data held once, as tensors: every client's rows are a contiguous slice."""
+"""Federated data held once, as arrays: every client's rows are a contiguous slice.
+
+The loaders build it from numpy arrays and import no torch (`hierfl validate` checks data without
+it); `as_tensors()` wraps the same memory as torch tensors for training (`load_data` does)."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
+
+if TYPE_CHECKING:
+    import torch
 
 
 @dataclass(frozen=True)
@@ -20,13 +26,15 @@ class FederatedData:
     input_shape is the shape of one row before it was flattened, e.g. (1, 28, 28) for MNIST,
     (3, 32, 32) for CIFAR (channels, height, width; row-major), (80,) for an 80-character
     sequence; (dim,) for plain feature vectors (the default). A CNN reshapes rows with it.
-    vocab is the vocabulary size of a text set (its inputs are indices in 0..vocab-1), 0 else."""
+    vocab is the vocabulary size of a text set (its inputs are indices in 0..vocab-1), 0 else.
 
-    x: torch.Tensor
-    y: torch.Tensor
+    x, y, x_test, y_test are numpy arrays as loaded, torch tensors after `as_tensors()`."""
+
+    x: "torch.Tensor | Any"
+    y: "torch.Tensor | Any"
     offsets: np.ndarray
-    x_test: torch.Tensor
-    y_test: torch.Tensor
+    x_test: "torch.Tensor | Any"
+    y_test: "torch.Tensor | Any"
     test_offsets: np.ndarray
     n_classes: int          # 0 for regression
     input_shape: tuple[int, ...] = ()       # () is filled in as (dim,)
@@ -58,7 +66,17 @@ class FederatedData:
     def out_dim(self) -> int:
         if self.n_classes:
             return self.n_classes
-        return 1 if self.y.dim() == 1 else int(self.y.shape[1])
+        return 1 if self.y.ndim == 1 else int(self.y.shape[1])
+
+    def as_tensors(self) -> "FederatedData":
+        """The same rows as torch tensors sharing the arrays' memory (no copy); self when they
+        are tensors already."""
+        import torch
+
+        if isinstance(self.x, torch.Tensor):
+            return self
+        t = {k: torch.from_numpy(getattr(self, k)) for k in ("x", "y", "x_test", "y_test")}
+        return replace(self, **t)
 
     @classmethod
     def from_arrays(cls, train: list[tuple[np.ndarray, np.ndarray]],
@@ -69,10 +87,10 @@ class FederatedData:
             xs = [np.asarray(p[0], np.float32).reshape(len(p[0]), dim) for p in parts]
             ys = [np.asarray(p[1]) for p in parts]
             off = np.concatenate([[0], np.cumsum([len(x) for x in xs])]).astype(np.int64)
-            x = torch.from_numpy(np.concatenate(xs) if xs else np.zeros((0, dim), np.float32))
+            x = np.concatenate(xs) if xs else np.zeros((0, dim), np.float32)
             ydt = np.int64 if n_classes else np.float32
-            y = torch.from_numpy(np.concatenate(ys).astype(ydt))
-            return x.contiguous(), y.contiguous(), off
+            y = np.concatenate(ys).astype(ydt)
+            return np.ascontiguousarray(x), np.ascontiguousarray(y), off
         dim = int(np.asarray(train[0][0]).reshape(len(train[0][0]), -1).shape[1])
         x, y, off = cat(train, dim)
         xt, yt, toff = cat(test, dim)

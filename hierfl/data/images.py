@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
-import torch
 
 from .. import seeding
 from ..config.errors import ScenarioError
@@ -121,9 +120,9 @@ def load(spec: DataSpec, n_clients: int, seed: int, root: str, file: str) -> Fed
     x = src.pixels(True, placement(parts, len(y)), sum(len(p) for p in parts))
     x_test = src.pixels(False, placement(tparts, len(y_test)), sum(len(p) for p in tparts))
 
-    def labels_of(labels: np.ndarray, ps: list[np.ndarray]) -> torch.Tensor:
-        return torch.from_numpy(labels[np.concatenate(ps)])
+    def labels_of(labels: np.ndarray, ps: list[np.ndarray]) -> np.ndarray:
+        return labels[np.concatenate(ps)]
 
-    return FederatedData(torch.from_numpy(x), labels_of(y, parts), offsets_of(parts),
-                         torch.from_numpy(x_test), labels_of(y_test, tparts),
+    return FederatedData(x, labels_of(y, parts), offsets_of(parts),
+                         x_test, labels_of(y_test, tparts),
                          offsets_of(tparts), src.n_classes, src.input_shape)

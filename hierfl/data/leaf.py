@@ -25,7 +25,6 @@ import os
 from dataclasses import dataclass, field
 
 import numpy as np
-import torch
 
 from .. import seeding
 from .federated import FederatedData
@@ -186,7 +185,7 @@ def _as_pixels(x: np.ndarray) -> np.ndarray | None:
 
 
 def _assemble(per_client: list[list[str]], rows: Rows, dtype: np.dtype,
-              width: int) -> tuple[torch.Tensor, torch.Tensor, np.ndarray]:
+              width: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Clients' rows laid one after another (a client's users in the order dealt)."""
     users = [[u for u in us if u in rows.x] for us in per_client]
     flat = [u for us in users for u in us]
@@ -195,7 +194,7 @@ def _assemble(per_client: list[list[str]], rows: Rows, dtype: np.dtype,
     y = np.concatenate([rows.y[u] for u in flat]) if flat else np.zeros(0, np.int64)
     sizes = [sum(len(rows.y[u]) for u in us) for us in users]
     off = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
-    return torch.from_numpy(np.ascontiguousarray(x)), torch.from_numpy(y), off
+    return np.ascontiguousarray(x), y, off
 
 
 def load(path: str, n_users: int, n_clients: int, seed: int) -> FederatedData:

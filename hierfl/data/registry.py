@@ -27,7 +27,6 @@ from dataclasses import dataclass
 from typing import Any, Callable, NamedTuple
 
 import numpy as np
-import torch
 
 from ..config.errors import ScenarioError
 from ..config.fields import keyword_options
@@ -235,12 +234,12 @@ def _convert(clients: _Arrays, entry: DatasetEntry,
     ydt = np.int64 if n_classes else np.float32
     yshape = tuple(clients[0][1].shape[1:])
 
-    def stack(i: int, j: int) -> tuple[torch.Tensor, torch.Tensor, np.ndarray]:
+    def stack(i: int, j: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         xs = [c[i].astype(dtype, copy=False).reshape(len(c[i]), dim) for c in clients]
         ys = [c[j].astype(ydt, copy=False).reshape(len(c[j]), *yshape) for c in clients]
         x = np.concatenate(xs) if xs else np.zeros((0, dim), dtype)
-        return torch.from_numpy(np.ascontiguousarray(x)), \
-            torch.from_numpy(np.ascontiguousarray(np.concatenate(ys))), offsets_of(xs)
+        return np.ascontiguousarray(x), np.ascontiguousarray(np.concatenate(ys)), \
+            offsets_of(xs)
     x, y, off = stack(0, 1)
     xt, yt, toff = stack(2, 3)
     vocab = int(max(int(x.max()), int(xt.max()) if len(xt) else 0) + 1) \

@@ -128,7 +128,10 @@ _REMOTE: dict[str, object] = {}
 def _remote_solve(name: str = "solve"):
     if name not in _REMOTE:
         fn = solve_chunk if name == "solve" else solve_chunk_plugins
-        _REMOTE[name] = ray.remote(num_cpus=1)(fn)
+        # SPREAD: a round's chunks go to every node; the default policy packs these short
+        # tasks onto the driver's node, leaving the rest of a cluster idle (seen with two
+        # nodes in tests/test_ray_multinode.py). Where a chunk runs changes no number.
+        _REMOTE[name] = ray.remote(num_cpus=1, scheduling_strategy="SPREAD")(fn)
     return _REMOTE[name]
 
 

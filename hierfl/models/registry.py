@@ -8,22 +8,28 @@ arguments.
 
 A factory returns a `torch.nn.Module` (wrapped into a `TorchModel`: stacked parameters,
 batched gradients, FLOPs counted from the module) or a ready stacked `Model` (the built-in
-`logreg`, `linear` and `mlp`, whose closed forms and fused steps stay as they were)."""
+`logreg`, `linear` and `mlp`, whose closed forms and fused steps stay as they were).
+
+Importing this module imports no torch: the built-in torch models (`cnn`, `char_lstm`) are
+entries naming their factory ("module:function"), imported when first used, and torch itself
+is imported when a model is built."""
 from __future__ import annotations
 
 import difflib
+import importlib
 import math
 from dataclasses import dataclass
-from typing import Any, Callable
-
-import torch
-from torch import nn
+from typing import TYPE_CHECKING, Any, Callable
 
 from ..config.errors import ScenarioError
 from ..config.fields import keyword_options
 from ..config.schema import ModelSpec
-from .functional import Layer, Model
-from .torch_model import TorchModel
+
+if TYPE_CHECKING:
+    from torch import nn
+
+    from .functional import Model
+    from .torch_model import TorchModel
 
 Factory = Callable[..., "nn.Module | Model"]
 BUILTIN_KEYS = ("bias", "hidden")       # ModelSpec's own keys, passed when the model takes them
@@ -40,8 +46,20 @@ class ModelOptionError(ValueError):
 @dataclass(frozen=True)
 class ModelEntry:
     name: str
-    factory: Factory
+    target: "Factory | str"     # the factory, or "module:function" to import when first used
     task: str               # "classification" (outputs = classes) or "regression"
+
+    @property
+    def factory(self) -> Factory:
+        if not isinstance(self.target, str):
+            return self.target
+        module, fn = self.target.split(":")
+        return getattr(importlib.import_module(module), fn)   # registers itself when imported
+
+    @property
+    def builtin(self) -> bool:
+        return isinstance(self.target, str) or \
+            getattr(self.target, "__module__", "").startswith("hierfl.")
 
     def options(self) -> list[str] | None:
         """The keyword options the factory takes after (input_shape, num_classes); None: any
@@ -89,6 +107,12 @@ def option_problems(spec: ModelSpec) -> list[tuple[str, str]]:
 def build_model(spec: ModelSpec, dim: int, out_dim: int, n_classes: int,
                 input_shape: tuple[int, ...] | None = None) -> "Model | TorchModel":
     """The model of a scenario for inputs of `input_shape` (default: flat rows of `dim`)."""
+    import torch
+    from torch import nn
+
+    from .functional import Model
+    from .torch_model import TorchModel
+
     entry = MODELS.get(spec.name)
     if entry is None:
         raise ValueError(f"unknown model {spec.name!r}; registered: {', '.join(sorted(MODELS))}")
@@ -123,12 +147,14 @@ def scenario_model(file: str, spec: ModelSpec, data: Any) -> "Model | TorchModel
 @register_model("logreg")
 def logreg(input_shape: tuple[int, ...], num_classes: int, bias: bool = True) -> Model:
     """Multinomial logistic regression (closed-form gradients, fused SGD steps)."""
+    from .functional import Layer, Model
     return Model([Layer(math.prod(input_shape), num_classes, bias)], "classification", "logreg")
 
 
 @register_model("linear", task="regression")
 def linear(input_shape: tuple[int, ...], num_classes: int, bias: bool = True) -> Model:
     """Least squares (closed-form gradients, fused SGD steps); num_classes = outputs."""
+    from .functional import Layer, Model
     return Model([Layer(math.prod(input_shape), num_classes, bias)], "regression", "linear")
 
 
@@ -136,10 +162,13 @@ def linear(input_shape: tuple[int, ...], num_classes: int, bias: bool = True) ->
 def mlp(input_shape: tuple[int, ...], num_classes: int, hidden: list[int] | None = None,
         bias: bool = True) -> Model:
     """ReLU layers of `hidden` widths, autograd through stacked matrix products."""
+    from .functional import Layer, Model
     widths = [math.prod(input_shape), *(hidden if hidden is not None else [200, 200]),
               num_classes]
     return Model([Layer(a, b, bias) for a, b in zip(widths[:-1], widths[1:])],
                  "classification", "mlp")
 
 
-from . import cnn, lstm  # noqa: E402,F401  (register the built-in torch models)
+# the built-in torch models: named here, imported (with torch) when first used
+MODELS["cnn"] = ModelEntry("cnn", f"{__package__}.cnn:cnn", "classification")
+MODELS["char_lstm"] = ModelEntry("char_lstm", f"{__package__}.lstm:char_lstm", "classification")

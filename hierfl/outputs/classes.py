@@ -34,6 +34,7 @@ def read_class_totals(folders: list[str]) -> dict[str, ClassTotals]:
     algorithm pool); {} when no file has the class columns or every class is empty."""
     out: dict[str, ClassTotals] = {}
     any_class = False
+    files: list[tuple[dict[str, int], int, int, list[list[str]]]] = []
     for folder in folders:
         p = os.path.join(folder, "clients.csv")
         if not os.path.isfile(p):
@@ -45,20 +46,28 @@ def read_class_totals(folders: list[str]) -> dict[str, ClassTotals]:
                 continue
             idx = {k: head.index(k) for k in NUMERIC if k in head}
             di, li = head.index("device_class"), head.index("link_class")
-            for row in reader:
-                if len(row) <= max(di, li):
-                    continue
-                any_class = any_class or bool(row[di] or row[li])
-                t = out.setdefault(class_label(row[di], row[li]), ClassTotals())
-                t.rounds += 1
-                for k, i in idx.items():
-                    try:
-                        v = float(row[i])
-                    except (ValueError, IndexError):
-                        continue
-                    if k == "client":
-                        t.clients.add(int(v))
-                    elif math.isfinite(v):
-                        t.sums[k] += v
-                        t.counts[k] += 1
-    return out if any_class else {}
+            rows = [r for r in reader if len(r) > max(di, li)]
+        any_class = any_class or any(r[di] or r[li] for r in rows)
+        files.append((idx, di, li, rows))
+    if not any_class:            # no class anywhere: nothing to sum (a run without mix)
+        return {}
+    for idx, di, li, rows in files:
+        _add_rows(out, idx, di, li, rows)
+    return out
+
+
+def _add_rows(out: dict[str, ClassTotals], idx: dict[str, int], di: int, li: int,
+              rows: list[list[str]]) -> None:
+    for row in rows:
+        t = out.setdefault(class_label(row[di], row[li]), ClassTotals())
+        t.rounds += 1
+        for k, i in idx.items():
+            try:
+                v = float(row[i])
+            except (ValueError, IndexError):
+                continue
+            if k == "client":
+                t.clients.add(int(v))
+            elif math.isfinite(v):
+                t.sums[k] += v
+                t.counts[k] += 1

@@ -181,17 +181,23 @@ def read_clients(folder: str) -> dict[str, np.ndarray]:
     p = os.path.join(folder, "clients.csv")
     if not os.path.isfile(p):
         return {}
-    cols: dict[str, list[float]] = {}
     with open(p, newline="") as fh:
         reader = csv.reader(fh)
         head = next(reader, [])
         idx = {k: head.index(k) for k in CLIENT_FIELDS if k in head}
-        cols = {k: [] for k in idx}
-        for row in reader:
-            for k, i in idx.items():
-                v = _num(row[i]) if i < len(row) else math.nan
-                cols[k].append(math.nan if v is None else v)
-    return {k: np.asarray(v, float) for k, v in cols.items()}
+        if not idx:
+            return {}
+        width = max(idx.values()) + 1
+        rows = [r if len(r) >= width else r + [""] * (width - len(r)) for r in reader]
+    out = {}
+    for k, i in idx.items():         # numpy parses a column at once; "" is nan
+        col = np.array([r[i] for r in rows], dtype=str) if rows else np.zeros(0, str)
+        col = np.where(col == "", "nan", col)
+        try:
+            out[k] = col.astype(float)
+        except ValueError:          # a cell that is not a number: nan, as _num says
+            out[k] = np.array([math.nan if (v := _num(c)) is None else v for c in col], float)
+    return out
 
 
 def concat_clients(parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:

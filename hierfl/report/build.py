@@ -3,6 +3,7 @@ figures of every section (PNG + SVG, drawn by plots/) and the notes on divergenc
 An optional figure that cannot be drawn becomes a note, not a missing report."""
 from __future__ import annotations
 
+import functools
 import math
 import os
 from typing import Any, Callable
@@ -17,6 +18,18 @@ from .energy import add_energy
 from .model import NO_NOTES, Figure, Report, Section, sections, summary_rows
 from .stats import Group, add_totals, check_options, groups_of, target_of, target_text
 from .tables import TABLE_NOTE, num, size, table_rows, task_of
+
+
+def _clients(folder: str) -> dict[str, np.ndarray]:
+    """read_clients, once per report for each file (the figures and the notes both need it)."""
+    p = os.path.join(folder, "clients.csv")
+    st = os.stat(p) if os.path.isfile(p) else None
+    return _read_clients(folder, st and (st.st_mtime_ns, st.st_size))
+
+
+@functools.lru_cache(maxsize=8)
+def _read_clients(folder: str, stamp: object) -> dict[str, np.ndarray]:
+    return read_clients(folder)
 
 
 def _safe(notes: list[str], what: str, fn: Callable[..., Any], *args: Any) -> Any:
@@ -86,7 +99,7 @@ def _curves(sec: Section, groups: list[Group], colours: dict[str, str], personal
 
 def _stragglers(sec: Section, groups: list[Group], colours: dict[str, str], runs: list[Run],
                 p: Callable[[str], str], notes: list[str]) -> None:
-    clients = {g.label: concat_clients([read_clients(s.folder) for s in g.members])
+    clients = {g.label: concat_clients([_clients(s.folder) for s in g.members])
                for g in groups}
     summary = runs[0].summary if len(runs) == 1 else None
     for key, fn, args, cap in (
@@ -141,7 +154,7 @@ def _series_notes(s: Series, who: str, planned: Any) -> list[str]:
     strag = [r.get("stragglers", 0) for r in s.rows if math.isfinite(r.get("stragglers", 0))]
     if sum(strag) > 0:
         notes.append(f"{who}: {int(sum(strag))} straggler client-rounds.")
-    c = read_clients(s.folder)
+    c = _clients(s.folder)
     if "dropped" in c and "compute_s" in c:
         lost = float(np.nansum(c["compute_s"][c["dropped"] > 0.5]))
         if lost > 0:

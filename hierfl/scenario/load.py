@@ -187,7 +187,7 @@ def _algorithms(raw: dict, p: Problems) -> list[AlgorithmEntry]:
             hint = f" (did you mean {close[0]!r}?)" if close else ""
             p.add(f"{key}.name", name, f"unknown algorithm{hint}; known: {known}")
             continue
-        cls = REGISTRY[name]
+        cls = REGISTRY.info(name)       # Params and flags, without importing it (torch)
         label = a.get("label", name)
         if not _check_label(p, key, label, labels, i):
             continue

@@ -9,6 +9,9 @@ import numpy as np
 from ..stats import Group
 from .curves import per_round_panels
 from .style import H1, STYLE, W1, legend, plt, save
+from .system_scale import mean_by_bins
+
+MANY_POINTS = 2000      # above this many clients: means over speed bins, not one dot each
 
 
 def gamma_figure(groups: list[Group], colours: dict[str, str],
@@ -111,19 +114,32 @@ def steps_speed_figure(groups: list[Group], colours: dict[str, str],
             if "client" in clients.get(g.label, {}) and "steps" in clients[g.label]]
     if not data or not speed:
         return None
+    ids = np.fromiter(speed, np.int64, len(speed))
+    by_id = np.full(int(ids.max()) + 1, math.nan)
+    by_id[ids] = np.fromiter(speed.values(), float, len(speed))
+    many = len(speed) > MANY_POINTS
     with plt.rc_context(STYLE):
         fig, ax = plt.subplots(figsize=(W1, H1))
         for g, c in data:
-            ks = c["client"].astype(int)
-            uniq = np.unique(ks)
-            mean_steps = np.array([np.nanmean(c["steps"][ks == k]) for k in uniq])
-            sp = np.array([speed.get(int(k), math.nan) for k in uniq])
-            ok = np.isfinite(sp) & np.isfinite(mean_steps)
-            ax.scatter(sp[ok], mean_steps[ok], s=14, color=colours[g.label], alpha=0.75,
-                       label=g.label)
+            ks, st = c["client"], c["steps"]
+            ok = np.isfinite(ks) & np.isfinite(st) & (ks >= 0) & (ks < len(by_id))
+            ks, st = ks[ok].astype(np.int64), st[ok]
+            n = np.bincount(ks, minlength=len(by_id))
+            uniq = np.flatnonzero(n)
+            mean_steps = np.bincount(ks, weights=st, minlength=len(by_id))[uniq] / n[uniq]
+            sp = by_id[uniq]
+            ok = np.isfinite(sp)
+            if many:            # one dot per client would be too many: speed-bin means
+                cx, cy = mean_by_bins(sp[ok], mean_steps[ok])
+                ax.plot(cx, cy, marker="o", markersize=3.5, color=colours[g.label],
+                        label=g.label)
+            else:
+                ax.scatter(sp[ok], mean_steps[ok], s=14, color=colours[g.label], alpha=0.75,
+                           label=g.label)
         ax.set_xscale("log")
         ax.set_xlabel("client device speed (FLOP/s, log)")
-        ax.set_ylabel("local steps done per round (mean)")
+        ax.set_ylabel("local steps done per round (mean" +
+                      (" over the clients of a speed bin)" if many else ")"))
         legend(ax, loc="best")
         return save(fig, path)
 

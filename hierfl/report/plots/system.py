@@ -8,6 +8,7 @@ from matplotlib.colors import LogNorm
 from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter
 
 from .style import H1, MAX_BARS, STYLE, W1, legend, plt, save
+from .system_scale import MANY_CLIENTS, group_means, groups_of, span, topology_summary_figure
 
 
 def topology_figure(summary: dict, path: str) -> str | None:
@@ -16,6 +17,8 @@ def topology_figure(summary: dict, path: str) -> str | None:
     nodes = topo.get("nodes")
     if not nodes:
         return None
+    if nodes["role"].count("client") > MANY_CLIENTS:       # the tree down to the aggregators
+        return topology_summary_figure(summary, path)
     names, parents, depth = nodes["name"], nodes["parent"], nodes["depth"]
     roles, flops = nodes["role"], nodes["flops"]
     par = dict(zip(names, parents))
@@ -183,42 +186,41 @@ def data_figure(summary: dict, path: str) -> str | None:
     test = data.get("test_counts") or [0] * len(train)
     labels = data.get("label_counts")
     n = len(train)
-    k = np.arange(n)
+    k, width, what = np.arange(n), 0.85 if n <= 200 else 1.0, "client"
+    tr, te = np.asarray(train, float), np.asarray(test, float)
+    lab = np.asarray(labels, float) if labels else None
+    if n > MAX_BARS:        # bars of the means over groups of consecutive clients
+        k, width = groups_of(n)
+        tr, te = group_means(tr, k), group_means(te, k)
+        lab = group_means(lab, k) if lab is not None else None
+        what = f"groups of {span(width)} clients"
     with plt.rc_context(STYLE):
         panels = 2 if labels else 1
         fig, axes = plt.subplots(panels, 1, figsize=(W1 * 1.25, 2.6 * panels + 0.4),
                                  squeeze=False, sharex=True)
         ax = axes[0, 0]
-        width = 0.85 if n <= 200 else 1.0
-        if n <= MAX_BARS:
-            ax.bar(k, train, width=width, color="#4C72B0", label="train", linewidth=0)
-            ax.bar(k, test, width=width, bottom=train, color="#A1C9F4", label="test",
-                   linewidth=0)
-        else:          # one bar per client would be too many rectangles: filled steps
-            tr, te = np.asarray(train, float), np.asarray(test, float)
-            ax.fill_between(k, 0, tr, step="mid", color="#4C72B0", label="train", linewidth=0)
-            ax.fill_between(k, tr, tr + te, step="mid", color="#A1C9F4", label="test",
-                            linewidth=0)
-        ax.set_ylabel("samples")
+        align = "center" if n <= MAX_BARS else "edge"
+        ax.bar(k, tr, width=width, color="#4C72B0", label="train", linewidth=0, align=align)
+        ax.bar(k, te, width=width, bottom=tr, color="#A1C9F4", label="test", linewidth=0,
+               align=align)
+        ax.set_ylabel("samples" if n <= MAX_BARS else "samples per client (group mean)")
         ax.grid(True, axis="y", alpha=0.3)
         ax.grid(False, axis="x")
         ax.set_title(f"{n} clients, {sum(train)} training and {sum(test)} test samples",
                      fontsize=10)
         legend(ax, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=7.5)
-        if labels:
-            lab = np.asarray(labels, float)
+        if lab is not None:
             frac = lab / np.maximum(lab.sum(1, keepdims=True), 1)
             ax2 = axes[1, 0]
+            if n > MAX_BARS:        # a heatmap: groups of clients x classes, one artist
+                _label_heatmap(fig, ax2, frac, k, n)
+                axes[-1, 0].set_xlabel(f"client id ({what})")
+                return save(fig, path)
             cmap = plt.get_cmap("tab20" if lab.shape[1] > 10 else "tab10")
-            bottom = np.zeros(n)
+            bottom = np.zeros(len(k))
             for j in range(lab.shape[1]):
-                if n <= MAX_BARS:
-                    ax2.bar(k, frac[:, j], width=width, bottom=bottom, color=cmap(j % cmap.N),
-                            linewidth=0, label=str(j) if lab.shape[1] <= 20 else None)
-                else:
-                    ax2.fill_between(k, bottom, bottom + frac[:, j], step="mid",
-                                     color=cmap(j % cmap.N), linewidth=0,
-                                     label=str(j) if lab.shape[1] <= 20 else None)
+                ax2.bar(k, frac[:, j], width=width, bottom=bottom, color=cmap(j % cmap.N),
+                        linewidth=0, label=str(j) if lab.shape[1] <= 20 else None, align=align)
                 bottom += frac[:, j]
             ax2.set_ylabel("label share (train)")
             ax2.set_ylim(0, 1)
@@ -226,6 +228,18 @@ def data_figure(summary: dict, path: str) -> str | None:
             if lab.shape[1] <= 20:
                 ax2.legend(title="class", ncol=1, fontsize=7, title_fontsize=7.5,
                            loc="center left", bbox_to_anchor=(1.0, 0.5))
-        axes[-1, 0].set_xlabel("client id")
+        axes[-1, 0].set_xlabel("client id" if n <= MAX_BARS else f"client id ({what})")
         axes[-1, 0].xaxis.set_major_locator(MaxNLocator(integer=True))
         return save(fig, path)
+
+
+def _label_heatmap(fig: plt.Figure, ax: plt.Axes, frac: np.ndarray, starts: np.ndarray,
+                   n: int) -> None:
+    """Label shares of groups of consecutive clients (columns) per class (rows)."""
+    edges = np.append(starts, n)
+    im = ax.pcolormesh(edges, np.arange(frac.shape[1] + 1) - 0.5, frac.T, cmap="viridis",
+                       vmin=0.0, vmax=float(max(frac.max(), 1e-9)), rasterized=True)
+    fig.colorbar(im, ax=ax, label="label share (train)", pad=0.01, fraction=0.04)
+    ax.set_ylabel("class")
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.grid(False)

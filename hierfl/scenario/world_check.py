@@ -1,0 +1,88 @@
+"""What `hierfl validate` checks of a scenario's world without building it for training: the
+topology is built, the data loaded (as numpy arrays), the model sized, the resource guard
+applied; no torch is imported for the built-in stacked models (logreg, linear, mlp), whose
+size follows from their spec. A torch model (cnn, char_lstm, a plugin's) is built to be sized.
+`run.world.build_world` makes the same checks through the same functions, then the model."""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from ..config.errors import ScenarioError
+from ..config.limits import guard_resources, model_params
+from ..config.schema import Scenario
+from ..data import FederatedData, load_arrays
+from ..topology.graph import Topology, build_topology
+from ..topology.traces import read_availability
+
+SIZED_FROM_SPEC = ("logreg", "linear", "mlp")     # hierfl.models.registry's stacked models
+
+
+@dataclass
+class WorldFacts:
+    """The checked world: its topology, its data (numpy) and the model's parameter count."""
+
+    topo: Topology
+    data: FederatedData
+    n_params: int
+
+
+def scenario_topology(sc: Scenario, graph: Any = None) -> Topology:
+    """The scenario's topology (or `graph`), with algorithms' tier_rounds checked against it."""
+    tfile = sc.topology_file
+    topo = Topology.from_graph(graph, tfile) if graph is not None else \
+        build_topology(sc.topology, sc.seed, tfile)
+    tiers = max(topo.depth[c] for c in topo.clients) - 1          # aggregator tiers
+    for i, entry in enumerate(sc.algorithms):
+        rounds = entry.tier_rounds
+        if rounds is not None and len(rounds) != tiers:
+            raise ScenarioError.one(sc.file, f"algorithms[{i}].tier_rounds", list(rounds),
+                                    f"one entry per aggregator tier, from the top: this "
+                                    f"topology has {tiers}")
+    return topo
+
+
+def guard(sc: Scenario, topo: Topology, data: FederatedData, n_params: int | None) -> None:
+    guard_resources(sc, topo.n_clients, topo.n_nodes - topo.n_clients, data.dim,
+                    data.out_dim, len(data.x), n_params)
+
+
+def availability_trace(sc: Scenario, topo: Topology) -> tuple[dict | None, str | None]:
+    """The measured availability intervals of `availability: {kind: trace, path: ...}`, read
+    and checked (a bad line is a ScenarioError naming file and line), and the file; or
+    (None, None)."""
+    avail = getattr(sc.topology, "availability", None)
+    if avail is None or avail.kind != "trace":
+        return None, None
+    base = os.path.dirname(os.path.abspath(sc.topology_file or sc.file))
+    path = os.path.join(base, avail.path)
+    return read_availability(path, list(topo.clients)), path
+
+
+def model_size(sc: Scenario, data: FederatedData) -> int:
+    """The model's parameter count: from the spec for the stacked built-ins (no torch), else
+    from the built model."""
+    from ..models.registry import MODELS, scenario_model
+
+    entry = MODELS.get(sc.model.name)
+    if entry is not None and sc.model.name in SIZED_FROM_SPEC and \
+            getattr(entry.target, "__module__", "") == "hierfl.models.registry":
+        if entry.task == "classification" and data.n_classes == 0:
+            raise ScenarioError.one(sc.file, "model.name", sc.model.name,
+                                    "classification model on regression targets")
+        n = model_params(sc.model, data.dim, data.out_dim)
+        assert n is not None
+        return n
+    return scenario_model(sc.file, sc.model, data).n_params
+
+
+def check_world(sc: Scenario, graph: Any = None) -> WorldFacts:
+    """The checks of `build_world` but the device's (`train.executor.device`: the caller's, as
+    exec/ is above this layer), without torch for the stacked built-in models."""
+    topo = scenario_topology(sc, graph)
+    availability_trace(sc, topo)                    # a bad trace: exit 2, file and line
+    data = load_arrays(sc, topo.n_clients)
+    n_params = model_size(sc, data)
+    guard(sc, topo, data, n_params)
+    return WorldFacts(topo, data, n_params)

@@ -1,0 +1,201 @@
+"""Fixed costs (issue 19): the commands that do not train import no torch, the algorithm
+registry's torch-free facts agree with the classes, the data loaders hand numpy arrays that
+`load_data` wraps without a copy, and the report of a run costs the same for 30 or 200,000
+clients."""
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import os
+import pkgutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# runs `python -m hierfl ARGS` and prints whether torch was imported when the command ended
+PROBE = """
+import runpy, sys
+sys.argv = ["hierfl", *sys.argv[1:]]
+try:
+    runpy.run_module("hierfl", run_name="__main__")
+    code = 0
+except SystemExit as exc:
+    code = exc.code
+sys.stdout.flush()
+print("\\ntorch-imported:", "torch" in sys.modules, "exit:", code)
+"""
+
+
+def _probe(*args: str, cwd: str = ROOT) -> tuple[bool, str]:
+    env = {**os.environ, "PYTHONPATH": ROOT}
+    proc = subprocess.run([sys.executable, "-c", PROBE, *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=120)
+    last = proc.stdout.strip().splitlines()[-1]
+    assert last.endswith("exit: 0"), proc.stdout + proc.stderr
+    return last.startswith("torch-imported: True"), proc.stdout
+
+
+@pytest.fixture(scope="module")
+def small_run(tmp_path_factory):
+    """A finished 2-round run of a small scenario (in this process)."""
+    from conftest import make_scenario, run_outputs
+
+    folder = tmp_path_factory.mktemp("run")
+    path = make_scenario(folder, output=str(folder / "out"))
+    run_outputs(path)
+    from hierfl.report import write_report
+
+    write_report(str(folder / "out"))
+    return str(folder / "out")
+
+
+@pytest.mark.parametrize("args", [
+    ("--help",),
+    ("validate", "scenarios/quickstart.yaml"),
+    ("topology", "topologies/mobile_edge.yaml"),
+    ("data", "fetch", "--help"),
+])
+def test_commands_that_do_not_train_import_no_torch(args):
+    torch_imported, out = _probe(*args)
+    assert not torch_imported, f"hierfl {' '.join(args)} imported torch:\n{out}"
+
+
+def test_validate_prints_the_model_size_without_torch():
+    torch_imported, out = _probe("validate", "scenarios/quickstart.yaml")
+    # logreg on 60 features and 10 classes: 60 * 10 weights + 10 biases
+    assert "model: logreg, 610 parameters" in out and not torch_imported
+
+
+def test_report_and_compare_import_no_torch(small_run, tmp_path):
+    assert not _probe("report", small_run)[0]
+    assert not _probe("compare", small_run, small_run, "--out", str(tmp_path / "cmp"))[0]
+
+
+# ------------------------------------------------------------------- the algorithm registry
+def test_builtin_facts_agree_with_the_classes():
+    """The loader reads Params and flags from BUILTIN without importing the algorithm: they
+    must be the class's own, and every algorithm module of the package must be listed."""
+    from hierfl.algorithms import base
+    from hierfl.algorithms.registry import BUILTIN, REGISTRY
+
+    found = {}
+    pkg = importlib.import_module("hierfl.algorithms")
+    for m in pkgutil.iter_modules(pkg.__path__):
+        module = importlib.import_module(f"hierfl.algorithms.{m.name}")
+        for obj in vars(module).values():
+            if isinstance(obj, type) and issubclass(obj, base.Algorithm) and \
+                    obj.__dict__.get("name") and obj.__module__ == module.__name__:
+                found[obj.name] = obj
+    assert sorted(found) == sorted(BUILTIN)
+    for name, cls in found.items():
+        info = REGISTRY.info(name)
+        assert REGISTRY[name] is cls
+        assert (info.Params, info.hierarchical, info.supports_gamma) == \
+            (cls.Params, cls.hierarchical, cls.supports_gamma), name
+        assert dataclasses.is_dataclass(info.Params)
+
+
+def test_a_lookup_imports_only_what_it_names():
+    code = ("import sys; from hierfl.algorithms.registry import REGISTRY; "
+            "assert 'fedprox' in REGISTRY and 'nope' not in REGISTRY; "
+            "REGISTRY.info('scaffold'); assert 'torch' not in sys.modules; "
+            "assert REGISTRY['fedprox'].name == 'fedprox'; assert 'torch' in sys.modules; "
+            "assert 'hierfl.algorithms.scaffold' not in sys.modules; print('ok')")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                          text=True, env={**os.environ, "PYTHONPATH": ROOT}, timeout=120)
+    assert proc.stdout.strip() == "ok", proc.stderr
+
+
+# ----------------------------------------------------------------------------- data arrays
+def test_loaders_give_arrays_and_load_data_wraps_them_without_a_copy():
+    import torch
+
+    from hierfl.data.synthetic import generate
+    from hierfl.config.schema import DataSpec
+
+    d = generate(DataSpec(name="synthetic", dim=5, classes=3, samples=20), 4, 0)
+    assert isinstance(d.x, np.ndarray) and isinstance(d.y_test, np.ndarray)
+    t = d.as_tensors()
+    assert isinstance(t.x, torch.Tensor) and t.x.dtype == torch.float32
+    assert t.y.dtype == torch.int64 and t.out_dim == d.out_dim == 3
+    assert t.x.data_ptr() == d.x.__array_interface__["data"][0]     # the same memory
+    assert t.as_tensors() is t
+
+
+# ------------------------------------------------------------------- the report at scale
+def _inflate(src: str, dst: str, n: int, edges: int, rounds: int) -> None:
+    """`src` (a finished run) as if it had `n` clients under `edges` edges: summary.json's
+    nodes and data split, and `rounds` x n rows of clients.csv (the small run's rows, cycled)."""
+    import json
+    import shutil
+
+    shutil.copytree(src, dst)
+    with open(os.path.join(src, "summary.json")) as fh:
+        s = json.load(fh)
+    g = np.random.default_rng(0)
+    en, cn = [f"edge{i}" for i in range(edges)], [f"client{i}" for i in range(n)]
+    parents = ["cloud"] * edges + [en[i % edges] for i in range(n)]
+    t = s["topology"]
+    t["nodes"] = {"name": en + cn, "parent": parents, "depth": [1] * edges + [2] * n,
+                  "role": ["edge"] * edges + ["client"] * n}
+    for key in ("flops", "up_Bps", "down_Bps", "latency_up_s", "latency_down_s"):
+        t["nodes"][key] = g.lognormal(20.0, 0.5, edges + n).round(1).tolist()
+    t["clients"], t["client_edge"] = cn, parents[edges:]
+    t["device_class"] = t["link_class"] = [""] * n
+    k = len(s["data"]["label_counts"][0])
+    train = g.integers(20, 200, n)
+    s["data"].update(train_counts=train.tolist(), test_counts=(train // 4).tolist(),
+                     label_counts=g.multinomial(train, np.full(k, 1.0 / k)).tolist())
+    with open(os.path.join(dst, "summary.json"), "w") as fh:
+        json.dump(s, fh)
+    path = os.path.join(dst, "fedavg", "clients.csv")
+    with open(path) as fh:
+        head, *rows = fh.read().splitlines()
+    cols = head.split(",")
+    ci, ri = cols.index("client"), cols.index("round")
+    cells = [r.split(",") for r in rows]
+    out = [head]
+    for i in range(rounds * n):
+        row = list(cells[i % len(cells)])
+        row[ci], row[ri] = str(i % n), str(1 + i // n)
+        out.append(",".join(row))
+    with open(path, "w") as fh:
+        fh.write("\n".join(out) + "\n")
+
+
+def test_the_report_of_200k_client_rounds_costs_about_what_a_small_one_does(small_run,
+                                                                              tmp_path):
+    """50,000 clients under 25 edges, 200,000 rows of clients.csv: the figures draw the
+    aggregators and summaries (files of a bounded size, written the same twice) and the report
+    takes a bounded multiple of the small run's time (before: ~10x, and ~20 MB figures)."""
+    import hashlib
+    import time
+
+    from hierfl.report import write_report
+
+    big = str(tmp_path / "big")
+    _inflate(small_run, big, 50_000, 25, 4)
+    t0 = time.perf_counter()
+    write_report(small_run)
+    t_small = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    write_report(big)
+    t_big = time.perf_counter() - t0
+
+    def svgs(folder: str) -> dict[str, str]:
+        return {f: hashlib.sha256(open(os.path.join(folder, f), "rb").read()).hexdigest()
+                for f in sorted(os.listdir(folder)) if f.endswith(".svg")}
+    first = svgs(big)
+    for name in ("topology.svg", "data_split.svg", "steps_vs_speed.svg", "devices.svg"):
+        assert name in first
+        assert os.path.getsize(os.path.join(big, name)) < 400_000, name
+    with open(os.path.join(big, "topology.svg")) as fh:
+        text = fh.read()
+    assert "50000 clients, 25 aggregators" in text and "2000 clients of each" in text
+    write_report(big)
+    assert svgs(big) == first                          # byte-identical run to run
+    assert t_big < 4 * t_small + 5.0, (t_big, t_small)
