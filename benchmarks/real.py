@@ -2,13 +2,16 @@
 char-LSTM on Shakespeare-shaped data), W6s (a small CNN on 8x8 digits), one torch thread.
 
     PYTHONPATH=. python benchmarks/real.py [--only W6,W7,W6s] [--reps 2] [--rounds N]
+                                           [--kinds loop,batched,sequential] [--before]
 
 Per workload, three ways of doing the same FedAvg rounds, alternated in one process:
 - "loop": the natural plain-torch program: per selected client, load the global weights into an
   `nn.Module`, one epoch of `torch.optim.SGD` steps over its shuffled minibatches (forward,
   cross-entropy, backward, step), then the sample-weighted mean of the client models;
 - "batched" / "sequential": hierfl's `run_algorithm` (simulation, outputs and all) with the
-  batched and the sequential executor.
+  batched and the sequential executor;
+- "stepwise" (--before): the batched executor with a loop-path model's steps taken one by one,
+  as before `TorchModel.client_steps` (the before/after of that change in one run).
 Data are random tensors of the right shapes, made in memory (no download). The figure compared
 is training time: the loop's rounds against hierfl's `executor.run` time on the same rounds
 (the last round is hierfl's measured one: it also takes the full-data gradients of the achieved
@@ -19,6 +22,7 @@ time of the process (steadier than wall time on a shared machine)."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -41,6 +45,7 @@ from hierfl.run.world import World  # noqa: E402
 from hierfl.scenario.load import load  # noqa: E402
 from hierfl.topology.graph import Topology, build_graph  # noqa: E402
 
+KINDS = ("loop", "batched", "sequential")
 WORKLOADS = {
     # name: input shape, classes, text?, clients, samples (about), per round, batch, model
     "W6": dict(shape=(1, 28, 28), classes=62, text=False, clients=200, samples=200,
@@ -161,18 +166,36 @@ def run_loop(world: World, w: dict, rounds: int) -> tuple[float, int]:
     return cpu, samples
 
 
-def bench(name: str, reps: int, rounds: int | None, peak: float) -> dict:
+@contextlib.contextmanager
+def stepwise(model):
+    """The batched executor as it was before `TorchModel.client_steps` (the "before" of
+    --before): the solver takes a loop-path model's steps one by one, copying each client's
+    row into the module and its gradient out at every step."""
+    own = getattr(model, "client_steps", None)
+    if own is not None:
+        model.client_steps = lambda *a, **k: None
+    try:
+        yield
+    finally:
+        if own is not None:
+            del model.client_steps
+
+
+def bench(name: str, reps: int, rounds: int | None, peak: float,
+          kinds: tuple[str, ...] = KINDS) -> dict:
     w = WORKLOADS[name]
     r = rounds or w["rounds"]
     with tempfile.TemporaryDirectory() as tmp:
         sc, world = make_world(w, r, tmp)
         fwd = world.model.fwd_flops
-        best = {"loop": (float("inf"), 0), "batched": (float("inf"), 0),
-                "sequential": (float("inf"), 0)}
+        best = {k: (float("inf"), 0) for k in kinds}
         for _ in range(reps):
             for kind in best:
                 if kind == "loop":
                     got = run_loop(world, w, r - 1)
+                elif kind == "stepwise":
+                    with stepwise(world.model):
+                        got = run_hierfl(sc, world, BatchedExecutor("cpu"), tmp)
                 else:
                     ex = BatchedExecutor("cpu") if kind == "batched" else SequentialExecutor()
                     got = run_hierfl(sc, world, ex, tmp)
@@ -195,17 +218,24 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=None)
     ap.add_argument("--out", default=os.path.join(HERE, "results"))
+    ap.add_argument("--before", action="store_true",
+                    help="also time the batched executor with a loop-path model's steps taken "
+                    "one by one (as before TorchModel.client_steps), alternated with the rest")
+    ap.add_argument("--kinds", default=",".join(KINDS),
+                    help="which of loop, batched, sequential to time (loop always)")
     a = ap.parse_args()
     torch.set_num_threads(1)
     peak = sgemm_peak()
     print(f"single-thread sgemm peak: {peak:.1f} GFLOP/s")
     for name in a.only.split(","):
-        res = bench(name, a.reps, a.rounds, peak)
+        kinds = ("loop", *[k for k in a.kinds.split(",") if k != "loop"]) + \
+            (("stepwise",) if a.before else ())
+        res = bench(name, a.reps, a.rounds, peak, kinds)
         res["load"] = os.getloadavg()[0]
         res["date"] = time.strftime("%Y-%m-%d %H:%M")
         print(f"{name}: {res['params']} parameters, {res['fwd_mflop']:.3g} MFLOP/sample forward, "
               f"path {res['path']}, {res['rounds_timed']} rounds timed, load {res['load']:.1f}")
-        for kind in ("loop", "batched", "sequential"):
+        for kind in kinds:
             r = res[kind]
             print(f"  {kind:10s} {r['cpu_s']:7.2f} cpu s  {r['samples_per_s']:8.0f} samples/s  "
                   f"{r['gflops']:6.1f} GFLOP/s ({r['gflops'] / peak:4.0%} of peak)  "

@@ -110,6 +110,21 @@ class TermsProgram(ProgramBase):
     def grad_h(self, s: State, full: Batch) -> torch.Tensor:
         return self._grad(s[0], full)
 
+    def _row_step(self, k: int) -> Callable[[torch.Tensor, torch.Tensor, float], None]:
+        """Client k's `step` (no clip) as an in-place map of its (1, P) iterate w from its
+        model gradient g (overwritten) and lr, with the floating-point operations of `step`."""
+        sel = torch.tensor([k])
+        smooth = tuple(t.select(sel) for t in self._smooth)
+        proxes = tuple(t.select(sel) for t in self._proxes)
+
+        def update(w: torch.Tensor, g: torch.Tensor, lr: float) -> None:
+            for t in smooth:
+                g = g + t.grad(w)
+            w.sub_(g.mul_(lr))
+            for t in proxes:
+                w.copy_(t.prox(w, lr))
+        return update
+
     def run_steps(self, s: State, span: Batch, lr: float) -> State | None:
         """Several steps at once, span = x (C, T, B, d), y (C, T, B), m (C, T, B): the model's
         fused SGD (`Model.sgd_steps`) when the step is plain SGD on F_k plus terms that are all
@@ -117,6 +132,11 @@ class TermsProgram(ProgramBase):
         A subclass that changes `step` must override this too."""
         if len(s) != 1 or self.clip is not None:
             return None
+        own = getattr(self.model, "client_steps", None)
+        if own is not None:           # a torch.nn model's per-client steps (models/torch_model)
+            w = own(s[0], span.x, span.y, span.m, lr, self._row_step if self.terms else None)
+            if w is not None:
+                return (w,)
         parts = affine_sum(self.terms)
         if parts is None:
             return None

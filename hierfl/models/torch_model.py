@@ -18,6 +18,11 @@ aside), chosen per model by `batching`:
 `VMAP_MAX_FLOPS` per sample, else "vmap"; the choice is a fixed rule (no timing at run time), so
 a scenario gives the same bytes on every run.
 
+Local SGD on the "loop" path runs through `client_steps` (the solver's fused multi-step call):
+a client's parameters stay in the module across all its steps of a span and are updated in
+place, the same floating-point operations as the step-by-step path (the same bytes), without
+its per-step copies (W6: 0.78x -> see benchmarks/README.md).
+
 FLOPs: `fwd_flops` is counted once from the module itself with
 `torch.utils.flop_counter.FlopCounterMode` on one sample (matrix products and convolutions;
 elementwise work is not counted, as in the closed forms of `functional.Model`)."""
@@ -26,7 +31,7 @@ from __future__ import annotations
 import copy
 import math
 import warnings
-from typing import Literal
+from typing import Callable, Literal
 
 import torch
 from torch import nn
@@ -34,6 +39,7 @@ from torch.func import functional_call, grad_and_value, vmap
 from torch.utils.flop_counter import FlopCounterMode
 
 Batching = Literal["auto", "loop", "vmap"]
+RowUpdate = Callable[[int], "Callable[[torch.Tensor, torch.Tensor, float], None] | None"]
 VMAP_MAX_FLOPS = 2.0e6      # forward FLOPs per sample below which "auto" batches with vmap
 ACT_BUDGET = 1 << 24        # activation elements of one chunk of rows (64 MiB in float32)
 
@@ -134,6 +140,22 @@ class TorchModel:
                      m: torch.Tensor) -> torch.Tensor:
         return (self.sample_loss(self._call(params, x), y) * m).sum()
 
+    def _module_grads(self, x: torch.Tensor, y: torch.Tensor, m: torch.Tensor,
+                      want_loss: bool = True) -> tuple[torch.Tensor | None, list[torch.Tensor]]:
+        """One client's loss sum_b m[b] loss(x[b], y[b]) and its gradients, one per module
+        parameter (at the values loaded in the module), rows in chunks, gradients summed."""
+        step, n = self._chunk(), x.shape[0]
+        total, acc = None, []
+        with torch.enable_grad():
+            for i in range(0, n, step):
+                z = self._run(x[i:i + step])
+                lk = (self.sample_loss(z, y[i:i + step]) * m[i:i + step]).sum()
+                grads = torch.autograd.grad(lk, self._plist)
+                acc = list(grads) if i == 0 else [a + gp for a, gp in zip(acc, grads)]
+                if want_loss:
+                    total = lk.detach() if total is None else total + lk.detach()
+        return total, acc
+
     def loss_grad_autograd(self, w: torch.Tensor, x: torch.Tensor, y: torch.Tensor,
                            m: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """The reference: client by client, the row loaded into the module, one autograd pass
@@ -142,21 +164,11 @@ class TorchModel:
         if n == 0:
             return w.new_zeros(c), w.new_zeros(c, self.n_params)
         losses, g = [], w.new_empty(c, self.n_params)
-        step = self._chunk()
-        with torch.enable_grad():
-            for k in range(c):
-                params = self._load(w[k])
-                total = None
-                for i in range(0, n, step):
-                    z = self._run(x[k, i:i + step])
-                    lk = (self.sample_loss(z, y[k, i:i + step]) * m[k, i:i + step]).sum()
-                    grads = torch.autograd.grad(lk, params)
-                    if i == 0:
-                        torch.cat([gp.reshape(-1) for gp in grads], out=g[k])
-                    else:
-                        g[k] += torch.cat([gp.reshape(-1) for gp in grads])
-                    total = lk.detach() if total is None else total + lk.detach()
-                losses.append(total)
+        for k in range(c):
+            self._load(w[k])
+            total, grads = self._module_grads(x[k], y[k], m[k])
+            torch.cat([gp.reshape(-1) for gp in grads], out=g[k])
+            losses.append(total)
         return (torch.stack(losses) if losses else w.new_zeros(0)), g
 
     def _loss_grad_vmap(self, w: torch.Tensor, x: torch.Tensor, y: torch.Tensor,
@@ -192,12 +204,67 @@ class TorchModel:
         return ref
 
     def sgd_steps(self, *args, **kwargs) -> None:
-        """No fused multi-step path: the solver takes the steps one by one."""
+        """No fused closed form (see `client_steps`)."""
         return None
+
+    def client_steps(self, w: torch.Tensor, x: torch.Tensor, y: torch.Tensor, m: torch.Tensor,
+                     lr: float, update: RowUpdate | None = None) -> torch.Tensor | None:
+        """T local steps of every client at once on the "loop" path (None on "vmap": the
+        solver then takes the steps one by one), x (C, T, B, d), y (C, T, B), m (C, T, B).
+        Client by client: its row is loaded into the module once, its T steps run on the
+        module's own parameters, and the result is copied out once, where the step-by-step
+        path copied the row in, the gradients out into a (C, P) matrix and formed a new
+        (C, P) iterate at every step (W6: ~20% of the time).
+
+        `update` None: plain SGD, p <- p - lr g, in place per parameter (`g *= lr; p -= g`:
+        the same floating-point operations as `w - lr * g` on the row, so the same bytes).
+        Otherwise `update(k)` gives client k's step as an in-place map of its flat (1, P)
+        iterate from its gradient row and lr (the program's terms; learn/solver.py): the
+        gradients are gathered into one row, the row updated and loaded back at every step."""
+        if self.batching != "loop":
+            return None
+        out = torch.empty_like(w)
+        if out.numel() == 0 or x.shape[1] == 0:
+            return out.copy_(w)
+        for k in range(w.shape[0]):
+            params = self._load(w[k])
+            step = None if update is None else update(k)
+            row, grow = out[k:k + 1], None
+            if step is not None:
+                row.copy_(w[k:k + 1])
+                grow = w.new_empty(1, self.n_params)
+            for t in range(x.shape[1]):
+                _, grads = self._module_grads(x[k, t], y[k, t], m[k, t], want_loss=False)
+                if step is None:
+                    with torch.no_grad():
+                        for p, gp in zip(params, _owned(grads)):
+                            p.sub_(gp.mul_(lr))
+                    continue
+                torch.cat([gp.reshape(-1) for gp in grads], out=grow[0])
+                step(row, grow, lr)
+                if t + 1 < x.shape[1]:
+                    self._load(row[0])
+            if step is None:
+                torch.cat([p.detach().reshape(-1) for p in params], out=out[k])
+        return out
 
     def correct(self, w: torch.Tensor, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         """(C, B) 1.0 where the prediction is right (classification only)."""
         return (self.forward(w, x).argmax(-1) == y).to(w.dtype)
+
+
+def _owned(grads: list[torch.Tensor]) -> list[torch.Tensor]:
+    """The gradients as tensors that may be overwritten: one autograd returns is usually its
+    own fresh tensor, but a view, a broadcast or a tensor shared by two parameters (a plugin's
+    `x + p1 + p2`) is cloned first."""
+    seen: set[int] = set()
+    out = []
+    for gp in grads:
+        if gp._base is not None or not gp.is_contiguous() or id(gp) in seen:
+            gp = gp.clone()
+        seen.add(id(gp))
+        out.append(gp)
+    return out
 
 
 # ------------------------------------------------------------------------------- measurement
