@@ -115,8 +115,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"paused after round {args.stop_after}; continue with: hierfl run "
               f"{args.scenario} --resume{same}")
         return 0
-    path = write_report(sc.output, sc.name, sc.report.target_accuracy)
-    print(f"report: {path}\nhtml: {os.path.join(os.path.dirname(path), 'report.html')}")
+    if args.no_report:
+        print(f"outputs: {sc.output} (no report: `hierfl report {sc.output}` writes it)")
+    else:
+        path = write_report(sc.output, sc.name, sc.report.target_accuracy)
+        print(f"report: {path}\nhtml: {os.path.join(os.path.dirname(path), 'report.html')}")
     if args.tensorboard:
         from .outputs import read_run
         from .outputs.tb_cli import tensorboard_done, write_tensorboard
@@ -303,6 +306,9 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--threads", type=int, help="torch intra-op threads")
     r.add_argument("--quiet", action="store_true",
                    help="print nothing but errors, warnings and the final report paths")
+    r.add_argument("--no-report", action="store_true",
+                   help="write the run's outputs but not the report (figures take seconds; "
+                   "`hierfl report OUT` writes it later)")
     r.add_argument("--force", action="store_true",
                    help="clear an --out that holds another scenario's results (its run.json, "
                    "summary, reports, figures and algorithm folders) before running")

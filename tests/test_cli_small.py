@@ -85,3 +85,13 @@ def test_per_round_panels_leave_out_an_empty_panel(tmp_path):
     assert per_round_panels([Group("a", [Series("a", rows)], "a")], {"a": "C0"},
                             (("stragglers", "s"), ("failed", "f")), str(tmp_path / "n.png"),
                             counts=True) is None
+
+
+def test_run_without_report_then_report_later(tmp_path, capsys):
+    path = make_scenario(tmp_path, **{"train.rounds": 1})
+    out = tmp_path / "o"
+    assert main(["run", path, "--out", str(out), "--quiet", "--no-report"]) == 0
+    assert (out / "fedavg" / "metrics.csv").is_file() and not (out / "report.md").exists()
+    assert "no report" in capsys.readouterr().out
+    assert main(["report", str(out)]) == 0
+    assert (out / "report.md").is_file()
