@@ -11,29 +11,7 @@ from hierfl import sweep as sw
 from hierfl.scenario.load import load
 from hierfl.sweep.reuse import entry_key, owners
 
-TOPOLOGY = """\
-edges: {count: 2, link: {latency_s: 0.05, bandwidth_Bps: 1.0e8}}
-clients:
-  count: 4
-  compute_flops: 1.0e9
-  link: {latency_s: 0.02, bandwidth_Bps: 2.0e6}
-"""
-
-BASE = """\
-name: tiny
-seed: 3
-topology: topo.yaml
-data: {name: synthetic, dim: 8, classes: 3}
-model: {name: logreg}
-train:
-  rounds: 2
-  clients_per_round: 3
-  local: {steps: 4, batch_size: 5, lr: 0.05}
-algorithms:
-  - {name: fedavg}
-  - {name: hierfavg, edge_rounds: 2}
-output: ignored
-"""
+from test_sweep import BASE, TOPOLOGY  # the same tiny system and base scenario
 
 
 def _sweep(tmp_path, grid: str, out: str, reuse: bool = True) -> str:
