@@ -215,3 +215,23 @@ def test_per_algorithm_round_policy_sync_and_async_side_by_side(tmp_path):
     assert (both.final("hierfavg") == alone.final("hierfavg")).all()
     assert {r["staleness"] for r in both.clients["hierfavg"]} == {""}
     assert {r["staleness"] for r in both.clients["hier_fedbuff"]} != {""}
+
+
+def test_async_jobs_record_their_energy(tmp_path):
+    """Energy (docs/energy.md) of asynchronous jobs: each record's energy is the rule applied to
+    its own seconds, idle time is what the job spent beyond its radio and compute, and a
+    version's energy_j is the sum of the records it holds."""
+    out = run_outputs(make_scenario(tmp_path, **{
+        "train.rounds": 5, "train.clients_per_round": 2,
+        "topology.clients.power_w": 3.0, "topology.clients.idle_w": 0.5,
+        "topology.clients.link": {"latency_s": 0.01, "bandwidth_Bps": 1e6, "tx_w": 2.0,
+                                  "rx_w": 1.0},
+        "train.round": {"policy": "fedasync", "alpha": 0.5}}))
+    rows = out.clients["fedavg"]
+    for r in rows:
+        c, tx, dl, idle = (float(r[k]) for k in ("compute_s", "tx_s", "download_s", "idle_s"))
+        assert float(r["energy_j"]) == pytest.approx(3.0 * c + 2.0 * tx + 1.0 * dl + 0.5 * idle)
+        assert c > 0 and tx > 0 and dl > 0 and idle > 0      # relay latency: idle, not radio
+    for m in out.metrics["fedavg"][1:]:
+        mine = [float(r["energy_j"]) for r in rows if r["round"] == m["round"]]
+        assert float(m["energy_j"]) == pytest.approx(sum(mine))

@@ -22,6 +22,7 @@ import numpy as np
 
 from .. import seeding
 from ..config.schema import RoundSpec
+from .energy import settle
 from .rounds import Collector
 from .work import RoundInfo
 
@@ -104,7 +105,7 @@ class AsyncRounds:
 
     def _flat_job(self, j: int, k: int):
         a, runner = self._a, self.runner
-        v0, start = a.version, runner.global_model()
+        v0, start, opened = a.version, runner.global_model(), self.env.now
         work = runner.train(j, 0, np.array([k], dtype=np.int64), start)
         path = self.topo.path_up(self.topo.clients[k])[::-1]   # cloud ... aggregator, client
         col = Collector(self.env, 0 if work.drop[0] else 1, WAIT_ONE)
@@ -119,6 +120,9 @@ class AsyncRounds:
         else:
             yield from self._client(k, 0, path[-2], down, work, True, col)
         a.busy.discard(k)
+        # energy over the job, from its download to its arrival (a hierarchical job's edge
+        # rounds settle their own, as in synchronous rounds)
+        settle(work.recs, work.drop, work.up_bytes, down, opened, self.env.now, self.topo)
         update = runner.async_update(work) if col.arrived else None
         self._finish(v0, start, work.recs, update, 1)
 
