@@ -12,24 +12,14 @@ import numpy as np
 import pytest
 
 from conftest import make_scenario, run_outputs
-
-D = 3
-COUNTS = (5, 8, 12, 20)
+from lsq_problem import COUNTS, D, lsq_data
 
 
 # ----------------------------------------------------------------------------- helpers
 def quad_data() -> list[tuple[np.ndarray, np.ndarray]]:
     """Four clients with different feature scales and shifts (different Hessians) and
     different true models: FedAvg with many local steps is biased on this problem."""
-    g = np.random.default_rng(0)
-    out = []
-    for k, n in enumerate(COUNTS):
-        x = g.normal(size=(n, D)) @ np.diag(g.uniform(0.3, 1.5, D)) + 0.5 * k
-        y = x @ (2.0 * g.normal(size=D)) + 0.1 * g.normal(size=n)
-        # the simulator holds float32: compute the references on exactly those numbers
-        out.append((x.astype(np.float32).astype(np.float64),
-                    y.astype(np.float32).astype(np.float64)))
-    return out
+    return lsq_data()
 
 
 def scenario(tmp_path, data, algorithms: list[dict], *, steps: int, lr: float, rounds: int,

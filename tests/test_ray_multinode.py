@@ -24,22 +24,16 @@ import pytest
 pytest.importorskip("ray", reason="Ray is not installed (pip install 'hierfl[ray]')")
 
 from conftest import make_scenario, scenario_doc  # noqa: E402
+from test_ray import TINY as RAY_TINY  # noqa: E402
 
 pytestmark = pytest.mark.ray
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RAY = os.path.join(os.path.dirname(sys.executable), "ray")
 
-TINY = scenario_doc(
-    name="tiny", seed=3,
-    topology={"edges": {"count": 2, "link": {"latency_s": 0.05, "bandwidth_Bps": 1.0e8}},
-              "clients": {"count": 6,
-                          "compute_flops": {"dist": "lognormal", "median": 1.0e9, "sigma": 0.5},
-                          "link": {"latency_s": 0.02, "bandwidth_Bps": 2.0e6}}},
-    data={"name": "synthetic", "dim": 10, "classes": 3},
-    train={"rounds": 2, "clients_per_round": 6, "local": {"steps": 4, "batch_size": 5,
-                                                           "lr": 0.05}},
-    algorithms=[{"name": "fedavg"}, {"name": "hierfavg", "edge_rounds": 2}])
+# test_ray's tiny system, with rounds and work of its own
+TINY = scenario_doc(RAY_TINY, **{"train.rounds": 2, "train.clients_per_round": 6,
+                                 "train.local.steps": 4})
 
 # imported by every process that runs hierfl's work (plugins are shipped to Ray's workers):
 # inside a Ray task it leaves a file named after the node it runs on, and holds that first task

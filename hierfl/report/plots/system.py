@@ -8,7 +8,8 @@ from matplotlib.colors import LogNorm
 from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter
 
 from .style import H1, MAX_BARS, STYLE, W1, legend, plt, save
-from .system_scale import MANY_CLIENTS, group_means, groups_of, span, topology_summary_figure
+from .system_scale import MANY_CLIENTS, group_means, groups_of, span, spans_decades, tier_axis, \
+    topology_summary_figure
 
 
 def topology_figure(summary: dict, path: str) -> str | None:
@@ -73,14 +74,7 @@ def topology_figure(summary: dict, path: str) -> str | None:
             for c in clients:
                 ax.annotate(c.replace("client", ""), (x[c], -max_d), textcoords="offset points",
                             xytext=(0, -13), ha="center", fontsize=6.5)
-        tiers = ["cloud"] + [f"tier {d}" for d in range(1, max_d)] + ["clients"]
-        if max_d == 2:
-            tiers[1] = "edges"
-        ax.set_yticks([-d for d in range(max_d + 1)], tiers)
-        ax.set_xticks([])
-        ax.spines[["bottom", "left"]].set_visible(False)
-        ax.set_ylim(-max_d - 0.45, 0.4)
-        ax.set_xlim(-1, max(len(clients), 1))
+        tier_axis(ax, max_d, len(clients), 0.45)
         sized = "" if many else " (marker area ∝ training samples)"
         ax.set_title(f"{len(clients)} clients{sized}, {len(aggs)} aggregators", fontsize=10)
         return save(fig, path)
@@ -99,13 +93,6 @@ def _clients_by_speed(fig: plt.Figure, ax: plt.Axes, xs: list[float], y: float,
                         edgecolors="black", linewidths=0.4, norm=norm)
     fig.colorbar(sc, ax=ax, label="client speed (GFLOP/s" + (", log)" if log else ")"),
                  pad=0.01, fraction=0.04)
-
-
-def spans_decades(values: np.ndarray, ratio: float = 10.0) -> bool:
-    """Positive finite values whose largest is more than `ratio` times the smallest."""
-    v = np.asarray(values, float)
-    v = v[np.isfinite(v) & (v > 0)]
-    return bool(len(v)) and float(v.max()) > ratio * float(v.min())
 
 
 def _by_class(values: np.ndarray, classes: list[str] | None, colours: list[str],

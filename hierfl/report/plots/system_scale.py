@@ -14,9 +14,24 @@ MANY_CLIENTS = 300      # above this many clients the tree stops at the aggregat
 GROUPS = 200            # clients per-id figures show at most this many groups
 
 
-def spans(values: np.ndarray, ratio: float = 10.0) -> bool:
-    v = values[np.isfinite(values) & (values > 0)]
+def spans_decades(values: np.ndarray, ratio: float = 10.0) -> bool:
+    """Positive finite values whose largest is more than `ratio` times the smallest."""
+    v = np.asarray(values, float)
+    v = v[np.isfinite(v) & (v > 0)]
     return bool(len(v)) and float(v.max()) > ratio * float(v.min())
+
+
+def tier_axis(ax: plt.Axes, max_d: int, width: int, bottom: float) -> None:
+    """A topology drawing's axes: one row per depth, labelled cloud / edges or tier d /
+    clients, no x axis; the drawing spans `width` nodes on its bottom row."""
+    tiers = ["cloud"] + [f"tier {d}" for d in range(1, max_d)] + ["clients"]
+    if max_d == 2:
+        tiers[1] = "edges"
+    ax.set_yticks([-d for d in range(max_d + 1)], tiers)
+    ax.set_xticks([])
+    ax.spines[["bottom", "left"]].set_visible(False)
+    ax.set_ylim(-max_d - bottom, 0.4)
+    ax.set_xlim(-1, max(width, 1))
 
 
 def _layout(aggs: list[str], par: dict[str, str], dep: dict[str, int],
@@ -70,7 +85,7 @@ def topology_summary_figure(summary: dict, path: str) -> str | None:
         thin = len(bottom) > 200
         ax.add_collection(LineCollection(segs, colors="#999999", linewidths=0.3 if thin else 0.6,
                                          alpha=0.5 if thin else 1.0, zorder=1))
-        log = spans(mean_speed)
+        log = spans_decades(mean_speed)
         norm = LogNorm(mean_speed.min(), mean_speed.max()) if log else None
         size = 20 + 160 * np.sqrt(count / count.max())
         sc = ax.scatter([x[a] for a in bottom], [-max_d] * len(bottom), c=mean_speed, s=size,
@@ -86,14 +101,7 @@ def topology_summary_figure(summary: dict, path: str) -> str | None:
             for a, c in zip(bottom, count):
                 ax.annotate(f"{int(c)}", (x[a], -max_d), textcoords="offset points",
                             xytext=(0, -14), ha="center", fontsize=6.5)
-        tiers = ["cloud"] + [f"tier {d}" for d in range(1, max_d)] + ["clients"]
-        if max_d == 2:
-            tiers[1] = "edges"
-        ax.set_yticks([-d for d in range(max_d + 1)], tiers)
-        ax.set_xticks([])
-        ax.spines[["bottom", "left"]].set_visible(False)
-        ax.set_ylim(-max_d - 0.5, 0.4)
-        ax.set_xlim(-1, max(len(bottom), 1))
+        tier_axis(ax, max_d, len(bottom), 0.5)
         ax.set_title(f"{int(is_client.sum())} clients, {len(aggs)} aggregators (bottom row: the "
                      f"{span(count)} clients of each aggregator, area ∝ count)", fontsize=9)
         return save(fig, path)
