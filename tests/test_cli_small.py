@@ -94,4 +94,10 @@ def test_run_without_report_then_report_later(tmp_path, capsys):
     assert (out / "fedavg" / "metrics.csv").is_file() and not (out / "report.md").exists()
     assert "no report" in capsys.readouterr().out
     assert main(["report", str(out)]) == 0
-    assert (out / "report.md").is_file()
+    # the report written later is the run's: its table holds the last evaluated accuracy
+    import csv
+    with open(out / "fedavg" / "metrics.csv", newline="") as fh:
+        last = float(list(csv.DictReader(fh))[-1]["test_acc"])
+    row = next(x for x in (out / "report.md").read_text().splitlines()
+               if x.startswith("| fedavg |"))
+    assert row.split("|")[2].strip() == f"{last:.3f}"
