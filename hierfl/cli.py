@@ -44,6 +44,9 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
     sc = load(args.scenario)
     world = check_world(sc)
+    from .algorithms.state_size import guard_predicted_state
+
+    guard_predicted_state(sc, world.topo.n_clients, world.n_params)   # as run, before building
     if sc.train.executor.device not in ("auto", "cpu"):     # cuda without CUDA: exit 2
         from .exec.device import resolve
 

@@ -169,8 +169,8 @@ def generate() -> str:
              md_table(rows(LocalSpec)), "",
              "Keys of each direction of `compress:` (`up`, `down`, `edge_up`, `edge_down`):", "",
              md_table(rows(CodecSpec)), ""]
-    for name in sorted(n for n, c in REGISTRY.items() if _builtin(c)):
-        parts += _algorithm_section(name, REGISTRY[name], page=True)
+    for name in sorted(n for n in REGISTRY if REGISTRY.is_builtin(n)):
+        parts += _builtin_section(name, REGISTRY.info(name))
     parts += _plugin_sections()
     return "\n".join(parts).rstrip("\n") + "\n"
 
@@ -179,7 +179,32 @@ def _builtin(obj: Any) -> bool:
     return getattr(obj, "__module__", "").startswith("hierfl.")
 
 
-def _algorithm_section(name: str, cls: type, page: bool) -> list[str]:
+def _builtin_section(name: str, info: Any) -> list[str]:
+    """A built-in algorithm's section from the registry's torch-free facts and its module's
+    docstring, read from the source without importing the module (torch): `hierfl docs`
+    imports no torch."""
+    import ast
+    import importlib.util
+    from types import SimpleNamespace
+
+    from .algorithms.registry import BUILTIN
+
+    module = f"hierfl.algorithms.{BUILTIN[name].module}" if name in BUILTIN else None
+    spec = importlib.util.find_spec(module) if module else None
+    if spec is None or not spec.origin:                 # a built-in registered otherwise
+        from .algorithms.registry import REGISTRY
+
+        return _algorithm_section(name, REGISTRY[name], page=True)
+    with open(spec.origin, encoding="utf-8") as fh:
+        doc = ast.get_docstring(ast.parse(fh.read()))
+    facts = SimpleNamespace(__module__=module, __doc__=None, Params=info.Params,
+                            hierarchical=info.hierarchical, supports_gamma=info.supports_gamma,
+                            personalised=info.personalised)
+    return _algorithm_section(name, facts, page=True, module_doc=doc)
+
+
+def _algorithm_section(name: str, cls: Any, page: bool,
+                       module_doc: str | None = None) -> list[str]:
     """One algorithm: its docstring's first paragraph, its kind, its hyperparameters; built-ins
     link their page, a plugin's names its file."""
     mod = sys.modules.get(cls.__module__)
@@ -191,7 +216,8 @@ def _algorithm_section(name: str, cls: type, page: bool) -> list[str]:
         traits.append("no gamma-inexact stops")
     where = (f" Page: [algorithms/{name}.md](algorithms/{name}.md)." if page
              else f" Defined in `{getattr(mod, '__file__', cls.__module__)}`.")
-    doc = cls.__doc__ if not page and cls.__doc__ else (mod.__doc__ if mod else "")
+    doc = cls.__doc__ if not page and cls.__doc__ else \
+        (module_doc if module_doc is not None else mod.__doc__ if mod else "")
     params = cls.Params
     prows = rows(params) if dataclasses.is_dataclass(params) else []
     return [f"### {name}", "", _first_paragraph(doc), "",
@@ -223,8 +249,8 @@ def _plugin_sections() -> list[str]:
     from .data.registry import DATASETS
     from .models.registry import MODELS
 
-    algs = sorted(n for n, c in REGISTRY.items() if not _builtin(c))
-    models = sorted(n for n, e in MODELS.items() if not _builtin(e.factory))
+    algs = sorted(n for n in REGISTRY if not REGISTRY.is_builtin(n))
+    models = sorted(n for n, e in MODELS.items() if not e.builtin)
     sets = sorted(n for n, e in DATASETS.items() if not _builtin(e.loader))
     if not (algs or models or sets):
         return []

@@ -58,6 +58,7 @@ def small_run(tmp_path_factory):
     ("validate", "scenarios/quickstart.yaml"),
     ("topology", "topologies/mobile_edge.yaml"),
     ("data", "fetch", "--help"),
+    ("docs", "--check"),
 ])
 def test_commands_that_do_not_train_import_no_torch(args):
     torch_imported, out = _probe(*args)
@@ -94,8 +95,8 @@ def test_builtin_facts_agree_with_the_classes():
     for name, cls in found.items():
         info = REGISTRY.info(name)
         assert REGISTRY[name] is cls
-        assert (info.Params, info.hierarchical, info.supports_gamma) == \
-            (cls.Params, cls.hierarchical, cls.supports_gamma), name
+        assert (info.Params, info.hierarchical, info.supports_gamma, info.personalised) == \
+            (cls.Params, cls.hierarchical, cls.supports_gamma, cls.personalised), name
         assert dataclasses.is_dataclass(info.Params)
 
 
@@ -108,6 +109,45 @@ def test_a_lookup_imports_only_what_it_names():
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
                           text=True, env={**os.environ, "PYTHONPATH": ROOT}, timeout=120)
     assert proc.stdout.strip() == "ok", proc.stderr
+
+
+# ------------------------------------------------------------------- the state guard
+def test_predicted_state_bytes_equal_the_measured_ones(tmp_path):
+    """validate's torch-free state sizes (algorithms/state_size.py) are exactly what run
+    measures by initialising each built-in (and IFCA with 3 clusters)."""
+    from conftest import make_scenario
+
+    from hierfl.algorithms.registry import BUILTIN
+    from hierfl.algorithms.state_size import predicted_bytes
+    from hierfl.run.world import build_world, state_bytes
+    from hierfl.scenario.load import load
+
+    algos = [{"name": n} for n in sorted(BUILTIN)] + [{"name": "ifca", "label": "ifca3",
+                                                         "clusters": 3}]
+    sc = load(make_scenario(tmp_path, algorithms=algos, topology__clients__count=7))
+    world = build_world(sc)
+    n, p = world.topo.n_clients, world.model.n_params
+    assert (n, p) == (7, 5 * 3 + 3)
+    for entry in sc.algorithms:
+        assert predicted_bytes(entry.name, entry.params, n, p) == \
+            state_bytes(sc, entry, world), entry.label
+    assert predicted_bytes("scaffold", None, n, p) == (2 + 7) * p * 4
+
+
+def test_validate_refuses_a_state_over_budget_naming_its_size_without_torch(tmp_path):
+    from conftest import make_scenario
+
+    path = make_scenario(tmp_path, algorithms=[{"name": "fedavg"}, {"name": "scaffold"}],
+                         train__max_state_gb=1e-7)      # 100 B: FedAvg fits, SCAFFOLD not
+    proc = subprocess.run([sys.executable, "-c", PROBE, "validate", path], cwd=ROOT,
+                          env={**os.environ, "PYTHONPATH": ROOT}, capture_output=True,
+                          text=True, timeout=120)
+    last = proc.stdout.strip().splitlines()[-1]
+    assert last == "torch-imported: False exit: 2", proc.stdout + proc.stderr
+    p = 5 * 3 + 3                                   # w, server c, 4 clients' c (float32)
+    assert "algorithms[1].name" in proc.stderr and "scaffold" in proc.stderr
+    assert f"4 clients x {p} parameters needs {6 * p * 4 / 1e9:.3g} GB" in proc.stderr
+    assert "train.max_state_gb = 1e-07" in proc.stderr and "Traceback" not in proc.stderr
 
 
 # ----------------------------------------------------------------------------- data arrays

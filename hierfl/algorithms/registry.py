@@ -24,6 +24,7 @@ class Info(NamedTuple):
     Params: type
     hierarchical: bool
     supports_gamma: bool
+    personalised: bool = False      # one model per client (docs: its kind)
 
 
 class Builtin(NamedTuple):
@@ -33,22 +34,22 @@ class Builtin(NamedTuple):
 
 
 def _b(module: str, cls: str, params: type, hierarchical: bool = False,
-       supports_gamma: bool = True) -> Builtin:
-    return Builtin(module, cls, Info(params, hierarchical, supports_gamma))
+       supports_gamma: bool = True, personalised: bool = False) -> Builtin:
+    return Builtin(module, cls, Info(params, hierarchical, supports_gamma, personalised))
 
 
 BUILTIN: dict[str, Builtin] = {
-    "apfl": _b("apfl", "APFL", P.APFLParams, supports_gamma=False),
-    "ditto": _b("ditto", "Ditto", P.DittoParams, supports_gamma=False),
+    "apfl": _b("apfl", "APFL", P.APFLParams, supports_gamma=False, personalised=True),
+    "ditto": _b("ditto", "Ditto", P.DittoParams, supports_gamma=False, personalised=True),
     "fedavg": _b("fedavg", "FedAvg", P.FedAvgParams),
     "feddc": _b("feddc", "FedDC", P.FedDCParams),
     "feddyn": _b("feddyn", "FedDyn", P.FedDynParams),
     "fedprox": _b("fedprox", "FedProx", P.FedProxParams),
     "hierfavg": _b("hierfavg", "HierFAVG", P.HierFAVGParams, hierarchical=True),
-    "pfedmac": _b("pfedmac", "PFedMac", P.PFedMacParams, supports_gamma=False),
+    "pfedmac": _b("pfedmac", "PFedMac", P.PFedMacParams, supports_gamma=False, personalised=True),
     "pfedmac_sh": _b("pfedmac_sh", "PFedMacSH", P.PFedMacSHParams, hierarchical=True,
-                     supports_gamma=False),
-    "pfedme": _b("pfedme", "PFedMe", P.PFedMeParams, supports_gamma=False),
+                     supports_gamma=False, personalised=True),
+    "pfedme": _b("pfedme", "PFedMe", P.PFedMeParams, supports_gamma=False, personalised=True),
     "scaffold": _b("scaffold", "Scaffold", P.ScaffoldParams),
     "fedadam": _b("fedopt", "FedAdam", P.FedAdamParams, hierarchical=True),
     "fedyogi": _b("fedopt", "FedYogi", P.FedAdamParams, hierarchical=True),
@@ -57,7 +58,7 @@ BUILTIN: dict[str, Builtin] = {
     "feddr": _b("feddr", "FedDR", P.FedDRParams),
     "fedpd": _b("fedpd", "FedPD", P.FedPDParams),
     "proxskip": _b("proxskip", "ProxSkip", P.ProxSkipParams, supports_gamma=False),
-    "ifca": _b("ifca", "IFCA", P.IFCAParams, supports_gamma=False),
+    "ifca": _b("ifca", "IFCA", P.IFCAParams, supports_gamma=False, personalised=True),
 }
 
 
@@ -94,7 +95,8 @@ class Registry(MutableMapping):
         item = self._items[name]
         if isinstance(item, Builtin):
             return item.info
-        return Info(item.Params, item.hierarchical, item.supports_gamma)
+        return Info(item.Params, item.hierarchical, item.supports_gamma,
+                    bool(getattr(item, "personalised", False)))
 
     def is_builtin(self, name: str) -> bool:
         item = self._items.get(name)

@@ -9,8 +9,7 @@ import torch
 from .. import seeding
 from ..algorithms.base import Algorithm, Setup
 from ..algorithms.registry import get
-from ..config.errors import ScenarioError
-from ..config.limits import memory_limit
+from ..algorithms.state_size import check_state_size
 from ..config.schema import AlgorithmEntry, Scenario
 from ..data import FederatedData, load_data
 from ..exec.device import resolve as resolve_device
@@ -80,19 +79,6 @@ def state_bytes(sc: Scenario, entry: AlgorithmEntry, world: World) -> float | No
 def guard_state(sc: Scenario, world: World) -> None:
     """Refuse (exit 2), before any state is allocated, an algorithm whose state exceeds
     train.max_state_gb (default: half of this machine's memory), naming its size."""
-    limit_gb = sc.train.max_state_gb
-    default = limit_gb is None
-    if default:
-        limit_gb = memory_limit() / 2 / 1e9
     for i, entry in enumerate(sc.algorithms):
-        size = state_bytes(sc, entry, world)
-        gb = size / 1e9 if size is not None else 0.0
-        if gb > limit_gb:
-            budget = (f"half of this machine's {2 * limit_gb:.3g} GB of memory (train."
-                      f"max_state_gb not set)" if default else f"train.max_state_gb = {limit_gb:g}")
-            raise ScenarioError.one(
-                sc.file, f"algorithms[{i}].name", entry.name,
-                f"its state (the model, server and per-client tensors) for "
-                f"{world.topo.n_clients} clients x {world.model.n_params} parameters needs "
-                f"{gb:.3g} GB, more than {budget}: fewer clients, a smaller model, or a larger "
-                f"train.max_state_gb")
+        check_state_size(sc, i, entry, world.topo.n_clients, world.model.n_params,
+                         state_bytes(sc, entry, world))
