@@ -157,7 +157,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         from .outputs.tb_cli import check_logdir
         check_logdir(args.tensorboard)
     return sweep_main(args.sweep, args.backend, args.address, args.workers, args.out,
-                      progress=not args.quiet, tensorboard=args.tensorboard)
+                      progress=not args.quiet, tensorboard=args.tensorboard,
+                      point_reports=args.point_reports)
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
@@ -362,6 +363,8 @@ def parser() -> argparse.ArgumentParser:
     sw.add_argument("--workers", type=int, help="points run at once (default: CPU cores)")
     sw.add_argument("--out", help="output folder (default: the sweep file's output:)")
     sw.add_argument("--quiet", action="store_true", help="no progress lines")
+    sw.add_argument("--point-reports", action="store_true", help="every point also writes its "
+                    "own report.md and figures (~2 CPU s a point; default: only the sweep's)")
     sw.add_argument("--tensorboard", metavar="DIR", help="also write every metric of every "
                     "finished point as TensorBoard scalars (DIR/<point>/<label>/)")
     sw.set_defaults(fn=cmd_sweep)

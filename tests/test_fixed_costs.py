@@ -239,3 +239,38 @@ def test_the_report_of_200k_client_rounds_costs_about_what_a_small_one_does(smal
     write_report(big)
     assert svgs(big) == first                          # byte-identical run to run
     assert t_big < 4 * t_small + 5.0, (t_big, t_small)
+
+
+# ------------------------------------------------------------------- a sweep point's cost
+def test_sweep_points_write_no_report_unless_asked(tmp_path, monkeypatch):
+    """Without point_reports, a point writes its run files and DONE but no report (~2 CPU s of
+    figures a point); the sweep report still holds the points' numbers; `--point-reports`
+    turns the reports on."""
+    import csv
+
+    from hierfl import cli
+    from hierfl import sweep as sw
+    from test_sweep import BASE, TOPOLOGY      # the tiny system of the sweep tests
+
+    (tmp_path / "topo.yaml").write_text(TOPOLOGY)
+    (tmp_path / "base.yaml").write_text(BASE)
+    f = tmp_path / "sw.yaml"
+    f.write_text("base: base.yaml\ngrid:\n  seed: [4]\noutput: out\n")
+    s = sw.load_sweep(str(f))
+    assert s.point_reports is False
+    assert sw.run_sweep(s, "local", workers=1, progress=False) == {}
+    point = tmp_path / "out" / s.points[0].name
+    assert (point / sw.DONE).is_file() and (point / "fedavg" / "metrics.csv").is_file()
+    assert not list(point.glob("report.*")) and not list(point.glob("*.svg")) and \
+        not list(point.glob("*.png"))
+    with open(point / "fedavg" / "metrics.csv", newline="") as fh:
+        final = float(list(csv.DictReader(fh))[-1]["test_acc"])
+    with open(tmp_path / "out" / "sweep.csv", newline="") as fh:
+        rows = {r["algorithm"]: r for r in csv.DictReader(fh)}
+    assert float(rows["fedavg"]["final_acc_mean"]) == pytest.approx(final, abs=1e-12)
+    assert f"{final:.3f}" in (tmp_path / "out" / "sweep.md").read_text()
+    seen = []
+    monkeypatch.setattr(sw, "run_sweep", lambda s, *a, **k: seen.append(s) or {})
+    assert cli.main(["sweep", str(f), "--point-reports", "--quiet"]) == 0
+    assert cli.main(["sweep", str(f), "--quiet"]) == 0
+    assert [x.point_reports for x in seen] == [True, False]

@@ -9,12 +9,13 @@ A sweep file (YAML):
       seed: [0, 1, 2]
     output: ../reports/fedprox-sweep      # relative to the sweep file (--out overrides)
     target: 0.8                           # optional accuracy target of the summary table
-    point_reports: true                   # each point's report.md and figures (false: faster)
+    point_reports: true                   # each point's report.md and figures (default false)
     reuse: true                           # run an algorithm once per distinct scenario it reads
 
 Every point's scenario is built and validated before anything runs (errors name the sweep file
 and the grid key). Points run in parallel on a process pool (`local`) or as Ray tasks (`ray`);
-each one runs in a private staging folder, writes its report, then a `DONE` marker, and only then
+each one runs in a private staging folder, writes its report (only with `point_reports: true` or
+`--point-reports`: the sweep report covers every point), then a `DONE` marker, and only then
 is moved into `OUTPUT/<point>` (an atomic rename), so a killed sweep leaves only finished points
 behind and a rerun skips them. An algorithm that does not read a grid key runs once per
 distinct scenario it reads and is copied to the other points (reuse.py; `reuse: false` turns
@@ -38,10 +39,16 @@ from .summary import is_done, summarize
 
 
 def main(path: str, backend: str = "local", address: str = "local", workers: int | None = None,
-         out: str | None = None, progress: bool = True, tensorboard: str | None = None) -> int:
+         out: str | None = None, progress: bool = True, tensorboard: str | None = None,
+         point_reports: bool = False) -> int:
     """The `hierfl sweep` command: 0 when every point finished, 1 when some failed.
-    `tensorboard`: a folder for every finished point's metrics as TensorBoard scalars."""
+    `tensorboard`: a folder for every finished point's metrics as TensorBoard scalars;
+    `point_reports`: every point also writes its own report (as `point_reports: true`)."""
     sw = load_sweep(path, out)
+    if point_reports:
+        import dataclasses
+
+        sw = dataclasses.replace(sw, point_reports=True)
     failed = run_sweep(sw, backend, address, workers, progress)
     print(f"sweep summary: {os.path.join(sw.output, 'sweep.md')}\n"
           f"html: {os.path.join(sw.output, 'sweep.html')}")

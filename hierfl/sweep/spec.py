@@ -33,8 +33,9 @@ class SweepFile:
     target: float | None = spec(None, "accuracy target of the summary table (default: the "
                                 "base scenario's report.target_accuracy, else 0.9 x best)",
                                 check=unit_interval)
-    point_reports: bool = spec(True, "write each point's report.md and figures (false: only "
-                               "the metrics the summary needs; faster for small points)")
+    point_reports: bool = spec(False, "write each point's report.md and figures (false: only "
+                               "the run files the sweep report reads: a report costs a point "
+                               "~2 CPU s of figures; `hierfl sweep --point-reports` turns it on)")
     reuse: bool = spec(True, "run an algorithm once per distinct scenario it reads (a grid key "
                        "it does not read reuses its result, the same files); false: every "
                        "algorithm at every point")
@@ -57,7 +58,7 @@ class Sweep:
     output: str
     target: float | None
     labels: tuple[str, ...]                    # algorithm labels of the base scenario
-    point_reports: bool = True                 # each point writes its report.md and figures
+    point_reports: bool = False                # each point writes its report.md and figures
     reuse: bool = True                         # an algorithm runs once per distinct scenario
 
 
