@@ -88,7 +88,6 @@ def _check_out(sc, args: argparse.Namespace) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from .report import write_report
     from .run import run_scenario
     from .scenario.load import load
 
@@ -121,6 +120,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.no_report:
         print(f"outputs: {sc.output} (no report: `hierfl report {sc.output}` writes it)")
     else:
+        from .report import write_report      # matplotlib: only when a report is written
+
         path = write_report(sc.output, sc.name, sc.report.target_accuracy)
         print(f"report: {path}\nhtml: {os.path.join(os.path.dirname(path), 'report.html')}")
     if args.tensorboard:
