@@ -2,7 +2,10 @@
 floor (benchmarks/floor.py, a minimal batched torch loop with no simulator) and against the
 sequential executor, alternating, in fresh processes (so that peak RSS is per run).
 
-    python benchmarks/run.py [--quick] [--only W1,W3,STATE] [--repeat N] [--out DIR]
+    python benchmarks/run.py [--quick] [--only W1,W3,STATE,W1P] [--repeat N] [--out DIR]
+
+W1P (benchmarks/whole.py) times whole processes instead: the plain loop of floor_w1.py against
+`hierfl run` of W1, with and without the report.
 
 Per workload and algorithm it prints wall seconds, local steps/s, client updates/s, peak RSS,
 the fraction of hierfl's time outside training (simulation, bookkeeping, evaluation, CSV and
@@ -58,6 +61,14 @@ def w2(rounds: int) -> dict:
             "algorithms": [{"name": "fedavg"}, {"name": "scaffold"}]}
 
 
+def w2e(rounds: int) -> dict:
+    """W2 evaluated only at round 0 and the last, on both sides (issue 19's training gap)."""
+    doc = w2(rounds)
+    doc["name"] = "w2e"
+    doc["train"]["eval_every"] = rounds
+    return doc
+
+
 def w3(rounds: int) -> dict:
     """MLP 784-200-200-10 on 100 clients x 600 training samples of MNIST-shaped data."""
     return {"name": "w3", "seed": 0, "topology": _flat_topology(100, 2),
@@ -97,6 +108,7 @@ def w5(rounds: int, clients: int = 10_000) -> dict:
 WORKLOADS = {
     "W1": (w1, (200, 20), (20, 5)),
     "W2": (w2, (100, 20), (10, 3)),
+    "W2E": (w2e, (100, 20), (0, 0)),
     "W3": (w3, (50, 10), (10, 3)),
     "W4": (w4, (20, 4), (4, 2)),
     "W5": (w5, (100, 10), (0, 0)),
@@ -443,6 +455,11 @@ def write_readme(out_dir: str) -> None:
     path = os.path.join(HERE, "README.md")
     text = open(path).read() if os.path.exists(path) else ""
     text = _replace_block(text, "results", table(results))
+    wp = os.path.join(out_dir, "W1P.json")
+    if os.path.exists(wp):
+        import whole
+        with open(wp) as fh:
+            text = _replace_block(text, "whole", whole.table(json.load(fh)))
     sp = os.path.join(out_dir, "state_memory.json")
     if os.path.exists(sp):
         with open(sp) as fh:
@@ -474,17 +491,27 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(worker(json.loads(args.worker))))
         return 0
     only = [w.strip().upper() for w in args.only.split(",")] if args.only else \
-        [*WORKLOADS, "STATE"]
-    bad = [w for w in only if w not in WORKLOADS and w != "STATE"]
+        [*WORKLOADS, "W1P", "STATE"]
+    bad = [w for w in only if w not in WORKLOADS and w not in ("STATE", "W1P")]
     if bad:
         ap.error(f"unknown workload(s) {bad}; known: {', '.join(WORKLOADS)}")
     repeat = args.repeat or (1 if args.quick else 2)
     # W2 runs in 1-2 s, where this shared machine's speed swings by +-20% between runs:
     # more alternated repetitions make its best-of figures steadier, for a few seconds more
-    short = {"W2": 5}
+    short = {"W2": 5, "W2E": 5}
     os.makedirs(args.out, exist_ok=True)
     results = []
     for w in only:
+        if w == "W1P":
+            print("[W1P] whole processes: floor_w1.py against hierfl run", file=sys.stderr,
+                  flush=True)
+            import whole
+            r = whole.measure(WORKLOADS["W1"][1][1 if args.quick else 0],
+                              repeat if args.repeat or args.quick else max(repeat, 2))
+            with open(os.path.join(args.out, "W1P.json"), "w") as fh:
+                json.dump(r, fh, indent=1)
+            print(whole.table(r), flush=True)
+            continue
         if w == "STATE":
             print("[STATE] per-client state of SCAFFOLD / FedDyn / FedDC on 100,000 clients",
                   file=sys.stderr, flush=True)
