@@ -103,7 +103,8 @@ def table(r: dict) -> str:
              "peak RSS MB | / floor wall (CPU) | final acc |" % r["rounds"],
              "|---|---|---|---|---|---|"]
     names = {"floor": "plain batched torch loop (`floor_w1.py`)",
-             "hierfl": "`hierfl run --no-report`", "hierfl_report": "`hierfl run` (report included)",
+             "hierfl": "`hierfl run --no-report`",
+             "hierfl_report": "`hierfl run` (report included)",
              "old_hierfl": "before: `hierfl run --no-report`",
              "old_hierfl_report": "before: `hierfl run` (report included)"}
     for k in r["best"]:
