@@ -88,9 +88,15 @@ class HierRounds:
         kids = chosen.active(node)
         policy = self.sc.train.edge_round
         mine: set[int] = set()
+        bottom = bool(kids) and self.topo.is_client(kids[0])
         for _ in range(self.tier_rounds(node)):
             start, db = runner.edge_model(es)
-            if kids and self.topo.is_client(kids[0]):
+            if bottom and self.mobility is not None:   # whoever is under it at this start
+                kids = self.members(node, chosen.ids)
+                if not kids:
+                    self.trace.add(self.env.now, node, "aggregate", "", 0)
+                    continue
+            if bottom:
                 opened = self.env.now
                 work = self.edge_train(node, t, kids, start)
                 col = Collector(self.env, int((~work.drop).sum()), policy)
