@@ -208,3 +208,15 @@ def test_mobility_with_an_asynchronous_cloud_is_refused(tmp_path):
         "algorithms": [{"name": "fedavg", "round": {"policy": "fedbuff", "k": 2}}]})
     with pytest.raises(ScenarioError, match="asynchronous round policy is not supported"):
         run_outputs(path)
+
+
+def test_timeline_keeps_handovers_and_ends_a_lost_transfer_where_it_was_lost():
+    from hierfl.report.timeline import build
+    ev = [(0.0, "cloud", "round_start", "", 1), (0.0, "edge0", "send", "client0", 72.0),
+          (1.0, "client0", "handover", "edge0->edge1", 1), (1.0, "client0", "lost", "edge0", 72.0),
+          (2.0, "cloud", "round_end", "", 1)]
+    tl = build(ev, 1)
+    assert tl.handovers == [(1.0, "client0", "edge0->edge1")]
+    assert [(b.node, b.kind, b.start, b.end) for b in tl.bars] == [
+        ("client0", "download", 0.0, 1.0), ("edge0", "upload", 0.0, 1.0)]
+    assert tl.in_flight == 0 and "client0" in tl.clients

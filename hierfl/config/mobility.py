@@ -44,6 +44,9 @@ class MobilitySpec:
             raise ValueError(f"{', '.join(extra)} does not apply to kind {self.kind!r}"
                              + (f" (it takes {', '.join(own[self.kind])})" if own[self.kind]
                                 else ""))
+        if self.handover_s and self.on_handover != "resume":
+            raise ValueError("handover_s applies to on_handover: resume (a dropped transfer is "
+                             "lost at the handover)")
         if self.kind == "trace" and not self.path:
             raise ValueError("kind trace needs path: (a CSV of time_s,client,node)")
 
