@@ -220,3 +220,25 @@ def test_timeline_keeps_handovers_and_ends_a_lost_transfer_where_it_was_lost():
     assert [(b.node, b.kind, b.start, b.end) for b in tl.bars] == [
         ("client0", "download", 0.0, 1.0), ("edge0", "upload", 0.0, 1.0)]
     assert tl.in_flight == 0 and "client0" in tl.clients
+
+
+def test_resume_with_mobility_is_bit_identical_and_sees_a_changed_moves_file(tmp_path):
+    from hierfl import load, run_scenario
+    from test_resume import _outputs, _scenario
+    path = _scenario(tmp_path, [{"name": "hierfavg", "edge_rounds": 2}], rounds=4,
+                     extra_topo={"mobility": {"kind": "markov", "handover_rate_per_s": 3.0}})
+    run_scenario(load(path, out=str(tmp_path / "ref")), progress=False)
+    sc = load(path, out=str(tmp_path / "cut"))
+    run_scenario(sc, progress=False, stop_after=2)
+    run_scenario(sc, progress=False, resume=True)
+    ref = _outputs(str(tmp_path / "ref"), "hierfavg")
+    assert ref == _outputs(str(tmp_path / "cut"), "hierfavg")
+    assert ref["trace"].count(b"handover") > 0
+    (tmp_path / "moves.csv").write_text("time_s,client,node\n0.001,client0,edge1\n")
+    path = _scenario(tmp_path, [{"name": "hierfavg", "edge_rounds": 2}], rounds=4,
+                     extra_topo={"mobility": {"kind": "trace", "path": "moves.csv"}})
+    sc = load(path, out=str(tmp_path / "moved"))
+    run_scenario(sc, progress=False, stop_after=2)
+    (tmp_path / "moves.csv").write_text("time_s,client,node\n0.002,client0,edge1\n")
+    with pytest.raises(ScenarioError, match="moves_trace"):
+        run_scenario(sc, progress=False, resume=True)

@@ -65,14 +65,23 @@ def mobility_moves(sc: Scenario, entry: Any, topo: Topology) -> dict | None:
     """The moves of an entry's `mobility: {kind: trace, path: ...}` (its own, relative to the
     scenario file, else the topology's, relative to the topology file), read and checked (a bad
     line is a ScenarioError naming file and line); None for other kinds."""
+    path = moves_path(sc, entry)
+    if path is None:
+        return None
+    own = getattr(entry, "mobility", None) is not None
+    key = f"algorithms[{sc.algorithms.index(entry)}].mobility.path" if own else "mobility.path"
+    return read_moves(path, list(topo.clients), list(topo.edges),
+                      [int(e) for e in topo.edge_of], key)
+
+
+def moves_path(sc: Scenario, entry: Any) -> str | None:
+    """The moves file of an entry's trace mobility, or None."""
     spec = entry.mobility_spec(sc.topology)
     if spec is None or spec.kind != "trace":
         return None
     own = getattr(entry, "mobility", None) is not None
     base = os.path.dirname(os.path.abspath(sc.file if own else (sc.topology_file or sc.file)))
-    key = f"algorithms[{sc.algorithms.index(entry)}].mobility.path" if own else "mobility.path"
-    return read_moves(os.path.join(base, spec.path), list(topo.clients), list(topo.edges),
-                      [int(e) for e in topo.edge_of], key)
+    return os.path.join(base, spec.path)
 
 
 def model_size(sc: Scenario, data: FederatedData) -> int:
