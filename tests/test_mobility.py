@@ -242,3 +242,11 @@ def test_resume_with_mobility_is_bit_identical_and_sees_a_changed_moves_file(tmp
     (tmp_path / "moves.csv").write_text("time_s,client,node\n0.002,client0,edge1\n")
     with pytest.raises(ScenarioError, match="moves_trace"):
         run_scenario(sc, progress=False, resume=True)
+
+
+def test_too_many_markov_handovers_is_a_work_guard_error(tmp_path):
+    from hierfl import load
+    path = make_scenario(tmp_path, **{"topology.edges.count": 2, "topology.mobility": {
+        "kind": "markov", "handover_rate_per_s": 1e15}})
+    with pytest.raises(ScenarioError, match="handovers, more than 1e"):
+        load(path)

@@ -53,3 +53,16 @@ class MobilitySpec:
     @property
     def active(self) -> bool:
         return self.kind != "none"
+
+
+def mobility_problem(spec: MobilitySpec | None, n_clients: int, sim_s: float,
+                     limit: float) -> str | None:
+    """Why Markov mobility would draw too many handovers over the run (work guard), or None."""
+    if spec is None or spec.kind != "markov":
+        return None
+    events = n_clients * float(spec.handover_rate_per_s) * sim_s
+    if events <= limit:
+        return None
+    return (f"{n_clients} clients x {spec.handover_rate_per_s:g} handovers/s x about "
+            f"{sim_s:.3g} simulated s = {events:.3g} handovers, more than {limit:g} (work "
+            "guard): use a lower rate")
