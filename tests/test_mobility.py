@@ -85,6 +85,9 @@ def test_resume_delivers_the_transfer_handover_s_later(tmp_path):
         (1, 1, 1, 0, "edge1")]
     assert _metric(out, lab, "bytes_wasted") == [0.0, 0.0]
     assert _metric(out, lab, "sim_time_s") == [8.0, 16.0]
+    # client0 was aggregated under edge0 and then edge1 in round 1: reported once
+    assert _metric(out, lab, "reported") == [2.0, 2.0]
+    assert _metric(out, lab, "failed") == [0.0, 0.0]
 
 
 def test_flat_upload_takes_the_new_edges_path(tmp_path):

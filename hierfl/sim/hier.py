@@ -52,7 +52,8 @@ class HierRounds:
         runner.cloud_close(t, arrived, uploads, self.weights(arrived, sel))
         self.trace.add(self.env.now, "cloud", "aggregate", "", len(arrived))
         info.selected = len(sel)            # reported: clients whose update reached the cloud
-        info.reported = sum(len(got[n]) for n in arrived)
+        info.reported = len(set().union(*(got[n] for n in arrived)))  # a moving client
+        #                                          may be aggregated under two edges: once
         info.failed = info.selected - info.reported
 
     def weights(self, nodes: list[str], sel: np.ndarray) -> list[float]:
