@@ -164,7 +164,10 @@ def generate() -> str:
                        ("local", "mapping", "`train.local`", "overrides of the local solver "
                         "for this entry (the keys of `train.local`)"),
                        ("compress", "mapping", "none", "message codecs by direction: `up`, "
-                        "`down`, `edge_up`, `edge_down` ([compression](compression.md))")]), "",
+                        "`down`, `edge_up`, `edge_down` ([compression](compression.md))"),
+                       ("mobility", "mapping", "`topology.mobility`", "this entry's client "
+                        "mobility (the keys of the topology's `mobility`; README, Mobility and "
+                        "measured traces)")]), "",
              "Keys of `local:` (the same as `train.local`):", "",
              md_table(rows(LocalSpec)), "",
              "Keys of each direction of `compress:` (`up`, `down`, `edge_up`, `edge_down`):", "",

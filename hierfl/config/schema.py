@@ -12,6 +12,7 @@ from .compress import CompressSpec
 
 if TYPE_CHECKING:                       # config.topology imports this module's Dist
     from .topology import TopologySpec
+    from .mobility import MobilitySpec
 
 
 # ----------------------------------------------------------------------------- distributions
@@ -274,6 +275,12 @@ class AlgorithmEntry:
     #                                             from the top (overrides edge_rounds)
     round: "RoundSpec | None" = None            # this entry's cloud round policy (train.round)
     compress: "CompressSpec | None" = None      # message codecs (config/compress.py)
+    mobility: "MobilitySpec | None" = None      # this entry's override of topology.mobility
+
+    def mobility_spec(self, topology: object) -> "MobilitySpec | None":
+        """The mobility of this entry: its own `mobility:`, else the topology's (None: none)."""
+        m = self.mobility if self.mobility is not None else getattr(topology, "mobility", None)
+        return m if m is not None and m.kind != "none" else None
 
     def round_policy(self, train: "TrainSpec") -> "RoundSpec":
         """The cloud tier's round policy of this entry: its own `round:`, else train.round."""

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from .fields import all_of, at_most, non_negative, positive, spec, unit_interval
+from .mobility import MobilitySpec
 from .schema import Dist
 
 
@@ -160,6 +161,8 @@ class TopologySpec:
     availability: AvailabilitySpec = spec(default_factory=AvailabilitySpec,
                                           doc="client availability")
     failures: FailureSpec = spec(default_factory=FailureSpec, doc="crashes and outages")
+    mobility: MobilitySpec | None = spec(None, "clients moving between bottom-tier aggregators "
+                                         "(config/mobility.py; absent: none)")
 
     def __post_init__(self) -> None:
         if self.graph is None and self.clients is None:

@@ -21,8 +21,9 @@ SCORES = {"classification": ("test_acc", "personal_test_acc"),
 CLIENT_COLUMNS = ["round", "edge_round", "client", "steps", "budget", "compute_s", "upload_s",
                   "dropped", "straggler", "gamma", "up_bytes", "encoding", "failed",
                   "device_class", "link_class", "download_s", "tx_s", "idle_s", "energy_j",
-                  "staleness", "cluster", "compress"]
+                  "staleness", "cluster", "compress", "edge"]
 # cluster: the cluster a client chose that round (IFCA), empty for other algorithms
+# edge: with mobility (sim/mobility.py), the edge the client uploaded to; empty without
 
 TRACE_COLUMNS = Trace.HEADER            # time_s, node, kind, peer, value
 
@@ -68,5 +69,5 @@ def client_lines(recs: list, classes: list[str] | None = None) -> str:
                    f"{classes[r.client] if r.client < len(classes) else empty},"
                    f"{_f(r.download_s)},{_f(r.tx_s)},{_f(r.idle_s)},{_f(r.energy_j)},"
                    f"{_f(r.staleness)},"
-                   f"{r.cluster if r.cluster >= 0 else ''},{r.compress}\r\n"
+                   f"{r.cluster if r.cluster >= 0 else ''},{r.compress},{_cell(r.edge)}\r\n"
                    for r in recs)

@@ -44,6 +44,8 @@ def scenario_dict(sc: Any) -> dict:
     """The resolved scenario as plain data (algorithms with their typed parameters)."""
     d = _plain(sc)
     d["algorithms"] = [_entry_dict(e) for e in sc.algorithms]
+    if isinstance(d.get("topology"), dict) and d["topology"].get("mobility", 0) is None:
+        del d["topology"]["mobility"]       # absent: the hash of before
     return d
 
 
@@ -53,7 +55,7 @@ def _entry_dict(e: Any) -> dict:
     an edit to them)."""
     d = {"name": e.name, "label": e.label, "edge_rounds": e.edge_rounds,
          "params": _plain(e.params), "local": _plain(e.local)}
-    for key in ("stragglers", "round", "compress"):
+    for key in ("stragglers", "round", "compress", "mobility"):
         if getattr(e, key, None) is not None:
             d[key] = _plain(getattr(e, key))
     return d

@@ -144,8 +144,16 @@ def summary_rows(summary: dict | None) -> list[tuple[str, str]]:
                     params[key] = "{" + _compact(own) + "}"
             rows.append((f"algorithm {a.get('label') or a.get('name')}",
                          f"{a.get('name')}" + (f" ({_compact(params)})" if params else "")
-                         + _compress_fact(a.get("compress"))))
+                         + _compress_fact(a.get("compress"))
+                         + _mobility_fact(a.get("mobility"))))
     return rows
+
+
+def _mobility_fact(mob: object) -> str:
+    """An entry's own mobility ("; mobility {kind=markov, handover_rate_per_s=0.1, ...}")."""
+    if not isinstance(mob, dict) or mob.get("kind", "none") == "none":
+        return ""
+    return "; mobility {" + _compact({k: v for k, v in mob.items() if v is not None}) + "}"
 
 
 def _non_default(key: str, value: object) -> dict:

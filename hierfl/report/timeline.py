@@ -3,13 +3,14 @@
 
 The trace has (time_s, node, kind, peer, value) rows. A transfer is a `send` at the source (peer =
 destination, value = bytes) followed by a `recv` at the destination (peer = source, same bytes);
-a recv is paired with the earliest unpaired send of the same link and size. Clients are the
-nodes that compute (or leaves two hops or more below the cloud); the cloud is the node that starts
-rounds; aggregators are the rest, ordered by hops from the cloud."""
+a recv (or a `lost`: the transfer ends there) is paired with the earliest unpaired send of the
+same link and size. Clients are the nodes that compute (or leaves two hops or more below the
+cloud); the cloud is the node that starts rounds; aggregators are the rest, ordered by hops from
+the cloud. A `handover` (mobility) is kept as (time, client, "from->to")."""
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..outputs import Event, read_round
 
@@ -33,6 +34,8 @@ class Timeline:
     clients: set[str]
     marks: list[tuple[float, str]]   # (time, node) of aggregations
     in_flight: int = 0          # sends with no recv before the round ended
+    handovers: list[tuple[float, str, str]] = field(default_factory=list)  # (time, client,
+    #                                                  "from->to"): mobility (sim/mobility.py)
 
 
 def _natural(name: str) -> tuple[str, int]:
@@ -54,13 +57,14 @@ def build(events: list[Event], round_: int) -> Timeline:
     bars: list[Bar] = []
     open_compute: dict[str, float] = {}
     marks: list[tuple[float, str]] = []
+    handovers: list[tuple[float, str, str]] = []
     adjacency: dict[str, set[str]] = {}
     for time, node, kind, peer, value in events:
         if kind == "send":
             pending.setdefault((node, peer, value), []).append(time)
             adjacency.setdefault(node, set()).add(peer)
             adjacency.setdefault(peer, set()).add(node)
-        elif kind == "recv":
+        elif kind in ("recv", "lost"):      # a lost transfer ends where it was lost
             q = pending.get((peer, node, value))
             if q:
                 start = q.pop(0)
@@ -72,6 +76,9 @@ def build(events: list[Event], round_: int) -> Timeline:
             bars.append(Bar(node, "compute", open_compute.pop(node), time))
         elif kind == "aggregate":
             marks.append((time, node))
+        elif kind == "handover":
+            handovers.append((time, node, peer))
+            clients.add(node)
     in_flight = 0
     for (src, dst, _), starts in pending.items():
         for s in starts:       # still on the wire when the round closed: drawn to the end
@@ -100,7 +107,7 @@ def build(events: list[Event], round_: int) -> Timeline:
                         key=lambda p: (-depth[p], _natural(p)), default="") for c in clients}
     cl = sorted(clients, key=lambda c: (order.get(parent_of[c], -1), _natural(c)))
     nodes = [root, *aggs, *cl]
-    return Timeline(round_, t0, t1, bars, nodes, clients, marks, in_flight)
+    return Timeline(round_, t0, t1, bars, nodes, clients, marks, in_flight, handovers)
 
 
 def load(folder: str, round_: int) -> Timeline | None:

@@ -15,6 +15,7 @@ from ..outputs.manifest import end_manifest, start_manifest
 from ..outputs.columns import metric_columns
 from ..sim.engine import Simulation
 from ..sim.failures import Failures
+from ..sim.mobility import Mobility
 from ..sim.trace import Trace
 from .checkpoint import CHECKPOINT, load_checkpoint, remove_stale_temps, restore, truncate
 from .fingerprint import (check_resume, differences, read_fingerprint, refuse, run_fingerprint,
@@ -41,7 +42,18 @@ def make_simulation(sc: Scenario, entry: AlgorithmEntry, world: World, algo, exe
                 else None)
     runner = RoundRunner(sc, entry, world.topo, world.data, world.model, algo, executor)
     return Simulation(sc, entry, world.topo, runner, trace, failures,
-                      getattr(spec, "link_sharing", "fifo"), start_time=start_time)
+                      getattr(spec, "link_sharing", "fifo"), start_time=start_time,
+                      mobility=entry_mobility(sc, entry, world.topo))
+
+
+def entry_mobility(sc: Scenario, entry: AlgorithmEntry, topo) -> Mobility | None:
+    """The entry's client mobility on this topology (its moves file read), or None."""
+    from ..scenario.world_check import mobility_moves
+    spec = entry.mobility_spec(sc.topology)
+    if spec is None:
+        return None
+    return Mobility(spec, sc.seed, topo.edges, topo.edge_of, topo.parent,
+                    mobility_moves(sc, entry, topo))
 
 
 def run_algorithm(sc: Scenario, entry: AlgorithmEntry, world: World, out_dir: str,

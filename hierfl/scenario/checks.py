@@ -10,8 +10,9 @@ from typing import Any
 from ..config.asynchrony import ASYNC_POLICIES
 from ..config.errors import Problem, Problems
 from ..config.paths import output_problem
+from ..config.mobility import mobility_problem
 from ..config.schema import AlgorithmEntry, DataSpec, DistSpec, TrainSpec
-from ..config.work import availability_problem, work_problems
+from ..config.work import MAX_AVAILABILITY_EVENTS, availability_problem, work_problems
 
 MAX_LR = 1e6        # the local learning rate, at any round (lr x lr_decay ** (rounds - 1))
 REPORT_SUFFIXES = (".md", ".html", ".png", ".svg", ".pdf", ".csv", ".json", ".yaml", ".yml",
@@ -140,6 +141,7 @@ def check_work(p: Problems, train: TrainSpec, entries: list[AlgorithmEntry], c: 
         bw = _mean(clients.link.bandwidth_Bps)
         sim_s += train.rounds * 2 * (_mean(clients.link.latency_s) +
                                      4.0 * (n_params or 0) / max(bw, 1.0))
+    _mobility_guard(p, entries, topo, topo_file, n_clients, sim_s)
     avail = getattr(topo, "availability", None)
     msg = availability_problem(avail, n_clients, sim_s)
     if msg:
@@ -148,3 +150,22 @@ def check_work(p: Problems, train: TrainSpec, entries: list[AlgorithmEntry], c: 
             p.add("topology.availability", shown, msg)
         else:
             p.items.append(Problem(topo_file, "availability", shown, msg))
+
+
+def _mobility_guard(p: Problems, entries: list[AlgorithmEntry], topo: Any, topo_file: str,
+                    n_clients: int, sim_s: float) -> None:
+    """Markov mobility drawing too many handovers (config/mobility.py), where it is given."""
+    for i, e in enumerate(entries):
+        own = getattr(e, "mobility", None)
+        msg = mobility_problem(e.mobility_spec(topo), n_clients, sim_s, MAX_AVAILABILITY_EVENTS)
+        if not msg:
+            continue
+        if own is not None:
+            p.add(f"algorithms[{i}].mobility.handover_rate_per_s", own.handover_rate_per_s, msg)
+        elif topo_file == p.file:
+            p.add("topology.mobility.handover_rate_per_s", topo.mobility.handover_rate_per_s,
+                  msg)
+        else:
+            p.items.append(Problem(topo_file, "mobility.handover_rate_per_s",
+                                   topo.mobility.handover_rate_per_s, msg))
+        return

@@ -14,6 +14,7 @@ from typing import Any
 
 from ..config.errors import NO_VALUE, Problem, Problems, ScenarioError
 from ..config.compress import CompressSpec
+from ..config.mobility import MobilitySpec
 from ..config.fields import build, convert, is_fail
 from ..config.limits import memory_limit, model_params, resource_problems
 from ..config.yamldoc import check_file, read_doc
@@ -149,7 +150,7 @@ def _hyperparameters(cls: Any, name: str, hp: dict, p: Problems, key: str) -> di
         return hp
     for k, v in hp.items():
         p.add(f"{key}.{k}", v, f"unknown key: {name} has no hyperparameters (an entry takes "
-              "only name, label, local, stragglers, round, compress)")
+              "only name, label, local, stragglers, round, compress, mobility)")
     return {}
 
 
@@ -212,7 +213,9 @@ def _algorithms(raw: dict, p: Problems) -> list[AlgorithmEntry]:
         over = _entry_overrides(raw, a, p, key)
         comp = convert(CompressSpec, a["compress"], f"{key}.compress", p) \
             if "compress" in a else None
-        if over is None or is_fail(local) or is_fail(params) or is_fail(comp):
+        mob = convert(MobilitySpec, a["mobility"], f"{key}.mobility", p) \
+            if "mobility" in a else None
+        if over is None or is_fail(local) or is_fail(params) or is_fail(comp) or is_fail(mob):
             continue
         strag, round_ = over
         if local.gamma is not None and not cls.supports_gamma:
@@ -223,11 +226,11 @@ def _algorithms(raw: dict, p: Problems) -> list[AlgorithmEntry]:
         tier_rounds = getattr(params, "tier_rounds", None)
         entries.append(AlgorithmEntry(name, label, params, local, edge_rounds, strag,
                                       None if tier_rounds is None else tuple(tier_rounds),
-                                      round_, comp))
+                                      round_, comp, mob))
     return entries
 
 
-ENTRY_KEYS = ("name", "label", "local", "stragglers", "round", "compress")
+ENTRY_KEYS = ("name", "label", "local", "stragglers", "round", "compress", "mobility")
 
 
 def _entry_overrides(raw: dict, a: dict, p: Problems, key: str) -> tuple[Any, Any] | None:

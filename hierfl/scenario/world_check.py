@@ -14,6 +14,7 @@ from ..config.limits import guard_resources, model_params
 from ..config.schema import Scenario
 from ..data import FederatedData, load_arrays
 from ..topology.graph import Topology, build_topology
+from ..topology.moves import read_moves
 from ..topology.traces import read_availability
 
 SIZED_FROM_SPEC = ("logreg", "linear", "mlp")     # hierfl.models.registry's stacked models
@@ -60,6 +61,29 @@ def availability_trace(sc: Scenario, topo: Topology) -> tuple[dict | None, str |
     return read_availability(path, list(topo.clients)), path
 
 
+def mobility_moves(sc: Scenario, entry: Any, topo: Topology) -> dict | None:
+    """The moves of an entry's `mobility: {kind: trace, path: ...}` (its own, relative to the
+    scenario file, else the topology's, relative to the topology file), read and checked (a bad
+    line is a ScenarioError naming file and line); None for other kinds."""
+    path = moves_path(sc, entry)
+    if path is None:
+        return None
+    own = getattr(entry, "mobility", None) is not None
+    key = f"algorithms[{sc.algorithms.index(entry)}].mobility.path" if own else "mobility.path"
+    return read_moves(path, list(topo.clients), list(topo.edges),
+                      [int(e) for e in topo.edge_of], key)
+
+
+def moves_path(sc: Scenario, entry: Any) -> str | None:
+    """The moves file of an entry's trace mobility, or None."""
+    spec = entry.mobility_spec(sc.topology)
+    if spec is None or spec.kind != "trace":
+        return None
+    own = getattr(entry, "mobility", None) is not None
+    base = os.path.dirname(os.path.abspath(sc.file if own else (sc.topology_file or sc.file)))
+    return os.path.join(base, spec.path)
+
+
 def model_size(sc: Scenario, data: FederatedData) -> int:
     """The model's parameter count: from the spec for the stacked built-ins (no torch), else
     from the built model."""
@@ -82,6 +106,8 @@ def check_world(sc: Scenario, graph: Any = None) -> WorldFacts:
     exec/ is above this layer), without torch for the stacked built-in models."""
     topo = scenario_topology(sc, graph)
     availability_trace(sc, topo)                    # a bad trace: exit 2, file and line
+    for entry in sc.algorithms:
+        mobility_moves(sc, entry, topo)
     data = load_arrays(sc, topo.n_clients)
     n_params = model_size(sc, data)
     guard(sc, topo, data, n_params)

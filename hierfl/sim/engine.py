@@ -23,6 +23,7 @@ import simpy
 from simpy.events import NORMAL, URGENT
 
 from .. import seeding
+from ..config.errors import ScenarioError
 from ..config.schema import AlgorithmEntry, Scenario
 from ..topology.graph import Topology
 from ..config.asynchrony import ASYNC_POLICIES
@@ -32,6 +33,7 @@ from .failures import Failures
 from .flat import FlatRounds
 from .hier import HierRounds
 from .links import FairLink, Ledger, Link
+from .mobility import MobileRounds, Mobility
 from .rounds import Collector
 from .trace import Trace
 from .work import Chosen, ClientRecord, RoundInfo, RoundRunner, Work
@@ -58,12 +60,14 @@ class Links(dict):
 __all__ = ["Simulation", "ClientRecord", "RoundInfo", "Work", "Chosen"]
 
 
-class Simulation(FlatRounds, HierRounds, AsyncRounds):
+class Simulation(FlatRounds, HierRounds, AsyncRounds, MobileRounds):
     def __init__(self, scenario: Scenario, entry: AlgorithmEntry, topo: Topology,
                  runner: RoundRunner, trace: Trace | None = None,
                  failures: Failures | None = None, link_sharing: str = "fifo",
-                 start_time: float = 0.0):
+                 start_time: float = 0.0, mobility: Mobility | None = None):
         self.sc, self.entry, self.topo = scenario, entry, topo
+        self.mobility = mobility      # clients moving between edges (sim/mobility.py), or None
+        self._parent = topo.parent    # the tree as attached (a copy per round with mobility)
         self.runner = runner
         self.env = simpy.Environment(initial_time=start_time)
         self.inflight = 0         # client / relay processes alive (checkpoints need none)
@@ -82,11 +86,16 @@ class Simulation(FlatRounds, HierRounds, AsyncRounds):
         self.failures.n_clients = topo.n_clients
         self.round_spec = entry.round_policy(train)        # the cloud tier's round policy
         self.asynchronous = self.round_spec.policy in ASYNC_POLICIES
+        if mobility is not None and self.asynchronous:
+            raise ScenarioError.one(scenario.file, "mobility", mobility.spec.kind,
+                                    f"{entry.label}: mobility with an asynchronous round "
+                                    "policy is not supported (synchronous rounds only)")
         self.closed_form = (train.timing == "auto" and not self.asynchronous and link_cls is Link and f.kind not in ("markov", "trace")
                             and f.crash_p <= 0 and not (f.node_down or f.link_down)
                             and self.round_spec.policy == "wait_all"
                             and self.round_spec.timeout_s is None
-                            and not (train.edge_preaggregate and runner.linear_aggregate))
+                            and not (train.edge_preaggregate and runner.linear_aggregate)
+                            and mobility is None)
         self.closed_form_rounds = 0
         self.under = topo.leaves_under()     # node -> sorted ids of the clients below it
 
@@ -143,18 +152,22 @@ class Simulation(FlatRounds, HierRounds, AsyncRounds):
         proc = self.env.process(self._async_cloud(rounds, start_round, on_round)
                                 if self.asynchronous else
                                 self._cloud(rounds, start_round, on_round))
+        if self.mobility is not None:            # handovers go on: stop with the last round
+            self.env.process(self._mover(self.env.now))
         # a round allocates many short-lived tuples (events, keys, records): collecting the
         # young generation every 700 allocations cost up to 30% of W5's time
         threshold = gc.get_threshold()
         gc.set_threshold(max(threshold[0], 50_000), *threshold[1:])
         try:
-            self.env.run(until=proc if self.asynchronous else None)
+            self.env.run(until=proc if self.asynchronous or self.mobility else None)
         finally:
             gc.set_threshold(*threshold)
 
     def _cloud(self, rounds: int, start_round: int, on_round):
         for t in range(start_round, rounds + 1):
             self.round = t
+            if self.mobility is not None:
+                self._moved()
             self.trace.add(self.env.now, "cloud", "round_start", "", t)
             info = RoundInfo(t)
             if self.runner.hierarchical:
@@ -172,7 +185,7 @@ class Simulation(FlatRounds, HierRounds, AsyncRounds):
         round's processes keep their own: a late broadcast must not see the next round's."""
         amap: dict[str, list[str]] = {}
         seen: set[str] = set()
-        parent, pos = self.topo.parent, self._pos
+        parent, pos = self._parent, self._pos
         for k in sel.tolist():
             node = self.topo.clients[k]
             while node != "cloud" and node not in seen:
@@ -187,7 +200,9 @@ class Simulation(FlatRounds, HierRounds, AsyncRounds):
                 collector: Collector, preagg=None):
         """Download, compute, upload (relayed to the cloud when `relay`)."""
         rec, name = work.recs[i], self.topo.clients[k]
-        if (yield from self.send(parent, name, down_bytes)) is None:
+        got = self.send(parent, name, down_bytes) if self.mobility is None else \
+            self.hop(parent, name, down_bytes, k)
+        if (yield from got) is None:
             return self._fail(collector, k, rec, preagg)
         self.trace.add(self.env.now, name, "compute_start", "", rec.steps)
         crash = self.failures.crash_after(self.round, rec.edge_round, k, float(work.ctime[i]))
@@ -203,9 +218,14 @@ class Simulation(FlatRounds, HierRounds, AsyncRounds):
             self.trace.add(self.env.now, name, "offline", "", 0)
             return self._fail(collector, k, rec, preagg)
         t_up, nbytes = self.env.now, float(work.up_bytes[i])
-        hops = [name, parent] if (not relay or preagg is not None) else self.topo.path_up(name)
+        hops = [name, parent] if (not relay or preagg is not None) else \
+            [name, *self.topo.path_up(self.attached(k))]      # mobility: to its edge now
+        if self.mobility is not None:
+            rec.edge = hops[1]
         for j, (a, b) in enumerate(zip(hops[:-1], hops[1:])):
-            if (yield from self.send(a, b, nbytes)) is None:       # lost: the link counted this hop
+            sent = self.send(a, b, nbytes) if j or self.mobility is None else \
+                self.hop(a, b, nbytes, k)
+            if (yield from sent) is None:                      # lost: the link counted this hop
                 self.ledger.wasted += nbytes * j               # the hops before it are wasted too
                 return self._fail(collector, k, rec, preagg)
         rec.upload_s = self.env.now - t_up

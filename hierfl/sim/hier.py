@@ -52,7 +52,8 @@ class HierRounds:
         runner.cloud_close(t, arrived, uploads, self.weights(arrived, sel))
         self.trace.add(self.env.now, "cloud", "aggregate", "", len(arrived))
         info.selected = len(sel)            # reported: clients whose update reached the cloud
-        info.reported = sum(len(got[n]) for n in arrived)
+        info.reported = len(set().union(*(got[n] for n in arrived)))  # a moving client
+        #                                          may be aggregated under two edges: once
         info.failed = info.selected - info.reported
 
     def weights(self, nodes: list[str], sel: np.ndarray) -> list[float]:
@@ -88,9 +89,15 @@ class HierRounds:
         kids = chosen.active(node)
         policy = self.sc.train.edge_round
         mine: set[int] = set()
+        bottom = bool(kids) and self.topo.is_client(kids[0])
         for _ in range(self.tier_rounds(node)):
             start, db = runner.edge_model(es)
-            if kids and self.topo.is_client(kids[0]):
+            if bottom and self.mobility is not None:   # whoever is under it at this start
+                kids = self.members(node, chosen.ids)
+                if not kids:
+                    self.trace.add(self.env.now, node, "aggregate", "", 0)
+                    continue
+            if bottom:
                 opened = self.env.now
                 work = self.edge_train(node, t, kids, start)
                 col = Collector(self.env, int((~work.drop).sum()), policy)

@@ -36,6 +36,7 @@ class ClientRecord:
     staleness: float = float("nan")  # asynchronous rounds: server versions since its download
     cluster: int = -1                # the cluster it chose (IFCA); -1: none (an empty cell)
     compress: str = "none"           # its compression kind (algorithms' compress.up)
+    edge: str = ""                   # mobility: the edge it uploaded to (empty: its own edge)
 
 
 @dataclass

@@ -11,7 +11,8 @@ from .style import KIND_COLOURS, STYLE, W1, plt, save
 
 def timeline_figure(tl: Timeline, label: str, path: str, max_clients: int = 40) -> str:
     """Gantt chart of one cloud round: per node, receive (download), compute, send (upload);
-    white-grey background = idle. Aggregations are black ticks."""
+    white-grey background = idle. Aggregations are black ticks; handovers (mobility) red
+    triangles on the client's row."""
     clients = [n for n in tl.nodes if n in tl.clients]
     shown_clients = clients[:max_clients]
     nodes = [n for n in tl.nodes if n not in tl.clients] + shown_clients
@@ -43,6 +44,10 @@ def timeline_figure(tl: Timeline, label: str, path: str, max_clients: int = 40) 
         ticks = [[(t, row[n] - 0.45), (t, row[n] + 0.45)] for t, n in tl.marks if n in row]
         if ticks:
             ax.add_collection(LineCollection(ticks, colors="black", linewidths=1.6))
+        moves = [(t, row[n]) for t, n, _ in tl.handovers if n in row]
+        if moves:
+            ax.scatter([t for t, _ in moves], [r for _, r in moves], marker="v", s=28,
+                       color="#d62728", zorder=3)
         ax.set_yticks(range(len(nodes)), nodes, fontsize=8 if len(nodes) > 20 else 9)
         ax.set_ylim(len(nodes) - 0.5, -0.5)
         ax.set_xlim(tl.start, tl.start + span * 1.01)
@@ -55,7 +60,10 @@ def timeline_figure(tl: Timeline, label: str, path: str, max_clients: int = 40) 
                     ("upload", "send (upload)"), ("idle", "idle"))]
         handles.append(matplotlib.lines.Line2D([], [], color="black", linewidth=1.6,
                                                label="aggregate"))
+        if moves:
+            handles.append(matplotlib.lines.Line2D([], [], color="#d62728", marker="v",
+                                                   linestyle="none", label="handover"))
         height = fig.get_figheight()
-        fig.legend(handles=handles, loc="lower center", bbox_to_anchor=(0.5, 0.0), ncol=5,
+        fig.legend(handles=handles, loc="lower center", bbox_to_anchor=(0.5, 0.0), ncol=len(handles),
                    fontsize=8)
         return save(fig, path, rect=(0, 0.3 / height, 1, 1))
