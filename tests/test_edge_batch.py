@@ -12,6 +12,9 @@ import os
 import numpy as np
 import yaml
 
+import pytest
+
+from hierfl.algorithms.fedopt import FedOpt
 from hierfl.algorithms.hierfavg import HierFAVG
 from hierfl.exec.local import BatchedExecutor
 from hierfl.run import build_world, run_algorithm
@@ -20,7 +23,11 @@ from hierfl.scenario.load import load
 ROUNDS = 4
 
 
-def _doc(**train) -> dict:
+ALGOS = {"hierfavg": (HierFAVG, {"name": "hierfavg", "tier_rounds": [1, 2]}),
+         "fedadam": (FedOpt, {"name": "fedadam", "edge_rounds": 2, "server_lr": 0.1})}
+
+
+def _doc(algo: str = "hierfavg", **train) -> dict:
     return {"name": "eb", "seed": 5,
             "topology": {"tiers": [{"name": "regional", "count": 2,
                                     "link": {"latency_s": 0.03, "bandwidth_Bps": 2e4}},
@@ -36,7 +43,7 @@ def _doc(**train) -> dict:
             "stragglers": {"fraction": 0.5},
             "train": {"rounds": ROUNDS, "clients_per_round": 12, "eval_every": 2,
                       "local": {"epochs": 1, "batch_size": 4, "lr": 0.05}, **train},
-            "algorithms": [{"name": "hierfavg", "tier_rounds": [1, 2]}]}
+            "algorithms": [ALGOS[algo][1]]}
 
 
 class CountingExecutor(BatchedExecutor):
@@ -51,10 +58,11 @@ class CountingExecutor(BatchedExecutor):
         return super().run(*args, **kw)
 
 
-def _run(tmp_path, name: str, monkeypatch, batched: bool, doc: dict | None = None):
-    monkeypatch.setattr(HierFAVG, "batch_edges", batched)
+def _run(tmp_path, name: str, monkeypatch, batched: bool, doc: dict | None = None,
+         algo: str = "hierfavg"):
+    monkeypatch.setattr(ALGOS[algo][0], "batch_edges", batched)
     path = tmp_path / f"{name}.yaml"
-    path.write_text(yaml.safe_dump(doc or _doc()))
+    path.write_text(yaml.safe_dump(doc or _doc(algo)))
     sc = load(str(path), out=str(tmp_path / name))
     world = build_world(sc)
     entry = sc.algorithms[0]
@@ -78,15 +86,18 @@ def _run(tmp_path, name: str, monkeypatch, batched: bool, doc: dict | None = Non
     return files, per_round, res
 
 
-def test_batched_edges_equal_per_edge_calls_byte_for_byte(tmp_path, monkeypatch):
-    fast, calls, res = _run(tmp_path, "fast", monkeypatch, True)
-    slow, slow_calls, _ = _run(tmp_path, "slow", monkeypatch, False)
+@pytest.mark.parametrize("algo", list(ALGOS))
+def test_batched_edges_equal_per_edge_calls_byte_for_byte(tmp_path, monkeypatch, algo):
+    fast, calls, res = _run(tmp_path, "fast", monkeypatch, True, algo=algo)
+    slow, slow_calls, _ = _run(tmp_path, "slow", monkeypatch, False, algo=algo)
     assert res.closed_form_rounds == ROUNDS
     assert fast.keys() == slow.keys()
     for name in fast:
         assert fast[name] == slow[name], name
     rows = [line.split(",") for line in fast["clients.csv"].decode().splitlines()[1:]]
-    assert 0 < sum(r[7] == "1" for r in rows) < len(rows)    # some stragglers were dropped
+    assert 0 < sum(r[8] == "1" for r in rows) < len(rows)    # some clients straggled
+    if algo == "hierfavg":                                   # and HierFAVG dropped them
+        assert 0 < sum(r[7] == "1" for r in rows) < len(rows)
     # one call per edge round (2 edge rounds a cloud round) instead of one per edge and round
     for t in range(1, ROUNDS + 1):
         assert slow_calls[t] > 2
