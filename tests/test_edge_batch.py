@@ -23,8 +23,9 @@ from hierfl.scenario.load import load
 ROUNDS = 4
 
 
-ALGOS = {"hierfavg": (HierFAVG, {"name": "hierfavg", "tier_rounds": [1, 2]}),
-         "fedadam": (FedOpt, {"name": "fedadam", "edge_rounds": 2, "server_lr": 0.1})}
+ALGOS = {"hierfavg": (HierFAVG, {"name": "hierfavg", "tier_rounds": [1, 2]}, 2),
+         "hierfavg_2x3": (HierFAVG, {"name": "hierfavg", "tier_rounds": [2, 3]}, 6),
+         "fedadam": (FedOpt, {"name": "fedadam", "edge_rounds": 2, "server_lr": 0.1}, 2)}
 
 
 def _doc(algo: str = "hierfavg", **train) -> dict:
@@ -98,13 +99,17 @@ def test_batched_edges_equal_per_edge_calls_byte_for_byte(tmp_path, monkeypatch,
     assert 0 < sum(r[8] == "1" for r in rows) < len(rows)    # some clients straggled
     if algo == "hierfavg":                                   # and HierFAVG dropped them
         assert 0 < sum(r[7] == "1" for r in rows) < len(rows)
-    # one call per edge round (2 edge rounds a cloud round) instead of one per edge and round
+    if algo == "hierfavg_2x3":                               # regions' second round started
+        assert {r[1] for r in rows} == {str(i) for i in range(6)}   # from their aggregates
+    # one call per edge round (regional rounds x edge rounds a cloud round) instead of one
+    # per edge and round
+    edge_rounds = ALGOS[algo][2]
     for t in range(1, ROUNDS + 1):
-        assert slow_calls[t] > 2
+        assert slow_calls[t] > edge_rounds
         if t % 2:                      # unmeasured rounds: the full batch is never evaluated
-            assert calls[t] == 2, (t, calls)
+            assert calls[t] == edge_rounds, (t, calls)
         else:                          # measured: one call per full-batch width at most
-            assert 2 <= calls[t] <= slow_calls[t]
+            assert edge_rounds <= calls[t] <= slow_calls[t]
 
 
 def test_gamma_target_rounds_stay_identical(tmp_path, monkeypatch):
