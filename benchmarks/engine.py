@@ -4,8 +4,9 @@ A W8-like 3-tier system (10 regions, 100 edges, CLIENTS clients, PER_ROUND a rou
 logreg so that learning is small) run with `train.timing: events` (every message and computation
 through simpy), FedAvg (relayed flat rounds) and HierFAVG (tier_rounds [1, 2]), in this process.
 Every RoundRunner method is timed, so the engine's own CPU seconds are Simulation.run's minus
-the runner's (outputs written after each round are not counted); the figure is trace events (send, recv, compute_start, compute_end, aggregate, ...,
-each one a simulated event) per engine CPU second, and per CPU second of the whole run.
+the runner's (the per-round evaluation and output writing run inside it and stay counted);
+the figure is trace events (send, recv, compute_start, compute_end, aggregate, ..., each one
+a simulated event) per engine CPU second, and per CPU second of the whole run.
 
     python benchmarks/engine.py [--clients N] [--per-round M] [--rounds R] [--repeat K]
 
