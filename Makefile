@@ -38,6 +38,7 @@ browser:
 bench: $(DEV_STAMP)
 	$(BIN)/python benchmarks/run.py
 	$(BIN)/python benchmarks/scale.py      # W8 (100k clients), W9 (city_scale, 1M), BUILD
+	$(BIN)/python benchmarks/engine.py     # trace events per engine CPU second (timing: events)
 
 clean:
 	rm -rf $(VENV) reports/*/

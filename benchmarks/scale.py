@@ -9,7 +9,8 @@ BUILD: building and checking the topology alone (arrays, no graph) at 10^5 and 1
     python benchmarks/scale.py [--only W8,W9,BUILD] [--rounds N] [--out DIR]
 
 Peak memory is each command's own high-water mark (wait4's ru_maxrss of that child); its CPU
-seconds are given too, the steadier figure on a shared machine. Results go
+seconds are given too, the steadier figure on a shared machine; `rounds` is each algorithm's
+CPU seconds a round (world built once, in one more process) and HierFAVG / FedAvg. Results go
 to benchmarks/results/<W>.json."""
 from __future__ import annotations
 
@@ -70,10 +71,35 @@ def measured(cmd: list[str]) -> dict:
 
 
 def steps(scenario: str, out: str) -> dict:
-    """validate, run, report of one scenario, each in its own process."""
+    """validate, run, report of one scenario, each in its own process; then each algorithm's
+    CPU seconds a round."""
     res = {"validate": measured(["validate", scenario]),
            "run": measured(["run", scenario, "--out", out, "--force"])}
     res["report"] = measured(["report", out])
+    res["rounds"] = round_cpu(scenario, out + "-rounds")
+    return res
+
+
+def round_cpu(scenario: str, out: str) -> dict:
+    """Each algorithm's CPU seconds a round (process_time around run_algorithm, evaluation and
+    outputs included, the world built once before), in a fresh process: the figure behind
+    "a 3-tier HierFAVG round costs at most 3x a flat FedAvg round" (issue 19)."""
+    code = ("import json, os, sys, time; sys.path.insert(0, %r)\n"
+            "from hierfl.scenario.load import load\n"
+            "from hierfl.run import build_world, run_algorithm\n"
+            "sc = load(sys.argv[1], out=sys.argv[2]); world = build_world(sc); res = {}\n"
+            "for e in sc.algorithms:\n"
+            "    c = time.process_time()\n"
+            "    run_algorithm(sc, e, world, os.path.join(sc.output, e.label), progress=False)\n"
+            "    res[e.label] = round((time.process_time() - c) / sc.train.rounds, 4)\n"
+            "print(json.dumps(res))\n" % ROOT)
+    text = subprocess.run([sys.executable, "-c", code, scenario, out], cwd=ROOT, check=True,
+                          capture_output=True, text=True).stdout
+    res = {"cpu_s_per_round": json.loads(text.strip().splitlines()[-1])}
+    per = res["cpu_s_per_round"]
+    if "fedavg" in per and "hierfavg" in per:
+        res["hierfavg_over_fedavg"] = round(per["hierfavg"] / per["fedavg"], 2)
+    res["load"] = os.getloadavg()
     return res
 
 

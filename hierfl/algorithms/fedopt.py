@@ -44,6 +44,7 @@ class FedOpt(FedAvg):
     name = ""                   # not itself an algorithm: fedadam, fedyogi, fedadagrad are
     Params = FedAdamParams
     caps = Capabilities(hierarchical=True)
+    batch_edges = True          # FedAvg's local round from the start row: edges batch (exec/edges)
 
     def init_state(self, w0: torch.Tensor) -> State:
         v0 = self.p.tau ** 2 if self.p.v0 is None else self.p.v0

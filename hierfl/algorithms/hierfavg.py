@@ -17,3 +17,6 @@ class HierFAVG(FedAvg):
     name = "hierfavg"
     Params = HierFAVGParams
     caps = replace(FedAvg.caps, hierarchical=True, linear_aggregate=False)
+    # a client's local round reads only its start row (no per-client state, no codec of its
+    # own): all edges of a tier round may train in one executor call (exec/edges.py)
+    batch_edges = True

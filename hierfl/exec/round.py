@@ -26,6 +26,7 @@ from ..sim.stragglers import Budgets
 from ..sim.work import ClientRecord, Work
 from ..topology.graph import Topology
 from .asynchronous import fedasync_mix, fedbuff_apply
+from .edges import batches_edges, close_edges, split, start_rows, width_groups
 from .local import Executor
 
 
@@ -104,8 +105,10 @@ class RoundRunner:
 
     # ------------------------------------------------------------------ training
     def train(self, t: int, r: int, sel: np.ndarray, start: torch.Tensor,
-              silent: np.ndarray | None = None) -> Work:
-        """One executor call for the clients `sel` of one aggregation round."""
+              silent: np.ndarray | None = None, sizes: list[int] | None = None) -> Work:
+        """One executor call for the clients `sel` of one aggregation round. With `sizes`,
+        `sel` is consecutive segments (one per aggregator, exec/edges.py) whose stragglers
+        are drawn per segment, as one call per segment would."""
         counts = self.counts[sel]
         planned = self.algo.round_steps(t, r, steps_for(counts, self.local.batch_size,
                                                         self.local.steps, self.local.epochs))
@@ -114,8 +117,7 @@ class RoundRunner:
             start = self.codec.model("down", start, (t, r), int(sel[0])).decoded
         ctx = RoundCtx(t, r, self.lr(t), torch.from_numpy(planned))
         program = self.algo.program(clients, start, ctx)
-        budgets, strag = self.budgets.plan(t, r, sel, planned, program.grad_evals_per_step,
-                                           lambda: len(self.algo.downlink()))
+        budgets, strag = self._budgets(t, r, sel, planned, program.grad_evals_per_step, sizes)
         plan = minibatch_plan(self.data.offsets, sel, self.local.batch_size, budgets,
                               self.sc.seed, t, r, self.data.x, self.data.y)
         res = self.executor.run(program, plan, self._full(sel, program, t),
@@ -123,7 +125,8 @@ class RoundRunner:
                                 self.local.check_every, measure=self._measure(t))
         up = self.algo.finish(clients, start, res, ctx)
         finite = finite_rows(up.tensors, len(sel))
-        if not bool(finite.all()):      # numerical health: name the clients where it arose
+        if sizes is None and not bool(finite.all()):   # numerical health: name the clients
+            #                                 where it arose (segments: named per edge, edges.py)
             self.nonfinite.setdefault(t, []).extend(sel[~finite.numpy()].tolist())
         ctime = self._compute_s(sel, counts, plan.weights, res, program)
         drop = self._dropped(strag)
@@ -143,6 +146,50 @@ class RoundRunner:
             for rec, cl in zip(recs, cluster.tolist()):
                 rec.cluster = int(cl)
         return Work(sel, up, ctime, up_bytes, recs, drop, r)
+
+    def _budgets(self, t: int, r: int, sel: np.ndarray, planned: np.ndarray, evals: int,
+                 sizes: list[int] | None) -> tuple[np.ndarray, np.ndarray]:
+        """Step budgets and straggler masks (drawn per segment where `sizes` says)."""
+        def down() -> int:
+            return len(self.algo.downlink())
+        if sizes is None:
+            return self.budgets.plan(t, r, sel, planned, evals, down)
+        cuts = np.cumsum([0, *sizes])
+        parts = [self.budgets.plan(t, r, sel[a:b], planned[a:b], evals, down)
+                 for a, b in zip(cuts[:-1].tolist(), cuts[1:].tolist())]
+        return (np.concatenate([p[0] for p in parts]) if parts else planned.copy(),
+                np.concatenate([p[1] for p in parts]) if parts else np.zeros(0, bool))
+
+    @property
+    def batches_edges(self) -> bool:
+        """Can every edge of a tier round train in one call (exec/edges.py)?"""
+        return batches_edges(self)
+
+    def train_edges(self, t: int, r: int, segments: list[np.ndarray],
+                    starts: list[torch.Tensor]) -> list[tuple[Work, list[int]]]:
+        """One executor call for the clients of every edge (`segments[i]` from `starts[i]`),
+        or one per full-batch width where that width is evaluated (edges.width_groups): per
+        edge, its Work and its clients whose upload was not finite."""
+        matters = self._measure(t) or self.local.gamma is not None or \
+            self.local.batch_size == "full"
+        out: list = [None] * len(segments)
+        for group in width_groups(segments, self.counts, matters):
+            sizes = [len(segments[i]) for i in group]
+            sel = np.concatenate([segments[i] for i in group])
+            work = self.train(t, r, sel, start_rows([starts[i] for i in group], sizes),
+                              sizes=sizes)
+            parts = split(work, sizes, finite_rows(work.uploads.tensors, len(sel)).numpy())
+            for i, part in zip(group, parts):
+                out[i] = part
+        return out
+
+    def close_edges(self, t: int, states: list, works: list[Work]) -> list:
+        """Every edge of a batched tier round aggregates its arrivals (exec/edges.py)."""
+        return close_edges(self, t, states, works)
+
+    def note_nonfinite(self, t: int, clients: list[int]) -> None:
+        if clients:
+            self.nonfinite.setdefault(t, []).extend(clients)
 
     def _measure(self, t: int) -> bool:
         """The achieved gamma is measured in evaluated rounds (train.eval_every) and the last."""

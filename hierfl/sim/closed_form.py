@@ -31,6 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from operator import itemgetter
 
+from .edge_plan import plan_round
 from .energy import settle
 
 URGENT, NORMAL = 0, 1          # simpy.events.URGENT / NORMAL
@@ -199,6 +200,7 @@ def hier_round(sim, t: int, chosen, kids: list[str], model, down: float) -> Roun
     (training included) and uploads. The caller has checked that every child reports."""
     now = sim.env.now
     rnd = _Round()
+    plan = plan_round(sim, t, chosen, kids, model)       # the learning, batched, or None
     origin = (now, (-1, (), 0))                          # the cloud's processing
     closes: list = []                                    # (close key, ClientRecords)
     arrivals = []
@@ -206,7 +208,7 @@ def hier_round(sim, t: int, chosen, kids: list[str], model, down: float) -> Roun
     for j, kid in enumerate(kids):
         arrive, akey = rnd.hop(sim.links["cloud", kid], now, _spawn(origin, 1, (j,)), 0, down)
         (msg, nbytes), key, at = _aggregator(sim, rnd, kid, t, chosen, model, akey, arrive,
-                                             closes)
+                                             closes, plan)
         got, rkey = rnd.hop(sim.links[kid, "cloud"], at, key, 1, nbytes)
         arrivals.append((rkey, got, kid))
         uploads[kid] = msg
@@ -219,20 +221,27 @@ def hier_round(sim, t: int, chosen, kids: list[str], model, down: float) -> Roun
 
 
 def _aggregator(sim, rnd: _Round, node: str, t: int, chosen, model, key: tuple, now: float,
-                closes: list):
+                closes: list, plan=None):
     """HierRounds._aggregator from the processing `key` (the broadcast's arrival) at `now`,
-    with the same learning steps (edge_train, edge_close, tier_close): returns ((upload, its
-    bytes), key and time of the processing that sends it)."""
+    with the same learning steps (edge_train, edge_close, tier_close), or their results
+    replayed from `plan` (sim/edge_plan.py): returns ((upload, its bytes), key and time of
+    the processing that sends it)."""
     runner = sim.runner
-    es = runner.edge_start(model)
+    es = runner.edge_start(model) if plan is None else None
     kids = chosen.active(node)
     bottom = sim.topo.is_client(kids[0])
     links = sim.links
     for _ in range(sim.tier_rounds(node)):
-        start, db = runner.edge_model(es)
+        if plan is None:
+            start, db = runner.edge_model(es)
+        elif not bottom:
+            start, db = None, plan.downs[node].popleft()
         if bottom:
             opened = now
-            work = sim.edge_train(node, t, kids, start)
+            if plan is None:
+                work = sim.edge_train(node, t, kids, start)
+            else:
+                work, db = plan.work(sim, t, node)
             ctime, drop, up = work.ctime.tolist(), work.drop.tolist(), work.up_bytes.tolist()
             arrivals = []
             for j, k in enumerate(work.sel.tolist()):
@@ -250,7 +259,8 @@ def _aggregator(sim, rnd: _Round, node: str, t: int, chosen, model, key: tuple, 
             else:                                         # closes at once, before the spawns
                 key = _after(now, key)
             settle(work.recs, work.drop, work.up_bytes, db, opened, now, sim.topo)
-            es = sim.edge_close(t, es, work, [a[3] for a in arrivals])
+            if plan is None:
+                es = sim.edge_close(t, es, work, [a[3] for a in arrivals])
             closes.append((key, work.recs))
             n_arrived = len(arrivals)
         else:
@@ -259,14 +269,16 @@ def _aggregator(sim, rnd: _Round, node: str, t: int, chosen, model, key: tuple, 
             for j, kid in enumerate(kids):
                 arrive, akey = rnd.hop(links[node, kid], now, _spawn(key, 1, (j,)), 0, db)
                 (msg, nbytes), ckey, at = _aggregator(sim, rnd, kid, t, chosen, start, akey,
-                                                      arrive, closes)
+                                                      arrive, closes, plan)
                 got, rkey = rnd.hop(links[kid, node], at, ckey, 1, nbytes)
                 arrivals.append((rkey, got, kid))
                 ups[kid] = msg
             arrivals.sort(key=_FIRST)
             last_key, now = arrivals[-1][0], arrivals[-1][1]
             key = _after(now, last_key)
-            es = sim.tier_close(t, chosen.ids, es, kids, [a[2] for a in arrivals], ups, start)
+            if plan is None:
+                es = sim.tier_close(t, chosen.ids, es, kids, [a[2] for a in arrivals], ups,
+                                    start)
             n_arrived = len(arrivals)
         rnd.out.append((now, key[1], 0, (now, node, "aggregate", "", n_arrived), None))
-    return runner.edge_upload(es), key, now
+    return (runner.edge_upload(es) if plan is None else plan.upload(node)), key, now

@@ -57,8 +57,21 @@ class HierRounds:
         info.failed = info.selected - info.reported
 
     def weights(self, nodes: list[str], sel: np.ndarray) -> list[float]:
-        """The samples of this round's clients under each node (its aggregation weight)."""
-        return [float(self.counts[np.intersect1d(self.under[n], sel)].sum()) for n in nodes]
+        """The samples of this round's clients under each node (its aggregation weight):
+        integer sums, so the same numbers whichever way the rows are found (a mask of the
+        round's selection, kept while `sel` is the same array, instead of an intersect1d per
+        node: 640 a W8 round at ~1.5 ms each)."""
+        cache = getattr(self, "_sel_mask", None)
+        if cache is None or cache[0] is not sel:
+            mask = np.zeros(len(self.counts), bool)
+            mask[sel] = True
+            cache = self._sel_mask = (sel, mask)
+        mask, counts = cache[1], self.counts
+        out = []
+        for n in nodes:
+            under = self.under[n]
+            out.append(float(counts[under[mask[under]]].sum()))
+        return out
 
     def _hier_child(self, parent: str, node: str, t: int, chosen: Chosen, model: Any,
                     down_bytes: float, col: Collector, uploads: dict, info: RoundInfo,

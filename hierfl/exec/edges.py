@@ -1,0 +1,84 @@
+"""Every bottom aggregator's round in one executor call (issue 19).
+
+A hierarchical round whose learning does not depend on timing (sim/edge_plan.py) trains, at
+each aggregator round, the clients of ALL edges at once: client k starts from its own edge's
+model (a (C, P) start matrix, one row per client, its edge's model repeated), one RoundRunner
+call plans the budgets (stragglers drawn per edge, as one call per edge draws them), the
+minibatches and the executor run, and the result is cut back into one `Work` per edge. A
+client's numbers do not depend on which clients share its call (per-client seeded plans,
+row-wise solver, row-wise sizes), so each edge's Work holds the same bytes as its own call;
+each edge then aggregates its own rows as before (the same weighted mean, same order).
+
+Batched only where the algorithm says its local round reads nothing but its start row
+(`batch_edges`, HierFAVG) and no codec compresses messages; others keep one call per edge."""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from ..algorithms.base import Upload
+from ..sim.work import Work
+
+
+def batches_edges(runner) -> bool:
+    """Can this runner train all edges of a tier round in one call? Not a TorchModel whose
+    clients run vmapped together (its kernels see the whole stack: a client's numbers would
+    depend on its company); stacked functional models and the per-client loop do not."""
+    return (bool(getattr(runner.algo, "batch_edges", False)) and runner.codec is None
+            and getattr(runner.model, "batching", "loop") == "loop")
+
+
+def width_groups(segments: list[np.ndarray], counts: np.ndarray, matters: bool) -> list:
+    """Segments trained in one call, in groups of the same full-batch width. A full batch is
+    padded to its call's largest client, and a reduction over padded rows may round
+    differently with the padding's length: where the full batch is evaluated (a measured
+    round, a gamma target, full-batch steps) each group keeps its own call's width."""
+    if not matters:
+        return [list(range(len(segments)))]
+    groups: dict[int, list[int]] = {}
+    for i, seg in enumerate(segments):
+        groups.setdefault(int(counts[seg].max()) if len(seg) else 0, []).append(i)
+    return list(groups.values())
+
+
+def split(work: Work, sizes: list[int],
+          finite: np.ndarray) -> list[tuple[Work, list[int]]]:
+    """One call's Work over consecutive segments cut into one Work per segment, each with its
+    clients whose upload was not finite (views: no row is copied)."""
+    up, sel = work.uploads, work.sel
+    out = []
+    cuts = np.cumsum([0, *sizes]).tolist()
+    for a, b in zip(cuts[:-1], cuts[1:]):
+        part = Upload(tuple(x[a:b] for x in up.tensors), up.encoding, up.header)
+        seg = sel[a:b]
+        out.append((Work(seg, part, work.ctime[a:b], work.up_bytes[a:b], work.recs[a:b],
+                         work.drop[a:b], work.r), seg[~finite[a:b]].tolist()))
+    return out
+
+
+def start_rows(starts: list[torch.Tensor], sizes: list[int]) -> torch.Tensor:
+    """(C, P): each segment's start model repeated over its clients."""
+    return torch.cat([s.reshape(1, -1).expand(n, -1) for s, n in zip(starts, sizes)])
+
+
+def close_edges(runner, t: int, states: list, works: list[Work]) -> list:
+    """Each edge aggregates its clients that were not dropped (every one arrives in a round
+    computed in closed form), exactly as RoundRunner.edge_close would: the same rows in
+    ascending client order, the same weights; rows all in order are passed as the Work's own
+    tensors (a gather of every row is the same values)."""
+    algo, counts = runner.algo, runner.counts
+    ctx = runner._ctx(t, works[0].r) if works else None
+    out = []
+    for es, work in zip(states, works):
+        keep = ~work.drop
+        arrived = work.sel[keep]
+        order = np.argsort(arrived, kind="stable")
+        rows = np.flatnonzero(keep)[order]
+        arrived = arrived[order]
+        up = work.uploads
+        if len(rows) != len(work.sel) or np.any(rows[1:] <= rows[:-1]):
+            index = torch.from_numpy(rows)
+            up = Upload(tuple(x[index] for x in up.tensors), up.encoding)
+        weights = torch.from_numpy(counts[arrived].astype(np.float64))
+        out.append(algo.edge_aggregate(es, torch.from_numpy(arrived), up, weights, ctx))
+    return out
