@@ -28,6 +28,12 @@ _COLS: dict[int, np.ndarray] = {}               # counter hashes 0..p-1 by p (a 
 def _mix(h: np.ndarray) -> np.ndarray:
     """A 32-bit integer hash, in place on uint32 values; its high bits are the well mixed."""
     h ^= h >> _S16
+    return _mix_tail(h)
+
+
+def _mix_tail(h: np.ndarray) -> np.ndarray:
+    """_mix after its first xor-shift (which distributes over xor, so that of (row ^ counter)
+    is (row's) ^ (counter's): done once per row and per counter, not per entry)."""
     h *= _C1
     h ^= h >> _S15
     h *= _C2
@@ -35,10 +41,12 @@ def _mix(h: np.ndarray) -> np.ndarray:
 
 
 def _counters(p: int) -> np.ndarray:
+    """The counters 0..p-1 spread and xor-shifted (see _mix_tail)."""
     c = _COLS.get(p)
     if c is None:
         c = np.arange(p, dtype=np.uint32)
         c *= _GOLDEN
+        c ^= c >> _S16
         if p <= 1 << 20:
             _COLS[p] = c
     return c
@@ -49,12 +57,14 @@ class Draws:
 
     def __init__(self, key: int, senders: np.ndarray):
         s = np.asarray(senders).astype(np.uint32).reshape(-1)
-        self.rows = _mix(s * _GOLDEN + np.uint32(key & 0xFFFFFFFF))     # (n,) sender hashes
+        r = _mix(s * _GOLDEN + np.uint32(key & 0xFFFFFFFF))              # (n,) sender hashes
+        self.rows = r ^ (r >> _S16)                                       # xor-shifted
         self.n = len(s)
 
     def hashes(self, m: int) -> np.ndarray:
-        """(n, m) uint32: the hash of (key, sender, counter) for counters 0..m-1."""
-        return _mix(self.rows[:, None] ^ _counters(m))
+        """(n, m) uint32: the hash of (key, sender, counter) for counters 0..m-1,
+        _mix(sender hash ^ spread counter)."""
+        return _mix_tail(self.rows[:, None] ^ _counters(m))
 
     def uniform(self, p: int) -> torch.Tensor:
         """(n, p) float32 in [0, 1): 24 bits each."""
@@ -88,7 +98,7 @@ class Draws:
         todo = np.arange(self.n)
         while len(todo):
             bits = np.uint64(max(1, (m - 1).bit_length()))
-            h = _mix(self.rows[todo, None] ^ _counters(m)).astype(np.uint64)
+            h = _mix_tail(self.rows[todo, None] ^ _counters(m)).astype(np.uint64)
             c = h * np.uint64(p) >> np.uint64(32)                 # the draws' coordinates
             key = np.sort(c << bits | np.arange(m, dtype=np.uint64), axis=1)
             first = np.empty(key.shape, bool)                    # first draw of its value
