@@ -22,7 +22,7 @@ _GOLDEN = np.uint32(0x9E3779B1)                 # spreads the sender's key and t
 _C1, _C2 = np.uint32(0x21F0AAAD), np.uint32(0x735A2D97)   # Wellons' hash prospector
 _S8, _S15, _S16 = np.uint32(8), np.uint32(15), np.uint32(16)
 UNIT24 = 1.0 / 16777216                        # 2^-24: 24-bit integers to [0, 1)
-_COLS: dict[int, np.ndarray] = {}               # counter hashes 0..p-1 by p (a few sizes a run)
+_COLS: dict[int, np.ndarray] = {}               # spread counters 0..p-1 by p (a few sizes a run)
 
 
 def _mix(h: np.ndarray) -> np.ndarray:
