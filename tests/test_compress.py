@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from hierfl.compress import Compressor, compress, kept, row_bytes
+from hierfl.compress import Compressor, Draws, compress, kept, row_bytes
 from hierfl.config.compress import CodecSpec, CompressSpec
 
 P = 650
@@ -39,8 +39,7 @@ def _spec(**kw) -> CodecSpec:
 def test_bytes_by_hand(kw, want):
     spec = _spec(**kw)
     x = torch.randn(3, P, generator=torch.Generator().manual_seed(0))
-    noise = torch.rand(3, P, generator=torch.Generator().manual_seed(1))
-    coded = compress(x, spec, noise)
+    coded = compress(x, spec, Draws(1, np.arange(3)))
     assert coded.bytes.tolist() == [want] * 3
     assert row_bytes(spec, P) == want
 
@@ -134,7 +133,7 @@ def test_sign_int8_fp16():
     zero = torch.zeros(2, 5)
     for kind in ("sign", "int8"):
         assert torch.equal(compress(zero, _spec(kind=kind)).decoded, zero)
-    assert torch.equal(compress(zero, _spec(kind="qsgd", levels=3), torch.rand(2, 5)).decoded,
+    assert torch.equal(compress(zero, _spec(kind="qsgd", levels=3), Draws(5, np.arange(2))).decoded,
                        zero)
 
 

@@ -1,33 +1,58 @@
-"""The codecs: each encodes a (n, P) batch of messages (one row per sender) in one torch op per
-kind and returns what the receiver decodes and what each row costs in bytes. docs/compression.md
-gives every rule with its reference; the byte counts here are the ones documented there.
+"""The codecs: each encodes a (n, P) batch of messages (one row per sender) in a few whole-batch
+torch ops per kind (no Python per sender) and returns what the receiver decodes and what each
+row costs in bytes. docs/compression.md gives every rule with its reference; the byte counts here
+are the ones documented there, computed from the sizes alone (nothing is serialised).
 
-    compress(x, spec, noise) -> Coded(decoded (n, P), bytes (n,), wire (encoding name))
+    compress(x, spec, draws) -> Coded(decoded (n, P), bytes (n,), wire (encoding name))
 
-`noise` is a (n, P) tensor of uniform [0, 1) draws for the random kinds (randk, qsgd), made by
-`uniform` from a key and each row's sender, so a row's result does not depend on which other
-rows share its batch."""
+`draws` (draws.Draws) holds the random kinds' (randk, qsgd) counter-based draws, keyed on each
+row's sender, so a row's result does not depend on which other rows share its batch."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import numpy as np
 import torch
 
 from ..config.compress import CodecSpec
 from ..sim import messages
+from .draws import UNIT24, Draws
 
 SEED_BYTES = 4          # randk: the receiver regenerates the indices from a 4-byte seed
 SCALE_BYTES = 4         # qsgd's norm, sign's and int8's scale: one float32 per tensor
 RANDOM_KINDS = ("randk", "qsgd")
 
 
-@dataclass
 class Coded:
-    decoded: torch.Tensor       # (n, P) what the receiver reconstructs
-    bytes: np.ndarray           # (n,) float64, the encoded size of each row
-    wire: list[str]             # per row: the encoding on the wire (clients.csv `encoding`)
+    """An encoded batch: each row's bytes and wire name (clients.csv `encoding`) and what the
+    receiver reconstructs: `decoded` (n, P), made on demand for the sparse kinds (topk, randk),
+    whose rows hold only `vals` at `idx` (n, k) and are added to a reference without it."""
+
+    def __init__(self, decoded: torch.Tensor | None, nbytes: np.ndarray, wire: list[str],
+                 idx: torch.Tensor | None = None, vals: torch.Tensor | None = None,
+                 shape: tuple[int, int] | None = None):
+        self._dense, self.bytes, self.wire = decoded, nbytes, wire
+        self.idx, self.vals, self.shape = idx, vals, shape
+
+    @property
+    def decoded(self) -> torch.Tensor:
+        if self._dense is None:
+            self._dense = torch.zeros(self.shape, dtype=self.vals.dtype).scatter_(
+                1, self.idx, self.vals)
+        return self._dense
+
+    def plus(self, ref: torch.Tensor) -> torch.Tensor:
+        """decoded + ref (ref (P,) or (n, P)), a new tensor; the sparse kinds add their values
+        to a copy of ref (the same sums, one pass fewer)."""
+        if self._dense is not None or self.idx is None:
+            return self.decoded + ref
+        return ref.expand(self.shape).clone().scatter_add_(1, self.idx, self.vals)
+
+    def left_(self, msg: torch.Tensor) -> torch.Tensor:
+        """msg - decoded, in place on msg (the error-feedback residual)."""
+        if self._dense is not None or self.idx is None:
+            return msg.sub_(self.decoded)
+        return msg.scatter_add_(1, self.idx, self.vals.neg())
 
 
 def kept(spec: CodecSpec, p: int) -> int:
@@ -61,28 +86,28 @@ def row_bytes(spec: CodecSpec, p: int) -> float:
     raise ValueError(f"unknown compression kind {kind!r}")
 
 
-def compress(x: torch.Tensor, spec: CodecSpec, noise: torch.Tensor | None = None) -> Coded:
-    """Encode and decode every row of `x` (n, P) with `spec`."""
+def compress(x: torch.Tensor, spec: CodecSpec, draws: Draws | None = None) -> Coded:
+    """Encode and decode every row of `x` (n, P) with `spec`; `draws`: the random kinds' draws
+    (one row per sender of x)."""
     n, p = x.shape
     kind = spec.kind
     if kind == "topk":
         k = kept(spec, p)
         idx = x.abs().topk(k, dim=1, sorted=False).indices
-        out = torch.zeros_like(x).scatter_(1, idx, x.gather(1, idx))
         nnz = [np.full(n, float(k))]
-        return Coded(out, messages.row_bytes([p], nnz, n, spec.encoding),
-                     messages.row_encodings([p], nnz, n, spec.encoding))
+        return Coded(None, messages.row_bytes([p], nnz, n, spec.encoding),
+                     messages.row_encodings([p], nnz, n, spec.encoding),
+                     idx, x.gather(1, idx), (n, p))
     wire = [kind] * n
     nb = np.full(n, row_bytes(spec, p))
     if kind == "none":
         return Coded(x, nb, ["dense"] * n)
     if kind == "randk":
         k = kept(spec, p)
-        idx = noise.topk(k, dim=1, sorted=False).indices          # k uniform coordinates
-        vals = x.gather(1, idx) * (p / k)                           # scaled: E[out] = x
-        return Coded(torch.zeros_like(x).scatter_(1, idx, vals), nb, wire)
+        idx = draws.subset(k, p)                                    # a uniform k-subset
+        return Coded(None, nb, wire, idx, x.gather(1, idx).mul_(p / k), (n, p))  # E = x
     if kind == "qsgd":
-        return Coded(_qsgd(x, spec.levels, noise), nb, wire)
+        return Coded(_qsgd(x, spec.levels, draws.uniform24(p)), nb, wire)
     if kind == "sign":
         scale = x.abs().mean(1, keepdim=True)                       # ||x||_1 / P
         return Coded(torch.copysign(scale.expand_as(x), x), nb, wire)   # -0.0 -> -scale
@@ -95,32 +120,10 @@ def compress(x: torch.Tensor, spec: CodecSpec, noise: torch.Tensor | None = None
     raise ValueError(f"unknown compression kind {kind!r}")
 
 
-def _qsgd(x: torch.Tensor, s: int, noise: torch.Tensor) -> torch.Tensor:
+def _qsgd(x: torch.Tensor, s: int, u24: torch.Tensor) -> torch.Tensor:
     """QSGD (Alistarh et al. 2017): |x_i| / ||x|| * s rounded up with probability its
-    fractional part (floor(level + u), u uniform), so E[out] = x."""
+    fractional part (floor(level + u), u = u24 * 2^-24 uniform), so E[out] = x."""
     norm = torch.linalg.vector_norm(x, dim=1, keepdim=True)
     safe = torch.where(norm > 0, norm, torch.ones_like(norm))
     level = x.abs().mul_(s / safe)
-    return torch.copysign(level.add_(noise).floor_().mul_(norm / s), x)
-
-
-_M32 = 0xFFFFFFFF
-_GOLDEN = 0x9E3779B1          # spreads the sender's key
-_C1, _C2 = 0x21F0AAAD, 0x735A2D97   # a 32-bit integer hash (Wellons' hash prospector)
-
-
-def _mix(h: torch.Tensor) -> torch.Tensor:
-    """A 32-bit hash of int64 values in [0, 2^32), in place (products stay below 2^63: no
-    overflow); its high bits are the well-mixed ones."""
-    h.bitwise_xor_(h >> 16).mul_(_C1).bitwise_and_(_M32)
-    return h.bitwise_xor_(h >> 15).mul_(_C2).bitwise_and_(_M32)
-
-
-def uniform(key: int, senders: np.ndarray, p: int) -> torch.Tensor:
-    """(n, P) float32 draws in [0, 1) (24 bits each): a hash of (key, sender, entry index),
-    one row per sender, in a few vectorised integer ops (counter-based, as Philox: no generator
-    state, so any row can be regenerated alone)."""
-    rows = _mix((torch.from_numpy(np.asarray(senders, np.int64)) * _GOLDEN + key) & _M32)
-    cols = (torch.arange(p, dtype=torch.int64) * _GOLDEN) & _M32
-    h = _mix(rows.unsqueeze(1) ^ cols)             # both below 2^32
-    return h.bitwise_right_shift_(8).to(torch.float32).mul_(1.0 / 16777216)
+    return torch.copysign(level.add_(u24, alpha=UNIT24).floor_().mul_(norm / s), x)

@@ -14,10 +14,10 @@ hands it what a sender is about to send and passes on what the receiver decodes.
 - `edge_up` (aggregator -> parent): the aggregator's upload as its difference from the model it
   received; `edge_down` (parent -> aggregator): the model the parent sends.
 
-Random kinds draw one uniform number per entry: a counter-based hash (kinds.uniform) of a key
-drawn from the scenario seed for (direction, round, edge round, tensor), the sender and the
-entry's index, all rows at once: the same message gives the same result in every algorithm and
-every batch, and the receiver can regenerate the draws from the 4-byte key."""
+Random kinds draw from a counter-based hash (draws.Draws) of a key drawn from the scenario seed
+for (direction, round, edge round, tensor), the sender and a counter (qsgd: the entry's index,
+randk: the draw's number), all rows at once: the same message gives the same result in every
+algorithm and every batch, and the receiver can regenerate the draws from the 4-byte key."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -29,7 +29,8 @@ import torch
 from ..config.compress import CodecSpec, CompressSpec
 from ..seeding import rng
 from ..sim import messages
-from .kinds import RANDOM_KINDS, Coded, compress, row_bytes, uniform
+from .draws import Draws
+from .kinds import RANDOM_KINDS, Coded, compress, row_bytes
 
 
 @dataclass
@@ -63,12 +64,12 @@ class Compressor:
                              for j in range(upload_tensors)}
 
     # ------------------------------------------------------------------ random draws
-    def _noise(self, codec: CodecSpec, direction: str, senders: np.ndarray, ids: tuple[int, ...],
-               p: int) -> torch.Tensor | None:
+    def _draws(self, codec: CodecSpec, direction: str, senders: np.ndarray,
+               ids: tuple[int, ...]) -> Draws | None:
         if codec.kind not in RANDOM_KINDS:
             return None
-        base = int(rng(self.seed, f"compress.{direction}", *ids).integers(0, 2 ** 32))
-        return uniform(base, senders, p)
+        return Draws(int(rng(self.seed, f"compress.{direction}", *ids).integers(0, 2 ** 32)),
+                     senders)
 
     # ------------------------------------------------------------------ client -> edge
     def uploads(self, t: int, r: int, clients: np.ndarray, start: torch.Tensor,
@@ -79,42 +80,37 @@ class Compressor:
         codec = self.spec.up
         n = len(clients)
         body = len(tensors) - header
-        out, nbytes = [], np.zeros(n)
-        wires: list[list[str]] = [[] for _ in range(n)]
-        rows = torch.from_numpy(clients)
-        sending = None if silent is None or not silent.any() else torch.from_numpy(~silent)
+        out, nbytes, wires = [], np.zeros(n), []
+        keep = None if silent is None or not silent.any() else ~silent
         for j, x in enumerate(tensors[:body]):
             ref = None if j in self.as_is else start.to(x.dtype)
             msg = x.clone() if ref is None else x - ref      # a new tensor: updated in place
             res = self.residual.get(f"up.{j}")
             if res is not None:
-                msg.add_(res.index_select(0, rows).to(msg.dtype))
-            coded = compress(msg, codec, self._noise(codec, "up", clients, (t, r, j), x.shape[1]))
-            dec = coded.decoded             # a new tensor (kind none is never coded here)
-            if res is not None:
-                left = msg.sub_(dec).to(res.dtype)
-                if sending is None:
-                    res.index_copy_(0, rows, left)
+                msg.add_(res.index_select(0, torch.from_numpy(clients)).to(msg.dtype))
+            coded = compress(msg, codec, self._draws(codec, "up", clients, (t, r, j)))
+            out.append(coded.decoded if ref is None else coded.plus(ref))
+            if res is not None:         # what was not sent (numpy: a faster row scatter)
+                left = coded.left_(msg).to(res.dtype).numpy()
+                if keep is None:
+                    res.numpy()[clients] = left
                 else:
-                    res.index_copy_(0, rows[sending], left[sending])
-            out.append(dec if ref is None else dec.add_(ref))
+                    res.numpy()[clients[keep]] = left[keep]
             nbytes += coded.bytes
-            for w, name in zip(wires, coded.wire):
-                w.append(name)
+            wires.append(coded.wire)
         for x in tensors[body:]:            # headers: dense
             out.append(x)
             nbytes += float(messages.DENSE * x.shape[1])
-            for w in wires:
-                w.append("dense")
-        return Sent(tuple(out), nbytes, ["+".join(w) for w in wires])
+            wires.append(["dense"] * n)
+        return Sent(tuple(out), nbytes, _joined(wires, n))
 
     # ------------------------------------------------------------------ models sent down
     def model(self, direction: str, w: torch.Tensor, ids: tuple[int, ...] = (),
               sender: int = 0) -> Coded:
         """One model `w` (P,) sent in `direction` (down, edge_down): decoded, and its bytes."""
         codec = getattr(self.spec, direction)
-        noise = self._noise(codec, direction, np.array([sender]), ids, w.numel())
-        coded = compress(w.reshape(1, -1), codec, noise)
+        draws = self._draws(codec, direction, np.array([sender]), ids)
+        coded = compress(w.reshape(1, -1), codec, draws)
         return Coded(coded.decoded.reshape(w.shape), coded.bytes, coded.wire)
 
     def model_bytes(self, direction: str, tensors: tuple[torch.Tensor, ...]) -> float:
@@ -143,6 +139,13 @@ class Compressor:
         for k in self.residual:
             if k in tensors:
                 self.residual[k] = tensors[k].clone().to(self.residual[k].dtype)
+
+
+def _joined(wires: list[list[str]], n: int) -> list[str]:
+    """Each row's wire names of its tensors joined by '+' (one join when every row is alike)."""
+    if all(len(set(w)) <= 1 for w in wires):
+        return ["+".join(w[0] for w in wires)] * n if n and wires else [""] * n
+    return ["+".join(names) for names in zip(*wires)]
 
 
 def build(spec: CompressSpec | None, seed: int, n_clients: int, n_params: int,

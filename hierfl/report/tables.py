@@ -70,13 +70,27 @@ def numbers(s: Series, target: float) -> dict[str, float]:
             "bytes_total": last.get("bytes_up", math.nan) + last.get("bytes_down", math.nan),
             "bytes_client_edge": s.last("bytes_client_edge"),
             "bytes_edge_cloud": s.last("bytes_edge_cloud"),
-            **_hit(s, target, s.score_key), **_hit(s, target, s.personal_key, "personal_")}
+            **_hit(s, target, s.score_key), **_hit(s, target, s.personal_key, "personal_"),
+            **energy_columns(s, target)}
+
+
+def energy_columns(s: Series, target: float) -> dict[str, float]:
+    """The clients' energy (metrics.csv's energy_total_j, joules: the sum of energy_j over the
+    rounds) at the end and at the first evaluation reaching the target; NaN where the run
+    recorded none (its topology gives no powers) or the target was not reached."""
+    total = s.last("energy_total_j")
+    if not total > 0:
+        return {"energy_total_j": math.nan, "energy_to_target_j": math.nan}
+    hit = s.first_reaching(target) if math.isfinite(target) else None
+    return {"energy_total_j": total,
+            "energy_to_target_j": hit.get("energy_total_j", math.nan) if hit else math.nan}
 
 
 TABLE_METRICS = ("final_acc", "final_personal_acc", "sim_time_s", "bytes_client_edge",
                  "bytes_edge_cloud", "time_to_target_s", "bytes_to_target", "rounds_to_target",
                  "target_after_round", "personal_time_to_target_s", "personal_bytes_to_target",
-                 "personal_rounds_to_target", "personal_target_after_round")
+                 "personal_rounds_to_target", "personal_target_after_round",
+                 "energy_total_j", "energy_to_target_j")
 TABLE_HEAD = ["algorithm", "final acc", "personal acc", "sim time (s)", "bytes client-edge",
               "bytes edge-cloud", "time to target (s)", "bytes to target", "rounds to target",
               "note"]

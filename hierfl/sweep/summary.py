@@ -20,6 +20,7 @@ from .spec import DONE, Point, Sweep
 
 POINT_METRICS = ("final_acc", "rounds", "sim_time_s", "bytes_total", "time_to_target_s",
                  "bytes_to_target", "rounds_to_target")
+ENERGY_METRICS = ("energy_total_j", "energy_to_target_j")     # last columns; empty: no powers
 GRID_METRICS = (("final_acc", num), ("time_to_target_s", lambda x: num(x, ".1f")),
                 ("bytes_to_target", size), ("rounds_to_target", lambda x: num(x, ".1f")))
 
@@ -69,7 +70,8 @@ def point_rows(sw: Sweep, series: dict[tuple[str, str], Series] | None = None
             rows.append({"point": pt.name, **{k: x for k, x in pt.values}, "algorithm": lb,
                          **{k: v[k] for k in POINT_METRICS},
                          "diverged_at": s.diverged_at if s.diverged_at is not None else "",
-                         "ran_at": copied.get(lb, pt.name)})
+                         "ran_at": copied.get(lb, pt.name),
+                         **{k: v[k] for k in ENERGY_METRICS}})
     return rows, series, target
 
 
@@ -80,7 +82,8 @@ def _cell(v: Any) -> str:
 def _write_points(sw: Sweep, rows: list[dict]) -> None:
     buf = io.StringIO()
     w = csv.writer(buf)
-    cols = ["point", *sw.keys, "algorithm", *POINT_METRICS, "diverged_at", "ran_at"]
+    cols = ["point", *sw.keys, "algorithm", *POINT_METRICS, "diverged_at", "ran_at",
+            *ENERGY_METRICS]
     w.writerow(cols)
     w.writerows([_cell(r[c]) for c in cols] for r in rows)
     atomic_text(os.path.join(sw.output, "points.csv"), buf.getvalue())
@@ -132,7 +135,7 @@ def grid_table(sw: Sweep, groups: dict[tuple, list[dict]], target: float, regres
     w = csv.writer(buf)
     w.writerow([*other, "algorithm", "seeds", "reached"] +
                [f"{m}_{s}" for m, _ in GRID_METRICS for s in ("mean", "std")] +
-               ["target_accuracy"])
+               ["target_accuracy"] + [f"{m}_{s}" for m in ENERGY_METRICS for s in ("mean", "std")])
     head = other + ["algorithm", "seeds" if "seed" in sw.keys else "runs",
                     "final test MSE" if regression else "final acc",
                     "time to target (s)", "bytes to target", "rounds to target", "reached"]
@@ -141,8 +144,10 @@ def grid_table(sw: Sweep, groups: dict[tuple, list[dict]], target: float, regres
         first = values[rs[0]["point"]]
         reached = sum(math.isfinite(r["time_to_target_s"]) for r in rs)
         stats = [mean_std([r[m] for r in rs])[:2] for m, _ in GRID_METRICS]
+        energy = [mean_std([r[m] for r in rs])[:2] for m in ENERGY_METRICS]
         w.writerow([_cell(first[k]) for k in other] + [label, len(rs), reached] +
-                   [fmt(x) for st in stats for x in st] + [fmt(target)])
+                   [fmt(x) for st in stats for x in st] + [fmt(target)] +
+                   [fmt(x) for st in energy for x in st])
         cells.append([str(first[k]) for k in other] + [label, str(len(rs))] +
                      [pm([r[m] for r in rs], show) for m, show in GRID_METRICS] +
                      [f"{reached}/{len(rs)}"])

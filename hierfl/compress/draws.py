@@ -1,0 +1,116 @@
+"""The random numbers of the random codecs (randk, qsgd): counter-based, as Philox is — a 32-bit
+hash of (key, sender, counter) with no generator state, so any sender's draws can be regenerated
+alone (by the receiver, from the 4-byte key; by a batch of any size) and a round's whole (n, P)
+block is made in a few vectorised uint32 numpy passes (multiplication wraps modulo 2^32 there:
+no masking), no Python per sender.
+
+- `uniform(p)`: one float32 in [0, 1) per entry (qsgd's stochastic rounding), counter = the
+  entry's index; the top 24 bits of the hash.
+- `subset(k, p)`: k distinct coordinates per sender, a uniformly random k-subset (randk): draws
+  with replacement (counter = the draw's number, coordinate = (hash * p) >> 32) keeping the first
+  k distinct, in O(k) per sender rather than a partial sort of P keys; above k = p / 2 the p - k
+  coordinates left out are drawn instead. The map hash -> coordinate favours some coordinates by
+  at most p / 2^32 of their probability (1.4e-7 for p = 610)."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+
+_GOLDEN = np.uint32(0x9E3779B1)                 # spreads the sender's key and the counter
+_C1, _C2 = np.uint32(0x21F0AAAD), np.uint32(0x735A2D97)   # Wellons' hash prospector
+_S8, _S15, _S16 = np.uint32(8), np.uint32(15), np.uint32(16)
+UNIT24 = 1.0 / 16777216                        # 2^-24: 24-bit integers to [0, 1)
+_COLS: dict[int, np.ndarray] = {}               # spread counters 0..p-1 by p (a few sizes a run)
+
+
+def _mix(h: np.ndarray) -> np.ndarray:
+    """A 32-bit integer hash, in place on uint32 values; its high bits are the well mixed."""
+    h ^= h >> _S16
+    return _mix_tail(h)
+
+
+def _mix_tail(h: np.ndarray) -> np.ndarray:
+    """_mix after its first xor-shift (which distributes over xor, so that of (row ^ counter)
+    is (row's) ^ (counter's): done once per row and per counter, not per entry)."""
+    h *= _C1
+    h ^= h >> _S15
+    h *= _C2
+    return h
+
+
+def _counters(p: int) -> np.ndarray:
+    """The counters 0..p-1 spread and xor-shifted (see _mix_tail)."""
+    c = _COLS.get(p)
+    if c is None:
+        c = np.arange(p, dtype=np.uint32)
+        c *= _GOLDEN
+        c ^= c >> _S16
+        if p <= 1 << 20:
+            _COLS[p] = c
+    return c
+
+
+class Draws:
+    """The draws of a batch of senders (one row each) under a 32-bit key."""
+
+    def __init__(self, key: int, senders: np.ndarray):
+        s = np.asarray(senders).astype(np.uint32).reshape(-1)
+        r = _mix(s * _GOLDEN + np.uint32(key & 0xFFFFFFFF))              # (n,) sender hashes
+        self.rows = r ^ (r >> _S16)                                       # xor-shifted
+        self.n = len(s)
+
+    def hashes(self, m: int) -> np.ndarray:
+        """(n, m) uint32: the hash of (key, sender, counter) for counters 0..m-1,
+        _mix(sender hash ^ spread counter)."""
+        return _mix_tail(self.rows[:, None] ^ _counters(m))
+
+    def uniform(self, p: int) -> torch.Tensor:
+        """(n, p) float32 in [0, 1): 24 bits each."""
+        return self.uniform24(p).mul_(UNIT24)
+
+    def uniform24(self, p: int) -> torch.Tensor:
+        """(n, p) float32: the 24-bit integers of `uniform` before their scaling by 2^-24
+        (exact; a caller adding them can fold the scaling into its add, one pass fewer)."""
+        h = self.hashes(p)
+        h >>= _S8
+        return torch.from_numpy(h.astype(np.float32))
+
+    def subset(self, k: int, p: int) -> torch.Tensor:
+        """(n, k) int64: each row k distinct coordinates of 0..p-1, a uniform k-subset."""
+        if k >= p:
+            return torch.arange(p).expand(self.n, p)
+        if 2 * k <= p:
+            return torch.from_numpy(self._first_distinct(k, p))
+        mask = np.ones((self.n, p), bool)
+        mask[np.arange(self.n)[:, None], self._first_distinct(p - k, p)] = False
+        return torch.from_numpy(np.nonzero(mask)[1].reshape(self.n, k))
+
+    def _first_distinct(self, k: int, p: int, m: int | None = None) -> np.ndarray:
+        """The first k distinct coordinates of each row's draws (with replacement), in order:
+        two sorts of (coordinate, draw number) keys, no per-row Python. `m`: draws made at
+        first (default: the mean needed + 4 standard deviations; rows short of k draw more)."""
+        if m is None:
+            mean = sum(p / (p - i) for i in range(k)) if k < 64 else p * math.log(p / (p - k))
+            m = int(mean + 4 * math.sqrt(mean)) + 8
+        out = np.empty((self.n, k), np.int64)
+        todo = np.arange(self.n)
+        while len(todo):
+            bits = np.uint64(max(1, (m - 1).bit_length()))
+            h = _mix_tail(self.rows[todo, None] ^ _counters(m)).astype(np.uint64)
+            c = h * np.uint64(p) >> np.uint64(32)                 # the draws' coordinates
+            key = np.sort(c << bits | np.arange(m, dtype=np.uint64), axis=1)
+            first = np.empty(key.shape, bool)                    # first draw of its value
+            first[:, 0] = True
+            np.not_equal(key[:, 1:] >> bits, key[:, :-1] >> bits, out=first[:, 1:])
+            pos = np.where(first, key & np.uint64((1 << int(bits)) - 1), np.uint64(m))
+            pos.sort(axis=1)                                      # first draws, in draw order
+            enough = pos[:, k - 1] < m
+            got = np.take_along_axis(c, pos[:, :k].astype(np.intp) % m, 1).astype(np.int64)
+            if enough.all():
+                out[todo] = got
+                break
+            out[todo[enough]] = got[enough]
+            todo, m = todo[~enough], 2 * m                 # rare: draw further for those
+        return out
