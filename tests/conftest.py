@@ -4,6 +4,12 @@ inline), a runner that returns the parsed outputs, one npz writer, one trace bui
 Fixtures `make_scenario` (bound to the test's tmp_path) and `run_outputs`; test modules whose own
 helpers need them import the plain functions: `from conftest import make_scenario, ...`.
 
+Parallel runs (`make test` runs pytest-xdist, `-n <cores> --dist loadgroup`): each test process
+works in a private copy of the repository root (links to its entries, its own empty reports/), so
+two tests that write a scenario's default output `reports/<name>` at the same moment in two
+processes cannot mix their files; every test marked `ray` runs in one process (xdist group "ray"),
+one Ray cluster at a time.
+
     path = make_scenario(tmp_path, name="drift", clients=[(x0, y0), (x1, y1)],
                          model={"name": "linear", "bias": False, "init": "zeros"},
                          **{"train.local.lr": 0.1, "topology.edges.count": 2})
@@ -16,6 +22,8 @@ import copy
 import csv
 import dataclasses
 import os
+import shutil
+import tempfile
 from typing import Any
 
 import numpy as np
@@ -181,6 +189,42 @@ def assert_trace(got, want) -> None:
         assert g[0] == pytest.approx(w[0], abs=1e-9), (g, w)
     times = [float(e[0]) for e in got]
     assert times == sorted(times), "events must be emitted in time order"
+
+
+# ----------------------------------------------------------------------------- test processes
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.hookimpl(tryfirst=True)       # before xdist's own hook reads the groups
+def pytest_collection_modifyitems(config, items):
+    """Tests marked `ray` start and stop Ray clusters: all in one xdist worker, in order."""
+    for item in items:
+        if item.get_closest_marker("ray") is not None:
+            item.add_marker(pytest.mark.xdist_group("ray"))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def private_workdir():
+    """The tests run in a folder of links to the repository root's entries (relative paths such
+    as scenarios/quickstart.yaml resolve as from the root) with its own reports/: a scenario
+    without `output:` writes reports/<name> there, never in the repository nor in another test
+    process's folder. Yields the folder; the previous working folder is restored at the end."""
+    before = os.getcwd()
+    work = tempfile.mkdtemp(prefix="hierfl-tests-")
+    for entry in os.listdir(ROOT):
+        if entry != "reports":
+            os.symlink(os.path.join(ROOT, entry), os.path.join(work, entry))
+    os.mkdir(os.path.join(work, "reports"))
+    os.chdir(work)
+    try:
+        yield work
+    finally:
+        os.chdir(before)
+        for entry in os.listdir(work):
+            path = os.path.join(work, entry)
+            if os.path.islink(path):
+                os.unlink(path)
+        shutil.rmtree(work, ignore_errors=True)
 
 
 # ----------------------------------------------------------------------------- fixtures
