@@ -195,12 +195,35 @@ def assert_trace(got, want) -> None:
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+def _shares_a_fixture(item) -> bool:
+    """Whether the test uses a module- or class-scoped fixture (a run made once for many)."""
+    defs = getattr(getattr(item, "_fixtureinfo", None), "name2fixturedefs", {})
+    return any(d and d[-1].scope in ("module", "class", "package") for d in defs.values())
+
+
 @pytest.hookimpl(tryfirst=True)       # before xdist's own hook reads the groups
 def pytest_collection_modifyitems(config, items):
-    """Tests marked `ray` start and stop Ray clusters: all in one xdist worker, in order."""
+    """xdist groups (with --dist loadgroup each group runs in one worker, in order): the tests
+    marked `ray` (they start and stop Ray clusters), and per module the tests that use a
+    module-scoped fixture (its run is then made once, not once per worker)."""
     for item in items:
         if item.get_closest_marker("ray") is not None:
-            item.add_marker(pytest.mark.xdist_group("ray"))
+            _join_group(item, "ray")
+        elif _shares_a_fixture(item):
+            _join_group(item, item.module.__name__)
+
+
+def _join_group(item, group: str) -> None:
+    """Mark the test xdist_group(group). xdist 3.8 tells its scheduler a test's group by the
+    suffix "@group" of the node id it sends, written to item._nodeid; pytest 9.2 keeps the id
+    in item._id (a NodeId) and ignores _nodeid, so every test became its own group: the suffix
+    is written here where pytest keeps it (in a test process with --dist loadgroup only)."""
+    item.add_marker(pytest.mark.xdist_group(group))
+    if getattr(item.config.option, "loadgroup", False) and hasattr(item, "_id") \
+            and not item.nodeid.endswith("@" + group):
+        from _pytest.nodeid import NodeId
+
+        item._id = NodeId.parse(f"{item.nodeid}@{group}")
 
 
 @pytest.fixture(scope="session", autouse=True)
