@@ -23,7 +23,6 @@ import csv
 import dataclasses
 import os
 import shutil
-import tempfile
 from typing import Any
 
 import numpy as np
@@ -227,13 +226,13 @@ def _join_group(item, group: str) -> None:
 
 
 @pytest.fixture(scope="session", autouse=True)
-def private_workdir():
+def private_workdir(tmp_path_factory):
     """The tests run in a folder of links to the repository root's entries (relative paths such
     as scenarios/quickstart.yaml resolve as from the root) with its own reports/: a scenario
     without `output:` writes reports/<name> there, never in the repository nor in another test
     process's folder. Yields the folder; the previous working folder is restored at the end."""
     before = os.getcwd()
-    work = tempfile.mkdtemp(prefix="hierfl-tests-")
+    work = str(tmp_path_factory.mktemp("root"))    # pytest's own temp (old ones are pruned)
     for entry in os.listdir(ROOT):
         if entry != "reports":
             os.symlink(os.path.join(ROOT, entry), os.path.join(work, entry))
