@@ -24,8 +24,14 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/hierfl run scenarios/quickstart.yaml
 
+# pytest-xdist: one test process per core (at most 8; none on one core: -n 0 runs in-process);
+# `make test TEST_JOBS=0` runs serially. --dist loadgroup keeps the tests marked `ray` in one
+# process (tests/conftest.py), so two Ray clusters never start at once.
+TEST_JOBS ?= $(shell $(PY) -c "import os; n = len(os.sched_getaffinity(0)) if hasattr(os, \
+  'sched_getaffinity') else os.cpu_count() or 1; print(min(n, 8) if n > 1 else 0)")
+
 test: $(DEV_STAMP) browser
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(TEST_JOBS) --dist loadgroup
 
 # The report's browser test loads report.html in Chromium (Debian's package). Installed when
 # missing; without root (or without network) that one test is skipped, with a note here.

@@ -4,6 +4,12 @@ inline), a runner that returns the parsed outputs, one npz writer, one trace bui
 Fixtures `make_scenario` (bound to the test's tmp_path) and `run_outputs`; test modules whose own
 helpers need them import the plain functions: `from conftest import make_scenario, ...`.
 
+Parallel runs (`make test` runs pytest-xdist, `-n <cores> --dist loadgroup`): each test process
+works in a private copy of the repository root (links to its entries, its own empty reports/), so
+two tests that write a scenario's default output `reports/<name>` at the same moment in two
+processes cannot mix their files; every test marked `ray` runs in one process (xdist group "ray"),
+one Ray cluster at a time.
+
     path = make_scenario(tmp_path, name="drift", clients=[(x0, y0), (x1, y1)],
                          model={"name": "linear", "bias": False, "init": "zeros"},
                          **{"train.local.lr": 0.1, "topology.edges.count": 2})
@@ -16,6 +22,7 @@ import copy
 import csv
 import dataclasses
 import os
+import shutil
 from typing import Any
 
 import numpy as np
@@ -181,6 +188,65 @@ def assert_trace(got, want) -> None:
         assert g[0] == pytest.approx(w[0], abs=1e-9), (g, w)
     times = [float(e[0]) for e in got]
     assert times == sorted(times), "events must be emitted in time order"
+
+
+# ----------------------------------------------------------------------------- test processes
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _shares_a_fixture(item) -> bool:
+    """Whether the test uses a module- or class-scoped fixture (a run made once for many)."""
+    defs = getattr(getattr(item, "_fixtureinfo", None), "name2fixturedefs", {})
+    return any(d and d[-1].scope in ("module", "class", "package") for d in defs.values())
+
+
+@pytest.hookimpl(tryfirst=True)       # before xdist's own hook reads the groups
+def pytest_collection_modifyitems(config, items):
+    """xdist groups (with --dist loadgroup each group runs in one worker, in order): the tests
+    marked `ray` (they start and stop Ray clusters), and per module the tests that use a
+    module-scoped fixture (its run is then made once, not once per worker)."""
+    for item in items:
+        if item.get_closest_marker("ray") is not None:
+            _join_group(item, "ray")
+        elif _shares_a_fixture(item):
+            _join_group(item, item.module.__name__)
+
+
+def _join_group(item, group: str) -> None:
+    """Mark the test xdist_group(group). xdist 3.8 tells its scheduler a test's group by the
+    suffix "@group" of the node id it sends, written to item._nodeid; pytest 9.2 keeps the id
+    in item._id (a NodeId) and ignores _nodeid, so every test became its own group: the suffix
+    is written here where pytest keeps it (in a test process with --dist loadgroup only)."""
+    item.add_marker(pytest.mark.xdist_group(group))
+    if getattr(item.config.option, "loadgroup", False) and hasattr(item, "_id") \
+            and not item.nodeid.endswith("@" + group):
+        from _pytest.nodeid import NodeId
+
+        item._id = NodeId.parse(f"{item.nodeid}@{group}")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def private_workdir(tmp_path_factory):
+    """The tests run in a folder of links to the repository root's entries (relative paths such
+    as scenarios/quickstart.yaml resolve as from the root) with its own reports/: a scenario
+    without `output:` writes reports/<name> there, never in the repository nor in another test
+    process's folder. Yields the folder; the previous working folder is restored at the end."""
+    before = os.getcwd()
+    work = str(tmp_path_factory.mktemp("root"))    # pytest's own temp (old ones are pruned)
+    for entry in os.listdir(ROOT):
+        if entry != "reports":
+            os.symlink(os.path.join(ROOT, entry), os.path.join(work, entry))
+    os.mkdir(os.path.join(work, "reports"))
+    os.chdir(work)
+    try:
+        yield work
+    finally:
+        os.chdir(before)
+        for entry in os.listdir(work):
+            path = os.path.join(work, entry)
+            if os.path.islink(path):
+                os.unlink(path)
+        shutil.rmtree(work, ignore_errors=True)
 
 
 # ----------------------------------------------------------------------------- fixtures

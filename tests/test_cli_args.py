@@ -38,7 +38,7 @@ def run_dir(tmp_path_factory):
     d = tmp_path_factory.mktemp("args")
     (d / "tiny.yaml").write_text(TINY)
     (d / "afile").write_text("x")
-    rc, err = cli("run", str(d / "tiny.yaml"), "--out", str(d / "out"), "--quiet")
+    rc, err = cli("run", str(d / "tiny.yaml"), "--out", str(d / "out"), "--quiet", "--no-report")
     assert rc == 0, err
     return d
 

@@ -98,7 +98,7 @@ def test_mnist_run_learns(tmp_path, capsys):
     write_mnist(str(tmp_path / "mn"))
     path = scenario(str(tmp_path), "{name: mnist, root: mn}", 6, rounds=6,
                     train=", eval_every: 2")    # unmeasured rounds (no full batch) too
-    assert main(["run", path, "--quiet"]) == 0
+    assert main(["run", path, "--quiet", "--no-report"]) == 0
     rows = np.genfromtxt(tmp_path / "out" / "fedavg" / "metrics.csv", delimiter=",",
                          names=True)
     assert rows["test_acc"][-1] > rows["test_acc"][0] + 0.3
@@ -325,7 +325,7 @@ def test_executors_agree_on_uint8_images(tmp_path):
         d.mkdir()
         path = scenario(str(d), "{name: mnist, root: ../mn}", 4, "{name: mlp, hidden: [16]}",
                         rounds=2, train=f", executor: {{kind: {kind}}}")
-        assert main(["run", path, "--quiet"]) == 0
+        assert main(["run", path, "--quiet", "--no-report"]) == 0
         got[kind] = np.genfromtxt(d / "out" / "fedavg" / "metrics.csv", delimiter=",",
                                   names=True)
     for col in ("train_loss", "test_acc"):

@@ -20,7 +20,7 @@ def test_reused_out_is_refused_and_force_clears_it(tmp_path, capsys):
     a = _two(tmp_path, "a", [{"name": "fedavg"}, {"name": "hierfavg", "edge_rounds": 2}])
     b = _two(tmp_path, "b", [{"name": "fedprox", "mu": 0.1}], **{"train.rounds": 1})
     out = tmp_path / "X"
-    assert main(["run", a, "--out", str(out), "--quiet"]) == 0
+    assert main(["run", a, "--out", str(out), "--quiet", "--no-report"]) == 0
     m = json.loads((out / "run.json").read_text())
     assert m["labels"] == ["fedavg", "hierfavg"] and m["finished"] is True
     assert m["scenario"] == "a" and len(m["scenario_hash"]) == 64 and m["ended"]
@@ -33,7 +33,7 @@ def test_reused_out_is_refused_and_force_clears_it(tmp_path, capsys):
     assert not (out / "fedprox").exists()
     assert json.loads((out / "run.json").read_text())["scenario"] == "a"
     # the same scenario again is the same run: allowed
-    assert main(["run", a, "--out", str(out), "--quiet"]) == 0
+    assert main(["run", a, "--out", str(out), "--quiet", "--no-report"]) == 0
     # --force clears the old run's outputs, keeps other files
     (out / "notes.txt").write_text("mine")
     assert main(["run", b, "--out", str(out), "--quiet", "--force"]) == 0
@@ -47,7 +47,7 @@ def test_reused_out_is_refused_and_force_clears_it(tmp_path, capsys):
 def test_results_without_manifest_are_refused(tmp_path, capsys):
     a = _two(tmp_path, "a", [{"name": "fedavg"}])
     out = tmp_path / "X"
-    assert main(["run", a, "--out", str(out), "--quiet"]) == 0
+    assert main(["run", a, "--out", str(out), "--quiet", "--no-report"]) == 0
     os.unlink(out / "run.json")
     assert main(["run", a, "--out", str(out), "--quiet"]) == 2
     assert "no run.json" in capsys.readouterr().err
@@ -56,7 +56,7 @@ def test_results_without_manifest_are_refused(tmp_path, capsys):
 def test_report_reads_only_the_manifest_labels_in_its_order(tmp_path):
     a = _two(tmp_path, "a", [{"name": "hierfavg", "edge_rounds": 2}, {"name": "fedavg"}])
     out = tmp_path / "X"
-    assert main(["run", a, "--out", str(out), "--quiet"]) == 0
+    assert main(["run", a, "--out", str(out), "--quiet", "--no-report"]) == 0
     # a stale folder of another run, written later (today it would be listed last, and shown)
     shutil.copytree(out / "fedavg", out / "scaffold")
     m = json.loads((out / "run.json").read_text())
@@ -87,10 +87,10 @@ def test_resume_with_matching_manifest_is_allowed(tmp_path):
     out = tmp_path / "X"
     assert main(["run", a, "--out", str(out), "--quiet", "--stop-after", "2"]) == 0
     assert json.loads((out / "run.json").read_text())["finished"] is False
-    assert main(["run", a, "--out", str(out), "--quiet", "--resume"]) == 0
+    assert main(["run", a, "--out", str(out), "--quiet", "--no-report", "--resume"]) == 0
     assert json.loads((out / "run.json").read_text())["finished"] is True
     ref = tmp_path / "ref"        # the resumed run continued: it equals an uninterrupted one
-    assert main(["run", a, "--out", str(ref), "--quiet"]) == 0
+    assert main(["run", a, "--out", str(ref), "--quiet", "--no-report"]) == 0
     assert (out / "fedavg" / "metrics.csv").read_bytes() == \
         (ref / "fedavg" / "metrics.csv").read_bytes()
 
@@ -100,8 +100,8 @@ def test_compare_keeps_each_runs_order(tmp_path):
     b = _two(tmp_path, "b", [{"name": "fedavg"}, {"name": "fedprox", "mu": 0.1}],
              **{"train.rounds": 1})
     ra, rb, out = tmp_path / "ra", tmp_path / "rb", tmp_path / "cmp"
-    assert main(["run", a, "--out", str(ra), "--quiet"]) == 0
-    assert main(["run", b, "--out", str(rb), "--quiet"]) == 0
+    assert main(["run", a, "--out", str(ra), "--quiet", "--no-report"]) == 0
+    assert main(["run", b, "--out", str(rb), "--quiet", "--no-report"]) == 0
     assert main(["compare", str(ra), str(rb), "--out", str(out)]) == 0
     algos = []
     for line in (out / "table.csv").read_text().splitlines()[1:]:
@@ -116,11 +116,11 @@ def test_settings_that_move_no_number_keep_the_scenario_hash(tmp_path, capsys):
     (the resume fingerprint lets them differ too); a changed learning rate does."""
     a = _two(tmp_path, "a", [{"name": "fedavg"}], **{"train.rounds": 1})
     out = tmp_path / "X"
-    assert main(["run", a, "--out", str(out), "--quiet"]) == 0
+    assert main(["run", a, "--out", str(out), "--quiet", "--no-report"]) == 0
     b = _two(tmp_path, "a", [{"name": "fedavg"}], **{"train.rounds": 1,
                                                       "train.checkpoint_every": 5,
                                                       "report.target_accuracy": 0.5})
-    assert main(["run", b, "--out", str(out), "--quiet", "--threads", "2"]) == 0
+    assert main(["run", b, "--out", str(out), "--quiet", "--no-report", "--threads", "2"]) == 0
     c = _two(tmp_path, "a", [{"name": "fedavg"}], **{"train.rounds": 1,
                                                       "train.local.lr": 0.5})
     capsys.readouterr()

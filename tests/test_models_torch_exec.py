@@ -92,7 +92,8 @@ def test_digits_cnn_learns(tmp_path):
     doc["train"]["local"]["lr"] = 0.3
     path = tmp_path / "cnn.yaml"
     path.write_text(yaml.safe_dump(doc))
-    assert main(["run", str(path), "--rounds", "6", "--out", str(tmp_path / "out")]) == 0
+    assert main(["run", str(path), "--rounds", "6", "--out", str(tmp_path / "out"),
+                 "--no-report"]) == 0
     with open(tmp_path / "out" / "fedavg" / "metrics.csv") as fh:
         acc = [float(r["test_acc"]) for r in csv.DictReader(fh)]
     assert acc[0] < 0.2 and max(acc[-2:]) > 0.5 and acc[-1] > acc[0] + 0.3

@@ -61,7 +61,7 @@ def test_regression_reports_mse_and_reaches_a_lower_target(tmp_path):
 def test_to_target_is_marked_as_an_upper_bound_between_evaluations(tmp_path):
     scen = _regression(tmp_path, rounds=6, eval_every=3)
     out = tmp_path / "out"
-    assert main(["run", scen, "--out", str(out), "--quiet"]) == 0
+    assert main(["run", scen, "--out", str(out), "--quiet", "--no-report"]) == 0
     rows = read_csv(out / "fedavg" / "metrics.csv")
     mse = {int(r["round"]): float(r["test_mse"]) for r in rows if r["test_mse"]}
     assert sorted(mse) == [0, 3, 6]
@@ -79,7 +79,7 @@ def test_personalised_algorithm_is_also_judged_on_personal_models(tmp_path):
         {"name": "fedavg"}, {"name": "pfedmac", "lam": 1.0, "inner_steps": 2}],
         **{"train.rounds": 3})
     out = tmp_path / "out"
-    assert main(["run", scen, "--out", str(out), "--quiet"]) == 0
+    assert main(["run", scen, "--out", str(out), "--quiet", "--no-report"]) == 0
     pers = [float(r["personal_test_acc"]) for r in read_csv(out / "pfedmac" / "metrics.csv")]
     assert main(["report", str(out), "--target", repr(pers[2])]) == 0
     t = _table(out / "table.csv")
