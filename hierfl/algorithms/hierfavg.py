@@ -16,4 +16,4 @@ from .params import HierFAVGParams
 class HierFAVG(FedAvg):
     name = "hierfavg"
     Params = HierFAVGParams
-    caps = replace(FedAvg.caps, hierarchical=True, linear_aggregate=False)
+    caps = replace(FedAvg.caps, hierarchical=True, linear_aggregate=False, async_edges=True)

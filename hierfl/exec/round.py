@@ -25,7 +25,7 @@ from ..sim import messages
 from ..sim.stragglers import Budgets
 from ..sim.work import ClientRecord, Work
 from ..topology.graph import Topology
-from .asynchronous import fedasync_mix, fedbuff_apply
+from .asynchronous import AsyncEdgeSteps, fedasync_mix, fedbuff_apply
 from .local import Executor
 
 
@@ -45,7 +45,7 @@ def finite_rows(tensors: tuple[torch.Tensor, ...], c: int) -> torch.Tensor:
     return finite
 
 
-class RoundRunner:
+class RoundRunner(AsyncEdgeSteps):
     """One algorithm's learning side of every round, called by sim.engine.Simulation."""
 
     def __init__(self, scenario: Scenario, entry: AlgorithmEntry, topo: Topology,

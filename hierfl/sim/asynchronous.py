@@ -22,6 +22,7 @@ import numpy as np
 
 from .. import seeding
 from ..config.schema import RoundSpec
+from .async_edge import AsyncEdges
 from .energy import settle
 from .rounds import Collector
 from .work import RoundInfo
@@ -29,7 +30,7 @@ from .work import RoundInfo
 WAIT_ONE = RoundSpec()
 
 
-class AsyncRounds:
+class AsyncRounds(AsyncEdges):
     """The asynchronous cloud (uses Simulation's core: spawn, send, _client, failures, ...)."""
 
     def _async_cloud(self, rounds: int, start_round: int, on_round):
@@ -157,8 +158,9 @@ class AsyncRounds:
         a = self._a
         if a.done.triggered:                           # arrived after the run ended
             return
-        for rec in recs:
-            rec.staleness = float(a.version - v0)
+        for rec in recs:                # (under asynchronous edges: the edge's staleness)
+            if rec.staleness != rec.staleness:
+                rec.staleness = float(a.version - v0)
             rec.round = a.info.round                   # the version it lands in
         a.info.clients.extend(recs)
         got = (1 if update is not None else 0) if reported is None else reported
