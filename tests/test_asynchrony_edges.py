@@ -131,3 +131,24 @@ def test_edges_refused_where_the_edge_rule_is_not_a_mean(tmp_path, name):
     assert (r.returncode == 2) == hier and "Traceback" not in r.stderr, r.stderr
     if hier:
         assert "algorithms[1].name" in r.stderr and "not a mean of client models" in r.stderr
+
+
+@pytest.mark.parametrize("policy", [None, {"policy": "fedasync", "alpha": 0.5}])
+def test_eval_every_s_evaluates_the_first_version_after_each_multiple(tmp_path, policy):
+    """train.eval_every_s (with eval_every above the run's rounds): evaluated are round 0, the
+    last, and each round whose time is the first at or after a multiple of eval_every_s (a
+    multiple in (previous round's time, its time]), synchronous and asynchronous alike."""
+    kw = {"train.rounds": 12, "train.eval_every": 100, "train.clients_per_round": 2}
+    if policy:
+        kw["train.round"] = policy
+    probe = run_outputs(make_scenario(tmp_path / "p", **kw))
+    times = [float(r["sim_time_s"]) for r in probe.metrics["fedavg"]]
+    every = times[-1] / 4.5              # 4 multiples inside the run
+    kw["train.eval_every_s"] = every
+    out = run_outputs(make_scenario(tmp_path / "o", **kw))
+    rows = out.metrics["fedavg"]
+    assert [float(r["sim_time_s"]) for r in rows] == times
+    want = [0] + [t for t in range(1, len(times)) if int(times[t] // every) >
+                  int(times[t - 1] // every)] + [len(times) - 1]
+    assert len(want) == 6
+    assert [int(r["round"]) for r in rows if r["test_acc"] != ""] == want

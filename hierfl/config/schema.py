@@ -221,6 +221,9 @@ class TrainSpec:
         check=lambda v: None if v == "all" or v > 0 else "must be > 0")
     local: LocalSpec = spec(default_factory=LocalSpec, doc="local solver")
     eval_every: int = spec(1, "evaluate every this many rounds (and the last)", check=positive)
+    eval_every_s: float | None = spec(
+        None, "also evaluate the first round (asynchronous: server version) at or after each "
+        "multiple of this many simulated seconds", check=positive)
     duration_s: float | None = spec(None, "also end the run once this much simulated time has "
                                     "passed (at the end of a round; asynchronous runs: at that "
                                     "instant)", check=positive)
