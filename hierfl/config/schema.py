@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar, Literal
 
-from .asynchrony import ALPHA, ASYNC_POLICIES, CONCURRENCY, SERVER_LR, StalenessSpec
+from .asynchrony import ALPHA, ASYNC_POLICIES, CONCURRENCY, DRAIN, SERVER_LR, StalenessSpec
 from .fields import Raw, all_of, at_most, below_one, each, non_negative, positive, spec, \
     unit_interval
 
@@ -175,6 +175,7 @@ class RoundSpec:
     staleness: StalenessSpec = spec(default_factory=StalenessSpec,
                                     doc="fedasync / fedbuff: staleness weighting")
     max_concurrency: int | None = CONCURRENCY
+    drain_every: int | None = DRAIN
 
     def __post_init__(self) -> None:
         if self.policy.startswith("deadline") and self.deadline_s is None:
@@ -194,7 +195,8 @@ class RoundSpec:
             raise ValueError("policy 'fedbuff' needs k (updates per server version)")
         if self.policy not in ASYNC_POLICIES:
             odd = [k for k, d in (("alpha", 0.6), ("server_lr", 1.0), ("max_concurrency", None),
-                                  ("staleness", StalenessSpec())) if getattr(self, k) != d]
+                                  ("staleness", StalenessSpec()), ("drain_every", None))
+                   if getattr(self, k) != d]
             if odd:
                 raise ValueError(f"{', '.join(odd)} apply to the asynchronous policies "
                                  f"(fedasync, fedbuff), not {self.policy!r}")

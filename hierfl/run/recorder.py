@@ -182,6 +182,19 @@ class RoundRecorder:
                 return False
         return True
 
+    def quiescent(self, t: int, sim: Simulation) -> bool:
+        """An asynchronous run's quiescent point after version t (sim/async_drain.py): a
+        checkpoint (checkpoint_every > 0) or a pause (stop_after), as at a round boundary."""
+        pause = self.stop_after is not None and t >= self.stop_after and t < self.rounds
+        if not (self.sc.train.checkpoint_every or pause) or not 0 < t < self.rounds:
+            return True
+        sim.trace.flush_to(self.files.trace)        # the events so far belong before the cut
+        save_checkpoint(self.ckpt_path, t, self.algo, sim, self.files.offsets(), self.writer,
+                        self.fingerprint)
+        if pause:
+            self.result.paused_at = t
+        return not pause
+
 
 def final_params(algo: Algorithm) -> dict[str, np.ndarray]:
     """final_params.npz: the global model and, for personalised algorithms, every client's."""

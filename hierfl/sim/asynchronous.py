@@ -14,14 +14,16 @@ starts. The run ends after train.rounds versions, or with the first version at o
 train.duration_s (no job starts after it; with nothing in flight then, the run ends there); jobs
 still in flight at the end are abandoned. A client that is unavailable when it would upload fails
 (markov / trace availability); when nobody can be dispatched and nothing is in flight the cloud
-waits for the next availability change, or the run ends. Async runs are never quiescent, so no
-checkpoint is written (`--resume` starts them over)."""
+waits for the next availability change, or the run ends. Async runs are never quiescent by
+themselves: with train.round.drain_every they are made so (sim/async_drain.py), and checkpoints
+are written there; without it none is (`--resume` starts them over)."""
 from __future__ import annotations
 
 import numpy as np
 
 from .. import seeding
 from ..config.schema import RoundSpec
+from .async_drain import AsyncDrain
 from .async_edge import AsyncEdges
 from .energy import settle
 from .rounds import Collector
@@ -30,7 +32,7 @@ from .work import RoundInfo
 WAIT_ONE = RoundSpec()
 
 
-class AsyncRounds(AsyncEdges):
+class AsyncRounds(AsyncEdges, AsyncDrain):
     """The asynchronous cloud (uses Simulation's core: spawn, send, _client, failures, ...)."""
 
     def _async_cloud(self, rounds: int, start_round: int, on_round):
@@ -39,8 +41,9 @@ class AsyncRounds(AsyncEdges):
         self._a = _AsyncState(version=start_round - 1, rounds=rounds, on_round=on_round,
                               concurrency=pol.max_concurrency or (n if m == "all" else int(m)),
                               done=self.env.event())
-        self.trace.add(self.env.now, "cloud", "round_start", "", start_round)
         self._a.info = RoundInfo(start_round)
+        if not self._async_restore():       # a resumed run's round_start is in its trace
+            self.trace.add(self.env.now, "cloud", "round_start", "", start_round)
         duration = self.sc.train.duration_s
         if duration is not None:
             self.env.process(self._async_deadline(duration))
@@ -65,6 +68,10 @@ class AsyncRounds(AsyncEdges):
         tries = 0
         if a.expired and not a.busy:
             self._async_end()
+        if a.draining:                      # sim/async_drain.py
+            if not a.busy:
+                self._drained()
+            return
         while not a.done.triggered and not a.expired and len(a.busy) < a.concurrency:
             a.jobs += 1
             avail = self.failures.available(a.jobs, self.env.now, self.topo.n_clients)
@@ -201,6 +208,8 @@ class AsyncRounds(AsyncEdges):
         self.round = a.version + 1
         self.trace.add(self.env.now, "cloud", "round_start", "", a.version + 1)
         a.info = RoundInfo(a.version + 1)
+        drain = self.round_spec.drain_every
+        a.draining = a.draining or (bool(drain) and a.version % drain == 0)
 
 
 class _AsyncState:
@@ -211,6 +220,7 @@ class _AsyncState:
         self.concurrency, self.done = concurrency, done
         self.jobs = 0
         self.expired = False                # train.duration_s has passed
+        self.draining = self.quieting = False   # train.round.drain_every (sim/async_drain.py)
         self.busy: set[int] = set()
         self.buffer: list = []
         self.info: RoundInfo | None = None
