@@ -136,6 +136,8 @@ def test_duration_ends_the_run_and_evaluates_its_last_version(tmp_path):
      "not a mean of client models"),
     ({"train.edge_preaggregate": True, "train.edge_round": {"policy": "fedasync"}},
      "does not apply to asynchronous edges"),
+    ({"train.edge_round": {"policy": "fedasync", "drain_every": 2}}, "applies to the cloud tier"),
+    ({"train.round": {"policy": "wait_all", "drain_every": 2}}, "asynchronous policies"),
     ({"train.round": {"policy": "fedbuff"}}, "needs k"),
     ({"train.round": {"policy": "wait_all", "alpha": 0.5}}, "asynchronous policies"),
     ({"train.round": {"policy": "fedasync", "alpha": 1.5}}, "(0, 1]"),

@@ -152,3 +152,18 @@ def test_eval_every_s_evaluates_the_first_version_after_each_multiple(tmp_path, 
                   int(times[t - 1] // every)] + [len(times) - 1]
     assert len(want) == 6
     assert [int(r["round"]) for r in rows if r["test_acc"] != ""] == want
+
+
+def test_one_client_jobs_straggle_by_a_bernoulli_draw(tmp_path):
+    """A one-client asynchronous job straggles with probability `fraction` (its own seeded
+    draw), not round(fraction x 1) (which gave none for fraction <= 0.5): job j straggles
+    iff rng(seed, "stragglers", j, 0).random() < fraction; one job at a time, row j is job j."""
+    from hierfl import seeding
+    out = run_outputs(make_scenario(tmp_path, **{
+        "train.rounds": 10, "train.clients_per_round": 1, "stragglers": {"fraction": 0.4},
+        "algorithms": [{"name": "fedprox", "mu": 0.0}],
+        "train.round": {"policy": "fedasync", "alpha": 0.5, "max_concurrency": 1}}))
+    got = [r["straggler"] == "1" for r in out.clients["fedprox"]]
+    want = [bool(seeding.rng(0, "stragglers", j, 0).random() < 0.4)
+            for j in range(1, len(got) + 1)]
+    assert len(got) == 10 and got == want and 0 < sum(got) < 10

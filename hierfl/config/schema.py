@@ -163,8 +163,8 @@ class ExecutorSpec:
 class RoundSpec:
     policy: Literal["wait_all", "deadline_drop", "deadline_partial", "first_k", "fedasync",
                     "fedbuff"] = spec(
-        "wait_all", "when an aggregation round closes; fedasync / fedbuff: asynchronous (cloud "
-        "tier; a server version per update / per k updates)")
+        "wait_all", "when an aggregation round closes; fedasync / fedbuff: asynchronous (a "
+        "server or edge version per update / per k updates; docs/asynchrony.md)")
     deadline_s: float | None = spec(None, "deadline after the round starts (deadline policies)",
                                     check=positive)
     k: int | None = spec(None, "first_k: how many arrivals to keep; fedbuff: updates per "

@@ -44,6 +44,9 @@ def check_asynchrony(p: Problems, train: TrainSpec, entries: list[AlgorithmEntry
     from ..algorithms.registry import get
 
     edge = train.edge_round.policy
+    if train.edge_round.drain_every is not None:
+        p.add("train.edge_round.drain_every", train.edge_round.drain_every, "applies to the "
+              "cloud tier (train.round): an edge's period already ends with its upload")
     if edge in ASYNC_POLICIES and train.edge_preaggregate:
         p.add("train.edge_preaggregate", True, "does not apply to asynchronous edges "
               f"(train.edge_round {edge!r}): each client update is mixed in on its own")

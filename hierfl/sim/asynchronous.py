@@ -75,6 +75,10 @@ class AsyncRounds(AsyncEdges, AsyncDrain):
         while not a.done.triggered and not a.expired and len(a.busy) < a.concurrency:
             a.jobs += 1
             avail = self.failures.available(a.jobs, self.env.now, self.topo.n_clients)
+            if avail is None and not self.runner.hierarchical:
+                if not self._dispatch_any(a.jobs):
+                    return
+                continue
             up = np.ones(self.topo.n_clients, dtype=bool) if avail is None else avail
             workers = self._free_workers(up)
             if not workers and self.failures.kind == "bernoulli" and tries < 1000:
@@ -92,6 +96,26 @@ class AsyncRounds(AsyncEdges, AsyncDrain):
             job = self._hier_job(a.jobs, w, up) if self.runner.hierarchical else \
                 self._flat_job(a.jobs, int(w))
             self.spawn(job)
+
+    def _dispatch_any(self, j: int) -> bool:
+        """Job j of a flat run where every client is always available: the same draw as
+        `_free_workers` (index i of the sorted free clients) in O(busy log busy), not
+        O(clients): the i-th client not busy. False when every client is busy."""
+        a = self._a
+        busy = sorted(a.busy)
+        free = self.topo.n_clients - len(busy)
+        if free <= 0:
+            a.jobs -= 1
+            return False
+        i = 0 if free == 1 else int(seeding.rng(self.sc.seed, "sample", j).choice(
+            free, 1, replace=False)[0])
+        for b in busy:
+            if b > i:
+                break
+            i += 1
+        a.busy.add(i)
+        self.spawn(self._flat_job(j, i))
+        return True
 
     def _free_workers(self, up: np.ndarray) -> list:
         """Flat: the available clients not working; hierarchical: the aggregators under the
