@@ -167,3 +167,28 @@ def test_one_client_jobs_straggle_by_a_bernoulli_draw(tmp_path):
     want = [bool(seeding.rng(0, "stragglers", j, 0).random() < 0.4)
             for j in range(1, len(got) + 1)]
     assert len(got) == 10 and got == want and 0 < sum(got) < 10
+
+
+def test_free_client_without_a_mask_is_the_masked_draw():
+    """_dispatch_any (all clients always up) picks, for job j, the same client as the masked
+    draw over the sorted free clients (sim/asynchronous.py's general path)."""
+    import numpy as np
+    from types import SimpleNamespace
+
+    from hierfl import seeding
+    from hierfl.sim.asynchronous import AsyncRounds
+
+    rng = np.random.default_rng(5)
+    for j in range(1, 200):
+        n = int(rng.integers(1, 40))
+        busy = set(rng.choice(n, int(rng.integers(0, n)), replace=False).tolist())
+        started = []
+        fake = SimpleNamespace(_a=SimpleNamespace(busy=set(busy), jobs=j),
+                               topo=SimpleNamespace(n_clients=n), sc=SimpleNamespace(seed=7),
+                               spawn=lambda job: None,
+                               _flat_job=lambda jj, k: started.append(k))
+        AsyncRounds._dispatch_any(fake, j)
+        free = [k for k in range(n) if k not in busy]
+        want = free[0] if len(free) == 1 else \
+            free[int(seeding.rng(7, "sample", j).choice(len(free), 1, replace=False)[0])]
+        assert started == [want] and fake._a.busy == busy | {want}
