@@ -112,6 +112,8 @@ class Capabilities:
     upload_tensors: int = 1         # model-sized tensors per client upload (planning, checked)
     asynchronous: bool = False      # train.round fedasync / fedbuff: the upload is the client's
     #                                 model, the server step a weighted mean (no other state)
+    async_edges: bool = False       # train.edge_round fedasync / fedbuff: the edge rule is a
+    #                                 mean of client models (then the edge's own step)
 
 
 class Algorithm:

@@ -16,7 +16,7 @@ from .params import HierFAVGParams
 class HierFAVG(FedAvg):
     name = "hierfavg"
     Params = HierFAVGParams
-    caps = replace(FedAvg.caps, hierarchical=True, linear_aggregate=False)
+    caps = replace(FedAvg.caps, hierarchical=True, linear_aggregate=False, async_edges=True)
     # a client's local round reads only its start row (no per-client state, no codec of its
     # own): all edges of a tier round may train in one executor call (exec/edges.py)
     batch_edges = True

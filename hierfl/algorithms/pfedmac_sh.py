@@ -115,7 +115,7 @@ class EdgeState:
 class PFedMacSH(PersonalAlgorithm):
     name = "pfedmac_sh"
     Params = PFedMacSHParams
-    caps = replace(PersonalAlgorithm.caps, hierarchical=True)
+    caps = replace(PersonalAlgorithm.caps, hierarchical=True, async_edges=True)
     p: PFedMacSHParams
 
     @property

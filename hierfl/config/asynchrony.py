@@ -31,4 +31,9 @@ ALPHA = spec(0.6, "fedasync: mixing weight alpha (x <- (1 - a_s) x + a_s x_k, a_
              "s(staleness))", check=lambda v: None if 0 < v <= 1 else "must be in (0, 1]")
 SERVER_LR = spec(1.0, "fedbuff: server learning rate on the buffered mean delta", check=positive)
 CONCURRENCY = spec(None, "fedasync / fedbuff: clients working at once (default: "
-                   "train.clients_per_round)", check=positive)
+                   "train.clients_per_round; at an edge: its clients sampled that round)",
+                   check=positive)
+DRAIN = spec(None, "fedasync / fedbuff: every this many server versions, start no job until "
+             "nothing is in flight: a quiescent point where checkpoints are written (changes "
+             "the schedule; default: never, and asynchronous runs write no checkpoint)",
+             check=positive)

@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar, Literal
 
-from .asynchrony import ALPHA, ASYNC_POLICIES, CONCURRENCY, SERVER_LR, StalenessSpec
+from .asynchrony import ALPHA, ASYNC_POLICIES, CONCURRENCY, DRAIN, SERVER_LR, StalenessSpec
 from .fields import Raw, all_of, at_most, below_one, each, non_negative, positive, spec, \
     unit_interval
 
@@ -164,8 +164,8 @@ class ExecutorSpec:
 class RoundSpec:
     policy: Literal["wait_all", "deadline_drop", "deadline_partial", "first_k", "fedasync",
                     "fedbuff"] = spec(
-        "wait_all", "when an aggregation round closes; fedasync / fedbuff: asynchronous (cloud "
-        "tier; a server version per update / per k updates)")
+        "wait_all", "when an aggregation round closes; fedasync / fedbuff: asynchronous (a "
+        "server or edge version per update / per k updates; docs/asynchrony.md)")
     deadline_s: float | None = spec(None, "deadline after the round starts (deadline policies)",
                                     check=positive)
     k: int | None = spec(None, "first_k: how many arrivals to keep; fedbuff: updates per "
@@ -176,6 +176,7 @@ class RoundSpec:
     staleness: StalenessSpec = spec(default_factory=StalenessSpec,
                                     doc="fedasync / fedbuff: staleness weighting")
     max_concurrency: int | None = CONCURRENCY
+    drain_every: int | None = DRAIN
 
     def __post_init__(self) -> None:
         if self.policy.startswith("deadline") and self.deadline_s is None:
@@ -195,7 +196,8 @@ class RoundSpec:
             raise ValueError("policy 'fedbuff' needs k (updates per server version)")
         if self.policy not in ASYNC_POLICIES:
             odd = [k for k, d in (("alpha", 0.6), ("server_lr", 1.0), ("max_concurrency", None),
-                                  ("staleness", StalenessSpec())) if getattr(self, k) != d]
+                                  ("staleness", StalenessSpec()), ("drain_every", None))
+                   if getattr(self, k) != d]
             if odd:
                 raise ValueError(f"{', '.join(odd)} apply to the asynchronous policies "
                                  f"(fedasync, fedbuff), not {self.policy!r}")
@@ -222,6 +224,9 @@ class TrainSpec:
         check=lambda v: None if v == "all" or v > 0 else "must be > 0")
     local: LocalSpec = spec(default_factory=LocalSpec, doc="local solver")
     eval_every: int = spec(1, "evaluate every this many rounds (and the last)", check=positive)
+    eval_every_s: float | None = spec(
+        None, "also evaluate the first round (asynchronous: server version) at or after each "
+        "multiple of this many simulated seconds", check=positive)
     duration_s: float | None = spec(None, "also end the run once this much simulated time has "
                                     "passed (at the end of a round; asynchronous runs: at that "
                                     "instant)", check=positive)

@@ -25,7 +25,7 @@ from ..sim import messages
 from ..sim.stragglers import Budgets
 from ..sim.work import ClientRecord, Work
 from ..topology.graph import Topology
-from .asynchronous import fedasync_mix, fedbuff_apply
+from .asynchronous import AsyncEdgeSteps, fedasync_mix, fedbuff_apply
 from .edges import batches_edges, close_edges, split, start_rows, width_groups
 from .local import Executor
 
@@ -46,7 +46,7 @@ def finite_rows(tensors: tuple[torch.Tensor, ...], c: int) -> torch.Tensor:
     return finite
 
 
-class RoundRunner:
+class RoundRunner(AsyncEdgeSteps):
     """One algorithm's learning side of every round, called by sim.engine.Simulation."""
 
     def __init__(self, scenario: Scenario, entry: AlgorithmEntry, topo: Topology,

@@ -30,6 +30,11 @@ def checkpoint_arrays(t: int, algo: Algorithm, sim: Simulation, offsets: dict[st
     codec = getattr(sim.runner, "codec", None)        # compression's error-feedback residuals
     if codec is not None:
         arrays.update({f"compress/{k}": v.numpy().copy() for k, v in codec.tensors().items()})
+    if getattr(sim, "asynchronous", False) and getattr(sim, "_a", None) is not None:
+        meta["async"], handles = sim.async_state()      # at a quiescent point (async_drain)
+        for i, (x, start) in enumerate(handles):        # FedBuff's buffered updates
+            arrays[f"async/x{i}"] = x.detach().cpu().numpy().copy()
+            arrays[f"async/start{i}"] = start.detach().cpu().numpy().copy()
     arrays["meta"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
     return arrays
 
@@ -52,7 +57,7 @@ def load_checkpoint(path: str) -> tuple[dict, dict[str, torch.Tensor]]:
         state = {k[len("state/"):]: torch.from_numpy(z[k].copy()) for k in z.files
                  if k.startswith("state/")}
         state.update({k: torch.from_numpy(z[k].copy()) for k in z.files
-                      if k.startswith("compress/")})     # kept apart by their prefix
+                      if k.startswith(("compress/", "async/"))})   # kept apart by their prefix
     return meta, state
 
 
@@ -61,6 +66,10 @@ def restore(sim: Simulation, meta: dict, state: dict[str, torch.Tensor] | None =
     (the clock is its start time), and compression's residuals (`compress/` in `state`)."""
     sim.ledger.restore(meta["ledger"])
     sim.trace.count = meta["trace_count"]
+    if "async" in meta and state is not None:       # an asynchronous run's bookkeeping
+        n = len(meta["async"]["buffer"])
+        sim.async_resume = (meta["async"], [(state[f"async/x{i}"], state[f"async/start{i}"])
+                                            for i in range(n)])
     codec = getattr(sim.runner, "codec", None)
     if codec is not None and state is not None:
         codec.load({k[len("compress/"):]: v for k, v in state.items()

@@ -76,6 +76,8 @@ class RoundRecorder:
         self.stability = Stability.replay(r.get("train_loss", math.nan) for r in result.rows)
         last = result.rows[-1].get("energy_total_j", 0.0) if result.rows else 0.0
         self.energy_total = float(last) if last == last and last != "" else 0.0   # resumed
+        # train.eval_every_s: the previous round's simulated time (a resumed run: its last row)
+        self.prev_now = float(result.rows[-1]["sim_time_s"]) if result.rows else sim.env.now
         topo = world.topo     # clients.csv's class cells, one per client id
         self.class_cells = class_cells(topo.device_class, topo.link_class)
 
@@ -96,7 +98,8 @@ class RoundRecorder:
         """(loss, accuracy, personal accuracy, diverged, personal models) of the global model
         `w` and the personal models."""
         sc, world = self.sc, self.world
-        evaluate = t % sc.train.eval_every == 0 or t == self.rounds or t == 0 or last
+        by_time = self._time_to_evaluate()
+        evaluate = t % sc.train.eval_every == 0 or t == self.rounds or t == 0 or last or by_time
         bad = not bool(torch.isfinite(w).all()) or float(w.norm()) > sc.train.divergence_bound
         loss, acc = (global_metrics(world.model, w, world.data) if evaluate and not bad
                      else (float("nan"), float("nan")))
@@ -108,6 +111,13 @@ class RoundRecorder:
         if evaluate and not math.isfinite(loss) and not bad:
             bad = True
         return loss, acc, p_acc, bad, personal
+
+    def _time_to_evaluate(self) -> bool:
+        """train.eval_every_s = e: this round is the first at or after a multiple of e (a
+        multiple in (previous round's time, now])."""
+        every, now = self.sc.train.eval_every_s, self.sim.env.now
+        prev, self.prev_now = self.prev_now, now
+        return every is not None and math.floor(now / every) > math.floor(prev / every)
 
     def row(self, t: int, info: RoundInfo | None) -> tuple[dict, bool]:
         """metrics.csv's row of round t, and whether the algorithm diverged."""
@@ -171,6 +181,19 @@ class RoundRecorder:
                 self.result.paused_at = t
                 return False
         return True
+
+    def quiescent(self, t: int, sim: Simulation) -> bool:
+        """An asynchronous run's quiescent point after version t (sim/async_drain.py): a
+        checkpoint (checkpoint_every > 0) or a pause (stop_after), as at a round boundary."""
+        pause = self.stop_after is not None and t >= self.stop_after and t < self.rounds
+        if not (self.sc.train.checkpoint_every or pause) or not 0 < t < self.rounds:
+            return True
+        sim.trace.flush_to(self.files.trace)        # the events so far belong before the cut
+        save_checkpoint(self.ckpt_path, t, self.algo, sim, self.files.offsets(), self.writer,
+                        self.fingerprint)
+        if pause:
+            self.result.paused_at = t
+        return not pause
 
 
 def final_params(algo: Algorithm) -> dict[str, np.ndarray]:

@@ -40,13 +40,23 @@ def check_rounds(p: Problems, train: TrainSpec, clients_per_round: int,
 
 def check_asynchrony(p: Problems, train: TrainSpec, entries: list[AlgorithmEntry]) -> None:
     """Asynchronous policies (fedasync, fedbuff) at the cloud tier (train.round or an entry's
-    round:), for the algorithms that declare them (Capabilities.asynchronous); not yet at the
-    aggregator tiers."""
+    round:), for the algorithms that declare them (Capabilities.asynchronous), and at the
+    bottom aggregator tier (train.edge_round, Capabilities.async_edges)."""
     from ..algorithms.registry import get
 
-    if train.edge_round.policy in ASYNC_POLICIES:
-        p.add("train.edge_round.policy", train.edge_round.policy,
-              "asynchronous aggregation is implemented at the cloud tier (train.round) only")
+    edge = train.edge_round.policy
+    if train.edge_round.drain_every is not None:
+        p.add("train.edge_round.drain_every", train.edge_round.drain_every, "applies to the "
+              "cloud tier (train.round): an edge's period already ends with its upload")
+    if edge in ASYNC_POLICIES and train.edge_preaggregate:
+        p.add("train.edge_preaggregate", True, "does not apply to asynchronous edges "
+              f"(train.edge_round {edge!r}): each client update is mixed in on its own")
+    for i, e in enumerate(entries if edge in ASYNC_POLICIES else []):
+        caps = get(e.name).caps
+        if caps.hierarchical and not caps.async_edges:
+            p.add(f"algorithms[{i}].name", e.name, f"cannot run with train.edge_round "
+                  f"{edge!r}: its edge rule is not a mean of client models (asynchronous "
+                  "edges: hierfavg, pfedmac_sh)")
     for i, e in enumerate(entries):
         pol = e.round_policy(train).policy
         if pol not in ASYNC_POLICIES:

@@ -14,14 +14,17 @@ starts. The run ends after train.rounds versions, or with the first version at o
 train.duration_s (no job starts after it; with nothing in flight then, the run ends there); jobs
 still in flight at the end are abandoned. A client that is unavailable when it would upload fails
 (markov / trace availability); when nobody can be dispatched and nothing is in flight the cloud
-waits for the next availability change, or the run ends. Async runs are never quiescent, so no
-checkpoint is written (`--resume` starts them over)."""
+waits for the next availability change, or the run ends. Async runs are never quiescent by
+themselves: with train.round.drain_every they are made so (sim/async_drain.py), and checkpoints
+are written there; without it none is (`--resume` starts them over)."""
 from __future__ import annotations
 
 import numpy as np
 
 from .. import seeding
 from ..config.schema import RoundSpec
+from .async_drain import AsyncDrain
+from .async_edge import AsyncEdges
 from .energy import settle
 from .rounds import Collector
 from .work import RoundInfo
@@ -29,7 +32,7 @@ from .work import RoundInfo
 WAIT_ONE = RoundSpec()
 
 
-class AsyncRounds:
+class AsyncRounds(AsyncEdges, AsyncDrain):
     """The asynchronous cloud (uses Simulation's core: spawn, send, _client, failures, ...)."""
 
     def _async_cloud(self, rounds: int, start_round: int, on_round):
@@ -38,8 +41,9 @@ class AsyncRounds:
         self._a = _AsyncState(version=start_round - 1, rounds=rounds, on_round=on_round,
                               concurrency=pol.max_concurrency or (n if m == "all" else int(m)),
                               done=self.env.event())
-        self.trace.add(self.env.now, "cloud", "round_start", "", start_round)
         self._a.info = RoundInfo(start_round)
+        if not self._async_restore():       # a resumed run's round_start is in its trace
+            self.trace.add(self.env.now, "cloud", "round_start", "", start_round)
         duration = self.sc.train.duration_s
         if duration is not None:
             self.env.process(self._async_deadline(duration))
@@ -64,9 +68,17 @@ class AsyncRounds:
         tries = 0
         if a.expired and not a.busy:
             self._async_end()
+        if a.draining:                      # sim/async_drain.py
+            if not a.busy:
+                self._drained()
+            return
         while not a.done.triggered and not a.expired and len(a.busy) < a.concurrency:
             a.jobs += 1
             avail = self.failures.available(a.jobs, self.env.now, self.topo.n_clients)
+            if avail is None and not self.runner.hierarchical:
+                if not self._dispatch_any(a.jobs):
+                    return
+                continue
             up = np.ones(self.topo.n_clients, dtype=bool) if avail is None else avail
             workers = self._free_workers(up)
             if not workers and self.failures.kind == "bernoulli" and tries < 1000:
@@ -84,6 +96,26 @@ class AsyncRounds:
             job = self._hier_job(a.jobs, w, up) if self.runner.hierarchical else \
                 self._flat_job(a.jobs, int(w))
             self.spawn(job)
+
+    def _dispatch_any(self, j: int) -> bool:
+        """Job j of a flat run where every client is always available: the same draw as
+        `_free_workers` (index i of the sorted free clients) in O(busy log busy), not
+        O(clients): the i-th client not busy. False when every client is busy."""
+        a = self._a
+        busy = sorted(a.busy)
+        free = self.topo.n_clients - len(busy)
+        if free <= 0:
+            a.jobs -= 1
+            return False
+        i = 0 if free == 1 else int(seeding.rng(self.sc.seed, "sample", j).choice(
+            free, 1, replace=False)[0])
+        for b in busy:
+            if b > i:
+                break
+            i += 1
+        a.busy.add(i)
+        self.spawn(self._flat_job(j, i))
+        return True
 
     def _free_workers(self, up: np.ndarray) -> list:
         """Flat: the available clients not working; hierarchical: the aggregators under the
@@ -157,8 +189,9 @@ class AsyncRounds:
         a = self._a
         if a.done.triggered:                           # arrived after the run ended
             return
-        for rec in recs:
-            rec.staleness = float(a.version - v0)
+        for rec in recs:                # (under asynchronous edges: the edge's staleness)
+            if rec.staleness != rec.staleness:
+                rec.staleness = float(a.version - v0)
             rec.round = a.info.round                   # the version it lands in
         a.info.clients.extend(recs)
         got = (1 if update is not None else 0) if reported is None else reported
@@ -199,6 +232,8 @@ class AsyncRounds:
         self.round = a.version + 1
         self.trace.add(self.env.now, "cloud", "round_start", "", a.version + 1)
         a.info = RoundInfo(a.version + 1)
+        drain = self.round_spec.drain_every
+        a.draining = a.draining or (bool(drain) and a.version % drain == 0)
 
 
 class _AsyncState:
@@ -209,6 +244,7 @@ class _AsyncState:
         self.concurrency, self.done = concurrency, done
         self.jobs = 0
         self.expired = False                # train.duration_s has passed
+        self.draining = self.quieting = False   # train.round.drain_every (sim/async_drain.py)
         self.busy: set[int] = set()
         self.buffer: list = []
         self.info: RoundInfo | None = None

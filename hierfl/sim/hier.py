@@ -100,6 +100,8 @@ class HierRounds:
         runner = self.runner
         es = runner.edge_start(model)
         kids = chosen.active(node)
+        if self.async_edges and kids and self.topo.is_client(kids[0]):    # sim/async_edge.py
+            return (yield from self._async_edge(node, t, kids, es, info))
         policy = self.sc.train.edge_round
         mine: set[int] = set()
         bottom = bool(kids) and self.topo.is_client(kids[0])

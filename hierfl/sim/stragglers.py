@@ -8,6 +8,7 @@ from typing import Callable
 import numpy as np
 
 from .. import seeding
+from ..config.asynchrony import ASYNC_POLICIES
 from ..config.schema import LocalSpec, RoundSpec, StragglerSpec
 from ..topology.graph import Topology
 
@@ -44,7 +45,12 @@ class Budgets:
         `down_tensors()`: model-sized tensors in the broadcast (asked only under a deadline)."""
         local, stragglers = self.local, self.stragglers
         budgets = planned.copy()
-        strag = straggler_mask(self.seed, t, r, len(sel), stragglers.fraction)
+        if stragglers.fraction and len(sel) == 1 and self.policy.policy in ASYNC_POLICIES:
+            # one client's asynchronous job: a Bernoulli(fraction) draw
+            strag = np.array([seeding.rng(self.seed, "stragglers", t, r).random()
+                              < stragglers.fraction])
+        else:
+            strag = straggler_mask(self.seed, t, r, len(sel), stragglers.fraction)
         if strag.any():
             g = seeding.rng(self.seed, "straggler-work", t, r)
             high_e = (local.epochs or 1) if stragglers.epochs_range == "paper" else \
