@@ -101,8 +101,23 @@ def test_batched_edges_equal_per_edge_calls_byte_for_byte(tmp_path, monkeypatch,
         assert 0 < sum(r[7] == "1" for r in rows) < len(rows)
     if algo == "hierfavg_2x3":                               # regions' second round started
         assert {r[1] for r in rows} == {str(i) for i in range(6)}   # from their aggregates
-    # one call per edge round (regional rounds x edge rounds a cloud round) instead of one
-    # per edge and round
+    # with stragglers an edge whose longest budget is one client's trains alone (its call
+    # would end with one client: exec/edges.never_alone); never more calls than per edge
+    for t in range(1, ROUNDS + 1):
+        assert ALGOS[algo][2] <= calls[t] <= slow_calls[t]
+
+
+@pytest.mark.parametrize("algo", list(ALGOS))
+def test_equal_budgets_train_every_edge_in_one_call(tmp_path, monkeypatch, algo):
+    """Without stragglers and with K local steps every edge shares one call per edge round
+    (regional rounds x edge rounds a cloud round) instead of one per edge and round."""
+    doc = _doc(algo)
+    doc.pop("stragglers")
+    doc["train"]["local"] = {"steps": 3, "batch_size": 4, "lr": 0.05}
+    fast, calls, _ = _run(tmp_path, "fast", monkeypatch, True, doc, algo=algo)
+    slow, slow_calls, _ = _run(tmp_path, "slow", monkeypatch, False, doc, algo=algo)
+    for name in fast:
+        assert fast[name] == slow[name], name
     edge_rounds = ALGOS[algo][2]
     for t in range(1, ROUNDS + 1):
         assert slow_calls[t] > edge_rounds
@@ -110,6 +125,23 @@ def test_batched_edges_equal_per_edge_calls_byte_for_byte(tmp_path, monkeypatch,
             assert calls[t] == edge_rounds, (t, calls)
         else:                          # measured: one call per full-batch width at most
             assert edge_rounds <= calls[t] <= slow_calls[t]
+
+
+def test_one_client_edges_keep_their_own_calls(tmp_path, monkeypatch):
+    """torch's bmm of a batch of ONE rounds differently from a batch of two (a plain mm): an
+    edge with one client this round (here every edge, 65 features) trains alone, so the bytes
+    equal the per-edge path's (they did not when all edges shared a call)."""
+    doc = _doc()
+    doc.pop("stragglers")
+    doc["data"] = {"name": "synthetic", "dim": 65, "classes": 10,
+                   "samples": {"dist": "uniform", "low": 20, "high": 40}}
+    doc["topology"]["clients"]["count"] = 4
+    doc["train"]["clients_per_round"] = "all"
+    fast, calls, _ = _run(tmp_path, "fast", monkeypatch, True, doc)
+    slow, slow_calls, _ = _run(tmp_path, "slow", monkeypatch, False, doc)
+    for name in fast:
+        assert fast[name] == slow[name], name
+    assert calls == slow_calls
 
 
 def test_gamma_target_rounds_stay_identical(tmp_path, monkeypatch):

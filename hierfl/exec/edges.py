@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from ..algorithms.base import Upload
+from ..learn.batches import steps_for
 from ..sim.work import Work
 
 
@@ -81,4 +82,26 @@ def close_edges(runner, t: int, states: list, works: list[Work]) -> list:
             up = Upload(tuple(x[index] for x in up.tensors), up.encoding)
         weights = torch.from_numpy(counts[arrived].astype(np.float64))
         out.append(algo.edge_aggregate(es, torch.from_numpy(arrived), up, weights, ctx))
+    return out
+
+
+def never_alone(runner, t: int, r: int, segments: list[np.ndarray]) -> list[bool]:
+    """Which segments may share a call. The solver drops clients as their budgets end, and a
+    call left with ONE client runs torch's single-matrix kernels (bmm of a batch of one is a
+    plain mm, rounding differently from a batch of two or more). A segment whose own call would
+    never hold exactly one client (two or more clients share its largest budget) trains with
+    two or more rows in either call: the same bytes. Others keep their own call, as do all
+    where budgets are not known before training (a gamma target stops clients by their
+    gradients; a partial deadline prices messages per call)."""
+    if runner.local.gamma is not None or runner.budgets.policy.policy == "deadline_partial":
+        return [False] * len(segments)
+    out = []
+    for seg in segments:
+        if len(seg) < 2:
+            out.append(False)
+            continue
+        planned = runner.algo.round_steps(t, r, steps_for(
+            runner.counts[seg], runner.local.batch_size, runner.local.steps, runner.local.epochs))
+        budgets, _ = runner.budgets.plan(t, r, seg, planned)
+        out.append(int((budgets == budgets.max()).sum()) >= 2)
     return out

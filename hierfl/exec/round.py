@@ -26,7 +26,7 @@ from ..sim.stragglers import Budgets
 from ..sim.work import ClientRecord, Work
 from ..topology.graph import Topology
 from .asynchronous import AsyncEdgeSteps, fedasync_mix, fedbuff_apply
-from .edges import batches_edges, close_edges, split, start_rows, width_groups
+from .edges import batches_edges, close_edges, never_alone, split, start_rows, width_groups
 from .local import Executor
 
 
@@ -173,7 +173,14 @@ class RoundRunner(AsyncEdgeSteps):
         matters = self._measure(t) or self.local.gamma is not None or \
             self.local.batch_size == "full"
         out: list = [None] * len(segments)
-        for group in width_groups(segments, self.counts, matters):
+        shared = never_alone(self, t, r, segments)
+        groups = [[i] for i in range(len(segments)) if not shared[i]]
+        together = [i for i in range(len(segments)) if shared[i]]
+        groups += [[together[j] for j in g] for g in
+                   width_groups([segments[i] for i in together], self.counts, matters)]
+        for group in groups:
+            if not group:
+                continue
             sizes = [len(segments[i]) for i in group]
             sel = np.concatenate([segments[i] for i in group])
             work = self.train(t, r, sel, start_rows([starts[i] for i in group], sizes),
