@@ -30,16 +30,13 @@ def batches_edges(runner) -> bool:
 
 
 def width_groups(segments: list[np.ndarray], counts: np.ndarray, matters: bool) -> list:
-    """Segments trained in one call, in groups of the same full-batch width. A full batch is
-    padded to its call's largest client, and a reduction over padded rows may round
-    differently with the padding's length: where the full batch is evaluated (a measured
-    round, a gamma target, full-batch steps) each group keeps its own call's width."""
+    """Segments trained in one call: all of them, except where the full batch is evaluated (a
+    measured round, a gamma target, full-batch steps): there each keeps its own call. Grouping
+    them by full-batch width kept the training identical but not the measurements (a client's
+    gamma and the round's train_loss moved in the last bits with the call's other clients)."""
     if not matters:
         return [list(range(len(segments)))]
-    groups: dict[int, list[int]] = {}
-    for i, seg in enumerate(segments):
-        groups.setdefault(int(counts[seg].max()) if len(seg) else 0, []).append(i)
-    return list(groups.values())
+    return [[i] for i in range(len(segments))]
 
 
 def split(work: Work, sizes: list[int],
