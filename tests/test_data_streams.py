@@ -92,3 +92,40 @@ def test_layout_has_the_generated_shapes_and_no_rows():
         assert got.shape == want.shape and got.dtype == want.dtype
         assert got.strides[0] == 0                               # no memory per row
     assert (shape.dim, shape.out_dim, shape.n_classes) == (7, 4, 4)
+
+
+def test_validate_of_200k_clients_draws_no_client_data(tmp_path, monkeypatch):
+    """`hierfl validate`'s checks at 200,000 clients: counts and shapes, not one client's rows
+    (no per-client stream is made), in seconds."""
+    import time
+
+    import yaml
+
+    from hierfl.scenario.load import load
+    from hierfl.scenario.world_check import check_world
+
+    made = []
+    monkeypatch.setattr(synthetic, "generators", lambda *a: made.append(a) or iter(()))
+    monkeypatch.setattr(synthetic, "generate", lambda *a: made.append(a))
+    real_rng = seeding.rng
+
+    def rng(seed, purpose, *ids):
+        if purpose.startswith("data/") and ids:
+            made.append((purpose, ids))
+        return real_rng(seed, purpose, *ids)
+    monkeypatch.setattr(seeding, "rng", rng)
+    doc = {"name": "big", "seed": 1, "topology": {
+        "tiers": [{"name": "district", "count": 4}, {"name": "edge", "count": 200}],
+        "clients": {"count": 200_000, "compute_flops": 1e9}},
+        "data": {"name": "synthetic", "dim": 5, "classes": 2, "samples": 20},
+        "model": {"name": "logreg"}, "train": {"clients_per_round": 100},
+        "algorithms": [{"name": "fedavg"}]}
+    (tmp_path / "big.yaml").write_text(yaml.safe_dump(doc))
+    sc = load(str(tmp_path / "big.yaml"), out=str(tmp_path / "out"))
+    t0 = time.process_time()
+    facts = check_world(sc)
+    assert time.process_time() - t0 < 30                    # ~0.5 s alone on this machine
+    assert made == []                                        # no client's stream drawn
+    assert facts.topo.n_clients == 200_000 and facts.n_params == 12
+    assert len(facts.data.x) == 200_000 * 16 and len(facts.data.x_test) == 200_000 * 4
+    assert facts.data.x.strides[0] == 0 and facts.data.y_test.strides[0] == 0
