@@ -64,6 +64,14 @@ def test_bulk_seed_words_are_seedsequence_words():
         streams.seed_words(0, "x", np.array([2**32]))
 
 
+def test_pcg64_states_are_those_numpy_seeds():
+    words = streams.seed_words(9, "p", np.arange(40))
+    for row, (s_lo, s_hi, i_lo, i_hi) in zip(words, streams.pcg64_states(words)):
+        want = np.random.PCG64(streams._Words(row)).state["state"]
+        assert want["state"] == int(s_lo) | int(s_hi) << 64
+        assert want["inc"] == int(i_lo) | int(i_hi) << 64
+
+
 SPECS = [
     DataSpec(name="synthetic"),                                 # lognormal sizes: many sizes
     DataSpec(name="synthetic", alpha=0.5, beta=0.0, dim=7, classes=4, test_fraction=0.3,
@@ -75,8 +83,11 @@ SPECS = [
 ]
 
 
-@pytest.mark.parametrize("spec", SPECS, ids=["lognormal", "tiny", "iid", "capped_no_test", "iid_sizes"])
-def test_bulk_generation_equals_the_per_client_recipe(spec, monkeypatch):
+@pytest.mark.parametrize("in_place", [True, False], ids=["reseeded", "one_pcg64_each"])
+@pytest.mark.parametrize("spec", SPECS, ids=["lognormal", "tiny", "iid", "capped", "iid_sizes"])
+def test_bulk_generation_equals_the_per_client_recipe(spec, in_place, monkeypatch):
+    assert streams.reseeder() is not None          # this numpy's PCG64 layout is the known one
+    monkeypatch.setattr(streams, "_LAYOUT_OK", [in_place])
     same(synthetic.generate(spec, 40, seed=3), eager(spec, 40, seed=3))
     monkeypatch.setattr(synthetic, "CHUNK_DRAWS", 50)          # many small blocks, and
     same(synthetic.generate(spec, 40, seed=3), eager(spec, 40, seed=3))  # blocks of one client
