@@ -5,9 +5,11 @@ numpy's SeedSequence hashes its entropy words into a pool of four 32-bit words a
 bit generator's seed from that pool (O'Neill's seed_seq hashing, numpy/random/bit_generator.pyx).
 For the keys hierfl uses, (seed, crc32(purpose), k) with every word below 2^32, the entropy is
 exactly those three words, so the whole hash is a fixed sequence of 32-bit multiplies, xors and
-shifts: done here on arrays of all k. PCG64 then takes the four 64-bit words as it would from
-the SeedSequence (`generators` hands them over through a tiny ISeedSequence), so each stream is
-bit for bit `seeding.rng`'s (tests/test_data_streams.py compares them)."""
+shifts: done here on arrays of all k. PCG64's seeding from those four 64-bit words is one
+128-bit multiply-add, done on arrays too (`pcg64_states`), and one PCG64 is set to each
+client's state in place (`reseeder`, once this numpy's state layout is checked against its own
+seeding; else one PCG64 per client takes the words through a tiny ISeedSequence). Each stream
+is bit for bit `seeding.rng`'s (tests/test_data_streams.py compares them)."""
 from __future__ import annotations
 
 import zlib
