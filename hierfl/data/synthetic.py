@@ -114,7 +114,9 @@ def _block(ks: np.ndarray, n: np.ndarray, held: np.ndarray, head: int, wbv: tupl
         w = u[ks, None, None] + h[:, :d * c].reshape(-1, d, c)
         b = u[ks, None] + h[:, d * c:d * c + c]
         v = bk[ks, None] + h[:, d * c + c:]
-    rows = z[(np.repeat(zo[:-1] + head, n) + pos * d)[:, None] + np.arange(d)]
+    keep = np.ones(len(z), bool)                     # the rows' draws, in order: all but
+    keep[(zo[:-1, None] + np.arange(head)).ravel()] = False      # the W_k, b_k, v_k heads
+    rows = z[keep].reshape(-1, d)
     x = rows * np.sqrt(np.arange(1, d + 1, dtype=np.float64) ** -1.2) + np.repeat(v, n, axis=0)
     y = np.empty(len(x), np.int64)
     for size in np.unique(n):                        # x_k W_k + b_k, one product per size
