@@ -80,11 +80,13 @@ SPECS = [
                                                                       value=20.0)),
     DataSpec(name="synthetic", max_samples=60, test_fraction=0.0),
     DataSpec(name="synthetic_iid", test_fraction=0.5),           # shared W, b; many sizes
+    DataSpec(name="synthetic", dim=5, classes=2,                 # city_scale's: one size
+             samples=DistSpec(dist="constant", value=20.0)),
 ]
 
 
 @pytest.mark.parametrize("in_place", [True, False], ids=["reseeded", "one_pcg64_each"])
-@pytest.mark.parametrize("spec", SPECS, ids=["lognormal", "tiny", "iid", "capped", "iid_sizes"])
+@pytest.mark.parametrize("spec", SPECS, ids=["lognormal", "tiny", "iid", "capped", "iid_sizes", "one_size"])
 def test_bulk_generation_equals_the_per_client_recipe(spec, in_place, monkeypatch):
     assert streams.reseeder() is not None          # this numpy's PCG64 layout is the known one
     monkeypatch.setattr(streams, "_LAYOUT_OK", [in_place])

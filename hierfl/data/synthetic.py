@@ -117,13 +117,20 @@ def _block(ks: np.ndarray, n: np.ndarray, held: np.ndarray, head: int, wbv: tupl
     keep = np.ones(len(z), bool)                     # the rows' draws, in order: all but
     keep[(zo[:-1, None] + np.arange(head)).ravel()] = False      # the W_k, b_k, v_k heads
     rows = z[keep].reshape(-1, d)
-    x = rows * np.sqrt(np.arange(1, d + 1, dtype=np.float64) ** -1.2) + np.repeat(v, n, axis=0)
-    y = np.empty(len(x), np.int64)
-    for size in np.unique(n):                        # x_k W_k + b_k, one product per size
-        sel = np.flatnonzero(n == size)
-        r = (ro[sel, None] + np.arange(size)).ravel()
-        logits = np.matmul(x[r].reshape(len(sel), size, d), w[sel]) + b[sel][:, None, :]
-        y[r] = np.argmax(logits, axis=2).ravel()
+    sd = np.sqrt(np.arange(1, d + 1, dtype=np.float64) ** -1.2)
+    sizes = np.unique(n)
+    if len(sizes) == 1:         # clients of one size (samples: constant): no gathers
+        x3 = rows.reshape(len(ks), int(sizes[0]), d) * sd + v[:, None, :]
+        x = x3.reshape(-1, d)
+        y = np.argmax(np.matmul(x3, np.ascontiguousarray(w)) + b[:, None, :], axis=2).ravel()
+    else:
+        x = rows * sd + np.repeat(v, n, axis=0)
+        y = np.empty(len(x), np.int64)
+        for size in sizes:                           # x_k W_k + b_k, one product per size
+            sel = np.flatnonzero(n == size)
+            r = (ro[sel, None] + np.arange(size)).ravel()
+            logits = np.matmul(x[r].reshape(len(sel), size, d), w[sel]) + b[sel][:, None, :]
+            y[r] = np.argmax(logits, axis=2).ravel()
     src = perm + first
     test = pos < np.repeat(held, n)
     for rows_of, (xo, yo), start in ((src[~test], out[:2], at[0]), (src[test], out[2:], at[1])):
