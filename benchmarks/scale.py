@@ -4,9 +4,11 @@ W8: 100,000 clients (10 regions, 1,000 edges), 1,000 a round, 20 rounds, a 5-fea
     FedAvg and HierFAVG (tier_rounds [1, 2]): `hierfl validate`, `hierfl run` (each algorithm's
     seconds from its last progress line) and `hierfl report` of the finished run.
 W9: scenarios/city_scale.yaml (1,000,000 clients, 10,000 a round, 10 rounds): the same steps.
-BUILD: building and checking the topology alone (arrays, no graph) at 10^5 and 10^6 clients.
+BUILD: building and checking the topology alone (arrays, no graph) at 10^5 and 10^6 clients;
+    then `hierfl validate` and the world `hierfl run` builds (topology, data, model, guards)
+    of W8's system at 10^6 clients, after the same of --before's checkout if given.
 
-    python benchmarks/scale.py [--only W8,W9,BUILD] [--rounds N] [--out DIR]
+    python benchmarks/scale.py [--only W8,W9,BUILD] [--rounds N] [--out DIR] [--before DIR]
 
 Peak memory is each command's own high-water mark (wait4's ru_maxrss of that child); its CPU
 seconds are given too, the steadier figure on a shared machine; `rounds` is each algorithm's
@@ -48,13 +50,14 @@ def w8(rounds: int = 20, clients: int = 100_000) -> dict:
             "algorithms": [{"name": "fedavg"}, {"name": "hierfavg", "tier_rounds": [1, 2]}]}
 
 
-def measured(cmd: list[str]) -> dict:
+def measured(cmd: list[str], root: str = ROOT) -> dict:
     """Run `cmd` (a hierfl command) in a fresh process: wall seconds, its own peak RSS, and the
-    last progress line's elapsed seconds per algorithm."""
-    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    last progress line's elapsed seconds per algorithm. `root`: the checkout whose hierfl runs
+    (BUILD's --before compares with another)."""
+    env = dict(os.environ, PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""))
     with tempfile.TemporaryFile("w+") as fo, tempfile.TemporaryFile("w+") as fe:
         t0 = time.perf_counter()
-        proc = subprocess.Popen([sys.executable, "-m", "hierfl", *cmd], cwd=ROOT, env=env,
+        proc = subprocess.Popen([sys.executable, "-m", "hierfl", *cmd], cwd=root, env=env,
                                 stdout=fo, stderr=fe)
         _, status, usage = os.wait4(proc.pid, 0)         # this child's own peak memory
         wall = time.perf_counter() - t0
@@ -128,6 +131,38 @@ def build(clients: int) -> dict:
                 "peak_rss_mb": round(usage.ru_maxrss / 1024, 1)}
 
 
+WORLD = ("import time, sys\n"
+         "from hierfl.scenario.load import load\n"
+         "from hierfl.run.world import build_world\n"
+         "sc = load(sys.argv[1]); t, c = time.perf_counter(), time.process_time()\n"
+         "w = build_world(sc)\n"
+         "print(time.perf_counter() - t, time.process_time() - c, w.topo.n_clients)\n")
+
+
+def world(clients: int, root: str = ROOT) -> dict:
+    """What `hierfl run` builds before its first round (topology, data, model, guards) for
+    W8's system at `clients` clients, and `hierfl validate` of it, each in a fresh process of
+    the checkout `root`: seconds, CPU seconds (the process's, imports included) and peak RSS."""
+    env = dict(os.environ, PYTHONPATH=root)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "s.yaml")
+        _write(path, w8(1, clients))
+        res = {"clients": clients, "validate": measured(["validate", path], root)}
+        with tempfile.TemporaryFile("w+") as fo:
+            proc = subprocess.Popen([sys.executable, "-c", WORLD, path], stdout=fo, cwd=root,
+                                    env=env)
+            _, status, usage = os.wait4(proc.pid, 0)
+            fo.seek(0)
+            text = fo.read()
+        if os.waitstatus_to_exitcode(status) != 0:
+            raise RuntimeError(f"building the world of {clients} clients failed ({root})")
+        secs, cpu, _ = text.split()
+        res["world"] = {"seconds": round(float(secs), 2), "cpu_s": round(float(cpu), 2),
+                        "process_cpu_s": round(usage.ru_utime + usage.ru_stime, 2),
+                        "peak_rss_mb": round(usage.ru_maxrss / 1024, 1)}
+        return res
+
+
 def _write(path: str, doc: dict) -> None:
     import yaml
     with open(path, "w") as fh:
@@ -139,6 +174,8 @@ def main() -> None:
     ap.add_argument("--only", default="BUILD,W8,W9")
     ap.add_argument("--rounds", type=int, help="W8's rounds (default 20)")
     ap.add_argument("--out", default=os.path.join(HERE, "results"))
+    ap.add_argument("--before", help="BUILD: a checkout of the previous code, measured "
+                    "alternately with this one (validate and world of 10^6 clients)")
     args = ap.parse_args()
     only = args.only.split(",")
     os.makedirs(args.out, exist_ok=True)
@@ -146,6 +183,10 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         if "BUILD" in only:
             results["BUILD"] = [build(n) for n in (100_000, 1_000_000)]
+            pairs = (((args.before, "before"), (ROOT, "this checkout")) if args.before
+                     else ((ROOT, "this checkout"),))      # alternated: both see the same load
+            for root, label in pairs:
+                results["BUILD"].append(dict(world(1_000_000, root), code=label))
         if "W8" in only:
             path = os.path.join(tmp, "w8.yaml")
             _write(path, w8(args.rounds or 20))

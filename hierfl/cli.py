@@ -24,8 +24,9 @@ def _print_problems(exc: ScenarioError) -> None:
 def _tiers(t) -> str:
     """The aggregators per tier, from the top: '2 regional + 6 edge (2 aggregator tiers)'."""
     by_depth: dict[int, list[str]] = {}
-    for n, d in t.depth.items():
-        if 0 < d and not t.is_client(n):
+    for n in t.children:        # the nodes with children (built trees store no client's)
+        d = t.depth[n]
+        if 0 < d and (t.children[n] or not t.is_client(n)):
             by_depth.setdefault(d, []).append(n)
     parts = []
     for d in sorted(by_depth):

@@ -3,7 +3,16 @@
 Device k: n_k = int(lognormal(4, 2)) + 50; u_k ~ N(0, alpha), B_k ~ N(0, beta) (standard
 deviations); W_k (d x c) and b_k (c) ~ N(u_k, 1); v_k ~ N(B_k, 1) per coordinate;
 x ~ N(v_k, Sigma) with Sigma_jj = j^-1.2; y = argmax softmax(x W_k + b_k).
-Synthetic-IID: one W, b ~ N(0, 1) for all devices and v = 0."""
+Synthetic-IID: one W, b ~ N(0, 1) for all devices and v = 0.
+
+Every client draws from its own stream ("data/synthetic/client", k): W_k, b_k, v_k then its rows'
+standard normals, in that order, and shuffles its rows for the train/test split with
+("data/split", k). The streams are made in bulk (data/streams.py) and each client costs one
+draw and one shuffle into shared buffers; everything else is done on arrays of many clients at
+once, with the same floating-point operations as one client at a time (x W_k + b_k through the
+same matrix product, batched over clients with the same row count), so the numbers are those of
+the per-client recipe, byte for byte (tests/test_data_streams.py). `layout` gives the counts
+and shapes alone, for `hierfl validate`, without drawing a row."""
 from __future__ import annotations
 
 import numpy as np
@@ -11,7 +20,10 @@ import numpy as np
 from .. import seeding
 from ..config.schema import DataSpec
 from ..topology.dist import draw
-from .federated import FederatedData, split_train_test
+from .federated import FederatedData
+from .streams import generators
+
+CHUNK_DRAWS = 1 << 22           # standard normals drawn per block of clients (32 MB)
 
 
 def sample_counts(spec: DataSpec, n_clients: int, seed: int) -> np.ndarray:
@@ -23,28 +35,104 @@ def sample_counts(spec: DataSpec, n_clients: int, seed: int) -> np.ndarray:
     return np.minimum(n, spec.max_samples)
 
 
+def test_counts(counts: np.ndarray, fraction: float) -> np.ndarray:
+    """Rows each client holds out (federated.split_train_test's rule, on all clients)."""
+    held = np.minimum(np.round(fraction * counts).astype(np.int64), counts - 1)
+    return np.where(counts > 1, held, 0)
+
+
+def _offsets(n: np.ndarray) -> np.ndarray:
+    return np.concatenate([[0], np.cumsum(n)]).astype(np.int64)
+
+
+def layout(spec: DataSpec, n_clients: int, seed: int) -> FederatedData:
+    """The data's counts and shapes without its values: x, y, x_test, y_test are read-only
+    broadcast zeros of the right shapes (no memory), for checks that need sizes only."""
+    counts = sample_counts(spec, n_clients, seed)
+    held = test_counts(counts, spec.test_fraction)
+    off, toff = _offsets(counts - held), _offsets(held)
+
+    def zeros(rows: int, *shape: int, dtype=np.float32) -> np.ndarray:
+        return np.broadcast_to(np.zeros((1,) * (1 + len(shape)), dtype), (rows, *shape))
+    return FederatedData(zeros(int(off[-1]), spec.dim), zeros(int(off[-1]), dtype=np.int64), off,
+                         zeros(int(toff[-1]), spec.dim), zeros(int(toff[-1]), dtype=np.int64),
+                         toff, spec.classes)
+
+
 def generate(spec: DataSpec, n_clients: int, seed: int) -> FederatedData:
     d, c = spec.dim, spec.classes
     iid = spec.name == "synthetic_iid"
     counts = sample_counts(spec, n_clients, seed)
-    cov_diag = np.arange(1, d + 1, dtype=np.float64) ** -1.2
     shared = seeding.rng(seed, "data/synthetic/shared")
     w_iid, b_iid = shared.normal(0, 1, (d, c)), shared.normal(0, 1, c)
     g_het = seeding.rng(seed, "data/synthetic/heterogeneity")
     u = g_het.normal(0, spec.alpha, n_clients)
     bk = g_het.normal(0, spec.beta, n_clients)
-    train, test = [], []
-    for k in range(n_clients):
-        g = seeding.rng(seed, "data/synthetic/client", k)
+    held = test_counts(counts, spec.test_fraction)
+    off, toff = _offsets(counts - held), _offsets(held)
+    out = (np.empty((off[-1], d), np.float32), np.empty(off[-1], np.int64),
+           np.empty((toff[-1], d), np.float32), np.empty(toff[-1], np.int64))
+    head = 0 if iid else d * c + c + d                 # W_k, b_k, v_k before the rows
+    draws = np.cumsum(head + counts * d)
+    lo = 0
+    while lo < n_clients:       # blocks of clients drawing about CHUNK_DRAWS normals together
+        base = draws[lo - 1] if lo else 0
+        hi = max(int(np.searchsorted(draws, base + CHUNK_DRAWS, "right")), lo + 1)
+        ks = np.arange(lo, hi)
         if iid:
-            w, b, v = w_iid, b_iid, np.zeros(d)
+            w = np.broadcast_to(w_iid, (len(ks), d, c))
+            b = np.broadcast_to(b_iid, (len(ks), c))
+            v = np.zeros((len(ks), d))
         else:
-            w = g.normal(u[k], 1, (d, c))
-            b = g.normal(u[k], 1, c)
-            v = g.normal(bk[k], 1, d)
-        x = g.normal(0, 1, (counts[k], d)) * np.sqrt(cov_diag) + v
-        y = np.argmax(x @ w + b, axis=1)
-        tr, te = split_train_test(x, y, spec.test_fraction, seeding.rng(seed, "data/split", k))
-        train.append(tr)
-        test.append(te)
-    return FederatedData.from_arrays(train, test, c)
+            w, b, v = None, None, None
+        _block(ks, counts[ks], held[ks], head, (w, b, v), u, bk, spec, seed, out,
+               (off[lo], toff[lo]))
+        lo = hi
+    return FederatedData(*out[:2], off, *out[2:], toff, c)
+
+
+def _block(ks: np.ndarray, n: np.ndarray, held: np.ndarray, head: int, wbv: tuple,
+           u: np.ndarray, bk: np.ndarray, spec: DataSpec, seed: int, out: tuple,
+           at: tuple[int, int]) -> None:
+    """Clients ks (consecutive): draw, label and split their rows into out's train and test
+    arrays from rows at[0] and at[1] on."""
+    d, c = spec.dim, spec.classes
+    zo = _offsets(head + n * d)
+    ro = _offsets(n)
+    z = np.empty(zo[-1])
+    first = np.repeat(ro[:-1], n)                    # each row's client's first row
+    perm = np.arange(ro[-1]) - first                 # row index within its client
+    pos = perm.copy()
+    client, split = generators(seed, "data/synthetic/client", ks), \
+        generators(seed, "data/split", ks)
+    for i, gz, gs in zip(range(len(ks)), client, split):
+        gz.standard_normal(out=z[zo[i]:zo[i + 1]])
+        gs.shuffle(perm[ro[i]:ro[i + 1]])           # = permutation(n_k), in place
+    w, b, v = wbv
+    if head:
+        h = z[zo[:-1, None] + np.arange(head)]
+        w = u[ks, None, None] + h[:, :d * c].reshape(-1, d, c)
+        b = u[ks, None] + h[:, d * c:d * c + c]
+        v = bk[ks, None] + h[:, d * c + c:]
+    keep = np.ones(len(z), bool)                     # the rows' draws, in order: all but
+    keep[(zo[:-1, None] + np.arange(head)).ravel()] = False      # the W_k, b_k, v_k heads
+    rows = z[keep].reshape(-1, d)
+    sd = np.sqrt(np.arange(1, d + 1, dtype=np.float64) ** -1.2)
+    sizes = np.unique(n)
+    if len(sizes) == 1:         # clients of one size (samples: constant): no gathers
+        x3 = rows.reshape(len(ks), int(sizes[0]), d) * sd + v[:, None, :]
+        x = x3.reshape(-1, d)
+        y = np.argmax(np.matmul(x3, np.ascontiguousarray(w)) + b[:, None, :], axis=2).ravel()
+    else:
+        x = rows * sd + np.repeat(v, n, axis=0)
+        y = np.empty(len(x), np.int64)
+        for size in sizes:                           # x_k W_k + b_k, one product per size
+            sel = np.flatnonzero(n == size)
+            r = (ro[sel, None] + np.arange(size)).ravel()
+            logits = np.matmul(x[r].reshape(len(sel), size, d), w[sel]) + b[sel][:, None, :]
+            y[r] = np.argmax(logits, axis=2).ravel()
+    src = perm + first
+    test = pos < np.repeat(held, n)
+    for rows_of, (xo, yo), start in ((src[~test], out[:2], at[0]), (src[test], out[2:], at[1])):
+        xo[start:start + len(rows_of)] = x[rows_of]
+        yo[start:start + len(rows_of)] = y[rows_of]

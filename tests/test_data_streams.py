@@ -1,0 +1,144 @@
+"""Issue 19: synthetic data drawn in bulk equals the per-client recipe byte for byte.
+
+The reference here is the eager generator the project shipped before (one seeded generator, one
+draw, one matrix product and one split per client, then concatenated); data/synthetic.py makes
+the same streams in bulk (data/streams.py) and does the arithmetic on blocks of clients."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from hierfl import seeding
+from hierfl.config.schema import DataSpec, DistSpec
+from hierfl.data import streams, synthetic
+from hierfl.data.federated import FederatedData, split_train_test
+
+
+def eager(spec: DataSpec, n_clients: int, seed: int) -> FederatedData:
+    """The per-client recipe, one client at a time."""
+    d, c = spec.dim, spec.classes
+    iid = spec.name == "synthetic_iid"
+    counts = synthetic.sample_counts(spec, n_clients, seed)
+    cov_diag = np.arange(1, d + 1, dtype=np.float64) ** -1.2
+    shared = seeding.rng(seed, "data/synthetic/shared")
+    w_iid, b_iid = shared.normal(0, 1, (d, c)), shared.normal(0, 1, c)
+    g_het = seeding.rng(seed, "data/synthetic/heterogeneity")
+    u = g_het.normal(0, spec.alpha, n_clients)
+    bk = g_het.normal(0, spec.beta, n_clients)
+    train, test = [], []
+    for k in range(n_clients):
+        g = seeding.rng(seed, "data/synthetic/client", k)
+        if iid:
+            w, b, v = w_iid, b_iid, np.zeros(d)
+        else:
+            w = g.normal(u[k], 1, (d, c))
+            b = g.normal(u[k], 1, c)
+            v = g.normal(bk[k], 1, d)
+        x = g.normal(0, 1, (counts[k], d)) * np.sqrt(cov_diag) + v
+        y = np.argmax(x @ w + b, axis=1)
+        tr, te = split_train_test(x, y, spec.test_fraction, seeding.rng(seed, "data/split", k))
+        train.append(tr)
+        test.append(te)
+    return FederatedData.from_arrays(train, test, c)
+
+
+def same(a: FederatedData, b: FederatedData) -> None:
+    for key in ("x", "y", "offsets", "x_test", "y_test", "test_offsets"):
+        x, y = getattr(a, key), getattr(b, key)
+        assert x.dtype == y.dtype and x.shape == y.shape, key
+        assert x.tobytes() == y.tobytes(), key
+    assert a.n_classes == b.n_classes and a.input_shape == b.input_shape
+
+
+def test_bulk_seed_words_are_seedsequence_words():
+    ids = np.array([0, 1, 2, 99, 65536, 2**31, 2**32 - 1])
+    for seed in (0, 7, -3, 2**33 + 5):
+        for purpose in ("data/synthetic/client", "data/split", "x"):
+            words = streams.seed_words(seed, purpose, ids)
+            for k, row, g in zip(ids, words, streams.generators(seed, purpose, ids)):
+                key = seeding._key(seed, purpose, (int(k),))
+                assert (np.random.SeedSequence(key).generate_state(4, np.uint64) == row).all()
+                want = seeding.rng(seed, purpose, int(k)).random(3)
+                assert g.random(3).tobytes() == want.tobytes()
+    with pytest.raises(ValueError):
+        streams.seed_words(0, "x", np.array([2**32]))
+
+
+def test_pcg64_states_are_those_numpy_seeds():
+    words = streams.seed_words(9, "p", np.arange(40))
+    for row, (s_lo, s_hi, i_lo, i_hi) in zip(words, streams.pcg64_states(words)):
+        want = np.random.PCG64(streams._Words(row)).state["state"]
+        assert want["state"] == int(s_lo) | int(s_hi) << 64
+        assert want["inc"] == int(i_lo) | int(i_hi) << 64
+
+
+SPECS = [
+    DataSpec(name="synthetic"),                                 # lognormal sizes: many sizes
+    DataSpec(name="synthetic", alpha=0.5, beta=0.0, dim=7, classes=4, test_fraction=0.3,
+             samples=DistSpec(dist="uniform", low=1, high=9)),  # tiny clients (2 rows: 1 test)
+    DataSpec(name="synthetic_iid", dim=3, classes=3, samples=DistSpec(dist="constant",
+                                                                      value=20.0)),
+    DataSpec(name="synthetic", max_samples=60, test_fraction=0.0),
+    DataSpec(name="synthetic_iid", test_fraction=0.5),           # shared W, b; many sizes
+    DataSpec(name="synthetic", dim=5, classes=2,                 # city_scale's: one size
+             samples=DistSpec(dist="constant", value=20.0)),
+]
+
+
+@pytest.mark.parametrize("in_place", [True, False], ids=["reseeded", "one_pcg64_each"])
+@pytest.mark.parametrize("spec", SPECS, ids=["lognormal", "tiny", "iid", "capped", "iid_sizes", "one_size"])
+def test_bulk_generation_equals_the_per_client_recipe(spec, in_place, monkeypatch):
+    assert streams.reseeder() is not None          # this numpy's PCG64 layout is the known one
+    monkeypatch.setattr(streams, "_LAYOUT_OK", [in_place])
+    same(synthetic.generate(spec, 40, seed=3), eager(spec, 40, seed=3))
+    monkeypatch.setattr(synthetic, "CHUNK_DRAWS", 50)          # many small blocks, and
+    same(synthetic.generate(spec, 40, seed=3), eager(spec, 40, seed=3))  # blocks of one client
+
+
+def test_layout_has_the_generated_shapes_and_no_rows():
+    spec = SPECS[1]
+    data, shape = synthetic.generate(spec, 30, seed=2), synthetic.layout(spec, 30, seed=2)
+    for key in ("offsets", "test_offsets"):
+        assert getattr(shape, key).tobytes() == getattr(data, key).tobytes()
+    for key in ("x", "y", "x_test", "y_test"):
+        got, want = getattr(shape, key), getattr(data, key)
+        assert got.shape == want.shape and got.dtype == want.dtype
+        assert got.strides[0] == 0                               # no memory per row
+    assert (shape.dim, shape.out_dim, shape.n_classes) == (7, 4, 4)
+
+
+def test_validate_of_200k_clients_draws_no_client_data(tmp_path, monkeypatch):
+    """`hierfl validate`'s checks at 200,000 clients: counts and shapes, not one client's rows
+    (no per-client stream is made), in seconds."""
+    import time
+
+    import yaml
+
+    from hierfl.scenario.load import load
+    from hierfl.scenario.world_check import check_world
+
+    made = []
+    monkeypatch.setattr(synthetic, "generators", lambda *a: made.append(a) or iter(()))
+    monkeypatch.setattr(synthetic, "generate", lambda *a: made.append(a))
+    real_rng = seeding.rng
+
+    def rng(seed, purpose, *ids):
+        if purpose.startswith("data/") and ids:
+            made.append((purpose, ids))
+        return real_rng(seed, purpose, *ids)
+    monkeypatch.setattr(seeding, "rng", rng)
+    doc = {"name": "big", "seed": 1, "topology": {
+        "tiers": [{"name": "district", "count": 4}, {"name": "edge", "count": 200}],
+        "clients": {"count": 200_000, "compute_flops": 1e9}},
+        "data": {"name": "synthetic", "dim": 5, "classes": 2, "samples": 20},
+        "model": {"name": "logreg"}, "train": {"clients_per_round": 100},
+        "algorithms": [{"name": "fedavg"}]}
+    (tmp_path / "big.yaml").write_text(yaml.safe_dump(doc))
+    sc = load(str(tmp_path / "big.yaml"), out=str(tmp_path / "out"))
+    t0 = time.process_time()
+    facts = check_world(sc)
+    assert time.process_time() - t0 < 30                    # ~0.5 s alone on this machine
+    assert made == []                                        # no client's stream drawn
+    assert facts.topo.n_clients == 200_000 and facts.n_params == 12
+    assert len(facts.data.x) == 200_000 * 16 and len(facts.data.x_test) == 200_000 * 4
+    assert facts.data.x.strides[0] == 0 and facts.data.y_test.strides[0] == 0
