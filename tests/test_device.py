@@ -136,20 +136,17 @@ def test_cuda_agrees_with_cpu(tmp_path, model):
 
 @pytest.mark.parametrize("name", ["fedavg", "scaffold", "fedprox"])
 def test_loop_path_chunks_are_byte_identical(tmp_path, monkeypatch, name):
-    """Large loop-path models are solved in chunks of clients (exec/local.py loop_chunk): the
-    same bytes as one call."""
+    """Loop-path models are solved one client per call (exec/local.py loop_chunk): the same
+    bytes as one lock-step call over all clients."""
     import hierfl.exec.local as local
 
     sc = _scenario(tmp_path, name, "cnn")
     world = build_world(sc)
     world.model.batching = "loop"
-    n = world.model.n_params
-    assert local.loop_chunk(world.model, 4) is None                  # 4 small rows: one call
-    monkeypatch.setattr(local, "LOOP_CHUNK_BYTES", 1 << 40)
-    whole = _run(sc, world, BatchedExecutor("cpu"), tmp_path / "whole")
-    monkeypatch.setattr(local, "LOOP_CHUNK_BYTES", 4 * n * 3)        # chunks of 3, 1 clients
-    assert local.loop_chunk(world.model, 4) == 3
+    assert local.loop_chunk(world.model, 4) == 1 and local.loop_chunk(world.model, 1) is None
     chunked = _run(sc, world, BatchedExecutor("cpu"), tmp_path / "chunked")
+    monkeypatch.setattr(local, "loop_chunk", lambda model, c: None)
+    whole = _run(sc, world, BatchedExecutor("cpu"), tmp_path / "whole")
     for k in whole[0]:
         assert np.array_equal(whole[0][k], chunked[0][k]), k
     assert whole[1] == chunked[1]

@@ -24,21 +24,19 @@ class Executor(Protocol):
             measure: bool = True) -> SolveResult: ...
 
 
-LOOP_CHUNK_BYTES = 16 << 20    # (clients, P) float32 tensors of a loop-path chunk: at most this
-
-
 def loop_chunk(model, c: int) -> int | None:
     """Clients per solver call for a model on the per-client loop path (TorchModel `batching`
-    "loop": its clients are computed one by one anyway), or None: one call. Lock-step (C, P)
-    tensors of a large model (20 clients x 1.7 M parameters: 136 MB) are above glibc's largest
-    mmap threshold (32 MB), so every step's new iterate and gradient were fresh mmaps whose
-    pages fault in zeroed: W6 ran at 0.62x a per-client loop. Chunks of at most
-    LOOP_CHUNK_BYTES stay on the heap. A client's iterates do not depend on which clients share
-    its call on this path: the result is the same bytes."""
+    "loop": its clients are computed one by one anyway), or None: one call. Such clients are
+    solved one per call: each then runs all its steps in one `client_steps` call (its row
+    loaded into the module once, copied out once), where a lock-step call over several clients
+    re-loaded and copied out every client each time one of them left (clients of unequal
+    budgets) and kept (C, P) copies of the state (`leave`, `restrict`). Earlier, one call of 20
+    x 1.7 M parameters (136 MB per (C, P) tensor) made every step's tensors fresh mmaps whose
+    pages fault in zeroed (W6 at 0.62x a per-client loop). A client's iterates do not depend on
+    which clients share its call on this path: the result is the same bytes."""
     if getattr(model, "batching", None) != "loop":
         return None
-    k = max(1, LOOP_CHUNK_BYTES // (4 * int(model.n_params)))
-    return k if c > k else None
+    return 1 if c > 1 else None
 
 
 class BatchedExecutor:

@@ -263,6 +263,8 @@ def solve(program: LocalProgram, plan: BatchPlan, full: Batch, budgets: torch.Te
         leave = [j for j, k in enumerate(run.active) if budget[k] == i]
         if check and i % check_every == 0:
             leave += _gamma_check(run, budget, i, gamma, g0n, checks, stop_step)
+        if leave and run.out is None and len(leave) == len(run.active):
+            break                          # every client stops here: run.state is final
         if leave:
             run.leave(root, leave)
     final: State = tuple(run.out) if run.out is not None else run.state

@@ -254,15 +254,20 @@ class TorchModel:
 
 
 def _owned(grads: list[torch.Tensor]) -> list[torch.Tensor]:
-    """The gradients as tensors that may be overwritten: one autograd returns is usually its
-    own fresh tensor, but a view, a broadcast or a tensor shared by two parameters (a plugin's
-    `x + p1 + p2`) is cloned first."""
-    seen: set[int] = set()
+    """The gradients as tensors that may be overwritten. What autograd returns is its own
+    memory once the graph is freed, but two gradients may share it (a plugin's `x + p1 + p2`
+    gives both the same tensor, `torch.cat([p1, p2])` views of one buffer) and a broadcast is
+    not a dense tensor: those are cloned first. A gradient that is a view of a buffer no other
+    gradient uses is kept (the FedAvg CNN's dense weight, 95% of its parameters, comes back as
+    such a view: cloning it cost 4% of W6's training time)."""
+    storages: dict[int, int] = {}
+    for gp in grads:
+        key = gp.untyped_storage().data_ptr()
+        storages[key] = storages.get(key, 0) + 1
     out = []
     for gp in grads:
-        if gp._base is not None or not gp.is_contiguous() or id(gp) in seen:
+        if storages[gp.untyped_storage().data_ptr()] > 1 or not gp.is_contiguous():
             gp = gp.clone()
-        seen.add(id(gp))
         out.append(gp)
     return out
 
