@@ -104,8 +104,10 @@ TRAIN = {"rounds": 3, "clients_per_round": 4, "local": {"steps": 4, "batch_size"
 @pytest.fixture(autouse=True)
 def clean_registries():
     """Every test starts and ends with the built-in registries only (later test modules read
-    REGISTRY and generate docs)."""
+    REGISTRY and generate docs), and no plugin file loaded, as in a fresh process (a test of
+    another module in this process, e.g. a sweep run in-process, may have loaded one)."""
     saved = dict(REGISTRY), dict(MODELS), dict(DATASETS), dict(plugins._LOADED)
+    plugins._LOADED.clear()
     yield
     for reg, old in zip((REGISTRY, MODELS, DATASETS, plugins._LOADED), saved):
         reg.clear()
