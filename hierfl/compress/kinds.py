@@ -94,9 +94,10 @@ def compress(x: torch.Tensor, spec: CodecSpec, draws: Draws | None = None) -> Co
     if kind == "topk":
         k = kept(spec, p)
         idx = x.abs().topk(k, dim=1, sorted=False).indices
-        nnz = [np.full(n, float(k))]
-        return Coded(None, messages.row_bytes([p], nnz, n, spec.encoding),
-                     messages.row_encodings([p], nnz, n, spec.encoding),
+        one = [np.array([float(k)])]          # every row keeps k: one row's size and name
+        nbytes = messages.row_bytes([p], one, 1, spec.encoding)[0]
+        return Coded(None, np.full(n, nbytes),
+                     messages.row_encodings([p], one, 1, spec.encoding) * n,
                      idx, x.gather(1, idx), (n, p))
     wire = [kind] * n
     nb = np.full(n, row_bytes(spec, p))
