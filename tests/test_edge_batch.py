@@ -7,6 +7,7 @@ A small 3-tier system (2 regions, 4 edges, 16 clients) with half the clients str
 from __future__ import annotations
 
 import collections
+import io
 import os
 
 import numpy as np
@@ -129,8 +130,9 @@ def test_equal_budgets_train_every_edge_in_one_call(tmp_path, monkeypatch, algo)
 
 def test_one_client_edges_keep_their_own_calls(tmp_path, monkeypatch):
     """torch's bmm of a batch of ONE rounds differently from a batch of two (a plain mm): an
-    edge with one client this round (here every edge, 65 features) trains alone, so the bytes
-    equal the per-edge path's (they did not when all edges shared a call)."""
+    edge with one client this round (here every edge) keeps its own call, so its bytes are the
+    per-edge path's whatever the shapes (test_asynchrony_edges' identity with synchronous
+    HierFAVG, one client per edge, differed in the last bits when all edges shared a call)."""
     doc = _doc()
     doc.pop("stragglers")
     doc["data"] = {"name": "synthetic", "dim": 65, "classes": 10,
@@ -153,3 +155,31 @@ def test_gamma_target_rounds_stay_identical(tmp_path, monkeypatch):
     slow, _, _ = _run(tmp_path, "slow", monkeypatch, False, doc)
     for name in fast:
         assert fast[name] == slow[name], name
+
+
+def test_fast_edge_batching_trains_all_edges_together_within_float_rounding(tmp_path,
+                                                                             monkeypatch):
+    """train.executor.edge_batching: fast puts one-client edges into the shared call too (one
+    call per edge round even in evaluated rounds of equal widths): the numbers move only in
+    the last bits against exact."""
+    doc = _doc()
+    doc.pop("stragglers")
+    doc["data"] = {"name": "synthetic", "dim": 65, "classes": 10,
+                   "samples": {"dist": "uniform", "low": 20, "high": 40}}
+    doc["topology"]["clients"]["count"] = 4
+    doc["train"]["clients_per_round"] = "all"
+    exact, exact_calls, _ = _run(tmp_path, "exact", monkeypatch, True, doc)
+    doc["train"]["executor"] = {"edge_batching": "fast"}
+    fast, calls, _ = _run(tmp_path, "fast", monkeypatch, True, doc)
+    assert sum(calls.values()) < sum(exact_calls.values())
+    for t in range(1, ROUNDS + 1, 2):              # unevaluated rounds: one call per edge round
+        assert calls[t] == ALGOS["hierfavg"][2]
+    params = [k for k in fast if not k.endswith(".csv")]
+    for k in params:
+        assert np.allclose(np.frombuffer(fast[k], np.float32),
+                           np.frombuffer(exact[k], np.float32), rtol=1e-5, atol=1e-7), k
+    for name in ("metrics.csv", "clients.csv"):
+        a, b = (np.genfromtxt(io.BytesIO(f[name]), delimiter=",", names=True)
+                for f in (fast, exact))
+        for col in ("train_loss", "test_acc") if name == "metrics.csv" else ("gamma",):
+            assert np.allclose(a[col], b[col], rtol=1e-5, equal_nan=True), (name, col)

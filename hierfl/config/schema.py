@@ -158,6 +158,11 @@ class ExecutorSpec:
     device: Literal["auto", "cpu", "cuda"] = spec(
         "auto", "batched: where client work runs (auto: CUDA when present; cuda without CUDA "
         "is an error); sequential and ray run on the CPU")
+    edge_batching: Literal["exact", "fast"] = spec(
+        "exact", "hierarchical rounds timed in closed form: exact trains edges together only "
+        "where no byte can change (unevaluated rounds, two or more clients sharing the edge's "
+        "longest budget); fast trains every edge of a tier round in one call (10^5+ clients; "
+        "results differ from one call per edge in the last bits)")
 
 
 @dataclass(frozen=True)

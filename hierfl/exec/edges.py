@@ -29,14 +29,21 @@ def batches_edges(runner) -> bool:
             and getattr(runner.model, "batching", "loop") == "loop")
 
 
-def width_groups(segments: list[np.ndarray], counts: np.ndarray, matters: bool) -> list:
-    """Segments trained in one call: all of them, except where the full batch is evaluated (a
-    measured round, a gamma target, full-batch steps): there each keeps its own call. Grouping
+def width_groups(segments: list[np.ndarray], counts: np.ndarray, matters: bool,
+                 fast: bool = False) -> list:
+    """Segments trained in one call: all of them where the full batch is not evaluated. Where
+    it is (a measured round, a gamma target, full-batch steps) each keeps its own call: grouping
     them by full-batch width kept the training identical but not the measurements (a client's
-    gamma and the round's train_loss moved in the last bits with the call's other clients)."""
+    gamma and the round's train_loss moved in the last bits with the call's other clients);
+    `fast` (train.executor.edge_batching) groups them by width all the same."""
     if not matters:
         return [list(range(len(segments)))]
-    return [[i] for i in range(len(segments))]
+    if not fast:
+        return [[i] for i in range(len(segments))]
+    groups: dict[int, list[int]] = {}
+    for i, seg in enumerate(segments):
+        groups.setdefault(int(counts[seg].max()) if len(seg) else 0, []).append(i)
+    return list(groups.values())
 
 
 def split(work: Work, sizes: list[int],
@@ -89,7 +96,10 @@ def never_alone(runner, t: int, r: int, segments: list[np.ndarray]) -> list[bool
     never hold exactly one client (two or more clients share its largest budget) trains with
     two or more rows in either call: the same bytes. Others keep their own call, as do all
     where budgets are not known before training (a gamma target stops clients by their
-    gradients; a partial deadline prices messages per call)."""
+    gradients; a partial deadline prices messages per call). With train.executor.edge_batching
+    `fast` every segment shares (10^5+ clients: last-bit differences, documented)."""
+    if runner.sc.train.executor.edge_batching == "fast":
+        return [True] * len(segments)
     if runner.local.gamma is not None or runner.budgets.policy.policy == "deadline_partial":
         return [False] * len(segments)
     out = []

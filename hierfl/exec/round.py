@@ -177,7 +177,8 @@ class RoundRunner(AsyncEdgeSteps):
         groups = [[i] for i in range(len(segments)) if not shared[i]]
         together = [i for i in range(len(segments)) if shared[i]]
         groups += [[together[j] for j in g] for g in
-                   width_groups([segments[i] for i in together], self.counts, matters)]
+                   width_groups([segments[i] for i in together], self.counts, matters,
+                                self.sc.train.executor.edge_batching == "fast")]
         for group in groups:
             if not group:
                 continue
