@@ -25,26 +25,19 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
+sys.path.insert(0, HERE)
 
 
 def scenario(clients: int, per_round: int, rounds: int, **train) -> dict:
-    return {"name": "engine", "seed": 0,
-            "topology": {"tiers": [
-                {"name": "regional", "count": 10,
-                 "link": {"latency_s": 0.02, "bandwidth_Bps": 1.25e9}},
-                {"name": "edge", "count": 100,
-                 "link": {"latency_s": 0.01, "bandwidth_Bps": 1.25e8}}],
-                "clients": {"count": clients,
-                            "compute_flops": {"dist": "lognormal", "median": 1e9, "sigma": 0.5},
-                            "link": {"latency_s": {"dist": "uniform", "low": 0.01,
-                                                   "high": 0.1},
-                                     "bandwidth_Bps": 2.5e6}}},
-            "data": {"name": "synthetic", "dim": 5, "classes": 2, "samples": 20},
-            "model": {"name": "logreg"},
-            "train": {"rounds": rounds, "clients_per_round": per_round, "eval_every": rounds,
-                      "timing": "events", **train,
-                      "local": {"steps": 5, "batch_size": 10, "lr": 0.01}},
-            "algorithms": [{"name": "fedavg"}, {"name": "hierfavg", "tier_rounds": [1, 2]}]}
+    """W8's system (benchmarks/scale.py) with 100 edges, `per_round` clients a round and every
+    round through the event loop."""
+    from scale import w8
+    doc = w8(rounds, clients)
+    doc["name"] = "engine"
+    doc["topology"]["tiers"][1]["count"] = 100
+    doc["train"].pop("executor", None)
+    doc["train"].update(clients_per_round=per_round, timing="events", **train)
+    return doc
 
 
 class RunnerClock:

@@ -128,17 +128,23 @@ def test_equal_budgets_train_every_edge_in_one_call(tmp_path, monkeypatch, algo)
             assert edge_rounds <= calls[t] <= slow_calls[t]
 
 
-def test_one_client_edges_keep_their_own_calls(tmp_path, monkeypatch):
-    """torch's bmm of a batch of ONE rounds differently from a batch of two (a plain mm): an
-    edge with one client this round (here every edge) keeps its own call, so its bytes are the
-    per-edge path's whatever the shapes (test_asynchrony_edges' identity with synchronous
-    HierFAVG, one client per edge, differed in the last bits when all edges shared a call)."""
+def _one_client_edges() -> dict:
+    """4 clients under 4 edges, all selected: one client per edge, 65 features, 10 classes."""
     doc = _doc()
     doc.pop("stragglers")
     doc["data"] = {"name": "synthetic", "dim": 65, "classes": 10,
                    "samples": {"dist": "uniform", "low": 20, "high": 40}}
     doc["topology"]["clients"]["count"] = 4
     doc["train"]["clients_per_round"] = "all"
+    return doc
+
+
+def test_one_client_edges_keep_their_own_calls(tmp_path, monkeypatch):
+    """torch's bmm of a batch of ONE rounds differently from a batch of two (a plain mm): an
+    edge with one client this round (here every edge) keeps its own call, so its bytes are the
+    per-edge path's whatever the shapes (test_asynchrony_edges' identity with synchronous
+    HierFAVG, one client per edge, differed in the last bits when all edges shared a call)."""
+    doc = _one_client_edges()
     fast, calls, _ = _run(tmp_path, "fast", monkeypatch, True, doc)
     slow, slow_calls, _ = _run(tmp_path, "slow", monkeypatch, False, doc)
     for name in fast:
@@ -162,12 +168,7 @@ def test_fast_edge_batching_trains_all_edges_together_within_float_rounding(tmp_
     """train.executor.edge_batching: fast puts one-client edges into the shared call too (one
     call per edge round even in evaluated rounds of equal widths): the numbers move only in
     the last bits against exact."""
-    doc = _doc()
-    doc.pop("stragglers")
-    doc["data"] = {"name": "synthetic", "dim": 65, "classes": 10,
-                   "samples": {"dist": "uniform", "low": 20, "high": 40}}
-    doc["topology"]["clients"]["count"] = 4
-    doc["train"]["clients_per_round"] = "all"
+    doc = _one_client_edges()
     exact, exact_calls, _ = _run(tmp_path, "exact", monkeypatch, True, doc)
     doc["train"]["executor"] = {"edge_batching": "fast"}
     fast, calls, _ = _run(tmp_path, "fast", monkeypatch, True, doc)
