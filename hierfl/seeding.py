@@ -16,8 +16,13 @@ if TYPE_CHECKING:
     import torch
 
 
+def key_prefix(seed: int, purpose: str) -> list[int]:
+    """The first words of every stream's key: the seed's low 32 bits and crc32(purpose)."""
+    return [int(seed) & 0xFFFFFFFF, zlib.crc32(purpose.encode())]
+
+
 def _key(seed: int, purpose: str, ids: tuple[int, ...]) -> list[int]:
-    return [int(seed) & 0xFFFFFFFF, zlib.crc32(purpose.encode()), *[int(i) for i in ids]]
+    return [*key_prefix(seed, purpose), *[int(i) for i in ids]]
 
 
 def rng(seed: int, purpose: str, *ids: int) -> np.random.Generator:

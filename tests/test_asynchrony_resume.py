@@ -54,3 +54,5 @@ def test_without_drain_an_async_run_is_not_paused(tmp_path):
     path = make_scenario(tmp_path, **BASE, **{"train.round": {"policy": "fedbuff", "k": 2}})
     res = run_scenario(load(path, out=str(tmp_path / "o")), progress=False, stop_after=4)
     assert res["fedavg"].paused_at is None
+    run_scenario(load(path, out=str(tmp_path / "ref")), progress=False)   # the same, whole
+    assert _files(str(tmp_path / "ref"), "fedavg") == _files(str(tmp_path / "o"), "fedavg")

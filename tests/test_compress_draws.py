@@ -73,7 +73,11 @@ def test_subset_is_k_distinct_coordinates_independent_of_the_batch(k, p):
 def test_subset_draws_further_for_rows_short_of_k():
     """With too few draws most rows fall short and draw again: the same subsets."""
     d = Draws(5, np.arange(50))
-    assert np.array_equal(d._first_distinct(20, 40, m=21), d._first_distinct(20, 40))
+    short = d._first_distinct(20, 40, m=21)
+    assert np.array_equal(short, d._first_distinct(20, 40))
+    rows = np.asarray(short)
+    assert all(len(set(r.tolist())) == 20 for r in rows)      # k distinct coordinates
+    assert rows.min() >= 0 and rows.max() < 40
 
 
 def test_subset_is_uniform_over_coordinates_and_pairs():

@@ -12,11 +12,12 @@ seeding; else one PCG64 per client takes the words through a tiny ISeedSequence)
 is bit for bit `seeding.rng`'s (tests/test_data_streams.py compares them)."""
 from __future__ import annotations
 
-import zlib
 from typing import Iterator
 
 import numpy as np
 from numpy.random.bit_generator import ISeedSequence
+
+from .. import seeding
 
 POOL = 4
 INIT_A, MULT_A = 0x43B0D7E5, 0x931E8875
@@ -52,8 +53,8 @@ def seed_words(seed: int, purpose: str, ids: np.ndarray) -> np.ndarray:
     if len(ids) and (ids.min() < 0 or ids.max() > MASK):
         raise ValueError("stream ids must lie in 0..2^32-1")
     n = len(ids)
-    entropy = [np.full(n, int(seed) & MASK, np.uint32),
-               np.full(n, zlib.crc32(purpose.encode()), np.uint32), ids.astype(np.uint32)]
+    entropy = [*(np.full(n, w, np.uint32) for w in seeding.key_prefix(seed, purpose)),
+               ids.astype(np.uint32)]            # seeding.rng's key, one row per id
     consts = iter(_hash_consts(INIT_A, MULT_A, POOL + POOL * (POOL - 1)))
     pool = [_hashmix(entropy[i] if i < len(entropy) else np.zeros(n, np.uint32), next(consts),
                      MULT_A) for i in range(POOL)]

@@ -31,7 +31,10 @@ class AsyncDrain:
         a = self._a
         while self.inflight > 0:            # a late client or relay still moving
             nxt = self.env.peek()
-            yield self.env.timeout(max(nxt - self.env.now, 0.0) if math.isfinite(nxt) else 0.0)
+            if not math.isfinite(nxt):      # nothing scheduled: the count leaked, never wait
+                raise RuntimeError(f"drain: {self.inflight} transfers in flight but no event "
+                                   "scheduled")
+            yield self.env.timeout(max(nxt - self.env.now, 0.0))
         a.quieting = a.draining = False
         hook = getattr(a.on_round, "quiescent", None)
         if hook is not None and not hook(a.version, self):

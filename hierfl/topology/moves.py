@@ -22,6 +22,7 @@ def read_moves(path: str, clients: list[str], edges: list[str], home: list[int],
     eid = {e: i for i, e in enumerate(edges)}
     moves: dict[int, list[tuple[float, int]]] = {}
     last = 0.0
+    seen: dict[int, float] = {}
     for line, row in t.body:
         when = t.number(line, row, 0)
         if when < last:
@@ -35,9 +36,10 @@ def read_moves(path: str, clients: list[str], edges: list[str], home: list[int],
             raise t.fail(line, "node", node, f"unknown node: give a bottom-tier aggregator of "
                          f"the topology ({shown})")
         own = moves.setdefault(k, [])
-        if own and own[-1][0] == when:
+        if seen.get(k) == when:             # any two lines of a client at one time, kept or not
             raise t.fail(line, "time_s", row[0], f"client {row[1].strip()} moves twice at "
                          f"{when:g} s")
+        seen[k] = when
         where = own[-1][1] if own else home[k]
         if eid[node] != where:
             own.append((when, eid[node]))
