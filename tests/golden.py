@@ -8,6 +8,15 @@ tests/golden_hashes.json. A change to any number or any timing is then a deliber
 change:
 
     .venv/bin/python tests/golden.py --update     # after a change that is meant to move numbers
+
+The same code gives the same bytes on one kind of machine, not on every kind: torch's CPU kernels
+(MKL, oneDNN) pick their code path by the processor's vendor and vector instructions, and the last
+bits of a sum depend on it (an AMD EPYC with AVX2 and the earlier machines differ in every training
+column, from the same commit). So the fingerprints are kept per platform (`platform()`: vendor,
+torch's CPU capability, torch's version). `--update` (numbers meant to move) records this
+platform's and drops the others, which no longer hold; `--pin-platform` adds this platform's from a
+checkout known to be right (one whose outputs another platform's fingerprints confirm), keeping
+the others. On a platform with none the check says so and which command pins it.
 """
 from __future__ import annotations
 
@@ -26,6 +35,30 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HASHES = os.path.join(ROOT, "tests", "golden_hashes.json")
 ROUNDS = 4
 FILES = ("metrics.csv", "clients.csv", "trace.csv")
+
+
+def platform() -> str:
+    """The arithmetic's platform: the processor's vendor, the vector instructions torch's CPU
+    kernels use, and torch's version (the things that choose a kernel's summation order)."""
+    import platform as _platform
+
+    import torch
+
+    vendor = _platform.processor() or _platform.machine()
+    try:
+        with open("/proc/cpuinfo") as fh:
+            vendor = next((ln.split(":", 1)[1].strip() for ln in fh
+                           if ln.startswith("vendor_id")), vendor)
+    except OSError:
+        pass
+    return f"{vendor} {torch.backends.cpu.get_cpu_capability()} torch {torch.__version__}"
+
+
+def recorded() -> tuple[int, dict[str, dict[str, dict[str, str]]]]:
+    """(rounds, {platform: {scenario: digests}})."""
+    with open(HASHES) as fh:
+        data = json.load(fh)
+    return data["rounds"], data["platforms"]
 
 
 def npz_digest(path: str) -> str:
@@ -119,21 +152,35 @@ def all_digests(scenarios: list[str] | None = None) -> dict[str, dict[str, str]]
         return dict(zip(names, got))
 
 
+def write(platforms: dict) -> None:
+    with open(HASHES, "w") as fh:
+        json.dump({"rounds": ROUNDS, "platforms": platforms}, fh, indent=1, sort_keys=True)
+        fh.write("\n")
+
+
+def compare(want: dict[str, dict[str, str]], got: dict[str, dict[str, str]]) -> list:
+    bad = [(s, k) for s in want for k in want[s] if got.get(s, {}).get(k) != want[s][k]]
+    bad += [(s, "(new)") for s in got if s not in want]
+    bad += [(s, f"{k} (new)") for s in got if s in want for k in got[s]
+            if k not in want[s] and not added_column(k, want[s])]
+    return bad
+
+
 if __name__ == "__main__":
-    got = all_digests()
-    if "--update" in sys.argv:
-        with open(HASHES, "w") as fh:
-            json.dump({"rounds": ROUNDS, "scenarios": got}, fh, indent=1, sort_keys=True)
-            fh.write("\n")
-        print(f"wrote {HASHES}")
-    else:
-        with open(HASHES) as fh:
-            want = json.load(fh)["scenarios"]
-        bad = [(s, k) for s in want for k in want[s] if got.get(s, {}).get(k) != want[s][k]]
-        bad += [(s, "(new)") for s in got if s not in want]
-        bad += [(s, f"{k} (new)") for s in got if s in want for k in got[s]
-                if k not in want[s] and not added_column(k, want[s])]
-        for s, k in bad:
-            print(f"DIFFERS: {s} {k}")
-        print("all identical" if not bad else f"{len(bad)} differ")
-        sys.exit(1 if bad else 0)
+    here = platform()
+    _, pins = recorded()
+    if "--update" in sys.argv or "--pin-platform" in sys.argv:
+        got = all_digests()
+        pins = {**pins, here: got} if "--pin-platform" in sys.argv else {here: got}
+        write(pins)
+        print(f"wrote {HASHES} for {here}")
+        sys.exit(0)
+    if here not in pins:
+        print(f"no fingerprints for this platform ({here}); recorded: {sorted(pins)}.\n"
+              "From a checkout known to be right: tests/golden.py --pin-platform")
+        sys.exit(2)
+    bad = compare(pins[here], all_digests())
+    for s, k in bad:
+        print(f"DIFFERS: {s} {k}")
+    print("all identical" if not bad else f"{len(bad)} differ")
+    sys.exit(1 if bad else 0)
