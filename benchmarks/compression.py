@@ -6,19 +6,23 @@ The issue asks for compression under 10% of a round's training time.
 
     python benchmarks/compression.py [--rounds 20] [--repeat 2]   # a few minutes on 2 shared cores
     python benchmarks/compression.py --workload W3 --rounds 3    # the MLP, for comparison
+    python benchmarks/compression.py --base ../main              # before: another checkout's
 
 One torch thread, as benchmarks/run.py; CPU seconds of the process (steadier than wall seconds
 on a shared machine), summed over the run's rounds."""
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import subprocess
 import sys
 import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.dirname(HERE))
+TREE = sys.argv[sys.argv.index("--tree") + 1] if "--tree" in sys.argv else os.path.dirname(HERE)
+sys.path.insert(0, TREE)          # --tree: the hierfl of another checkout (--base's runs)
 sys.path.insert(0, HERE)
 
 KINDS = {
@@ -84,6 +88,19 @@ def measure(algo: int, compress: dict, rounds: int, workload: str = "W2",
     return {"label": entry.label, **spent, "share": spent["codec"] / spent["train"]}
 
 
+def measured(algo: int, compress: dict, rounds: int, workload: str, before: bool,
+             base: str | None) -> dict:
+    """measure(), or with --base each run in a fresh process on one tree's hierfl: `before`
+    on the base checkout's, after on this one's."""
+    if base is None:
+        return measure(algo, compress, rounds, workload, before)
+    tree = base if before else os.path.dirname(HERE)
+    cmd = [sys.executable, os.path.abspath(__file__), "--one", json.dumps(
+        [algo, compress, rounds, workload]), "--tree", tree]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rounds", type=int, default=20)
@@ -91,9 +108,17 @@ def main(argv: list[str] | None = None) -> int:
                     help="runs of each (before, after) pair, alternated; the shares are summed")
     ap.add_argument("--workload", default="W2", choices=("W2", "W3"),
                     help="W3: the MLP (P = 199,210, 10 clients a round; FedAvg only)")
+    ap.add_argument("--base", help="before: the coding of this checkout (its hierfl), each run "
+                    "in its own process, alternated with this tree's (also in its own)")
+    ap.add_argument("--one", help=argparse.SUPPRESS)
+    ap.add_argument("--tree", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    if args.one:
+        print(json.dumps(measure(*json.loads(args.one))))
+        return 0
+    what = f"{args.base}'s" if args.base else "before the speed-ups"
     print(f"{args.workload}, {args.rounds} rounds x {args.repeat}; compression of the uploads "
-          f"vs local training (CPU seconds), before / after the speed-ups, alternated; load "
+          f"vs local training (CPU seconds), before ({what}) / after, alternated; load "
           f"average {os.getloadavg()[0]:.1f}")
     print("| algorithm | up | training s | before: compression s | share | after: compression s"
           " | share |")
@@ -105,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
             tot = {b: {"train": 0.0, "codec": 0.0} for b in (True, False)}
             for _ in range(args.repeat):
                 for b in (True, False):
-                    m = measure(algo, comp, args.rounds, args.workload, before=b)
+                    m = measured(algo, comp, args.rounds, args.workload, b, args.base)
                     tot[b]["train"] += m["train"]
                     tot[b]["codec"] += m["codec"]
             share = {b: v["codec"] / v["train"] for b, v in tot.items()}

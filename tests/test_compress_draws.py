@@ -109,3 +109,32 @@ def test_randk_scales_the_kept_values_and_counts_k_values_and_a_seed():
     assert torch.equal(coded.plus(ref), dec + ref)           # the sparse add == dense add
     msg = x.clone()
     assert torch.equal(coded.left_(msg), x - dec)
+
+
+def _first_k_distinct(key: int, sender: int, k: int, p: int) -> list[int]:
+    """The reference subset: draw coordinates (hash * p) >> 32 for counters 0, 1, ... and keep
+    the first k distinct, in draw order."""
+    out: list[int] = []
+    i = 0
+    while len(out) < k:
+        c = (_hash(key, sender, i) * p) >> 32
+        if c not in out:
+            out.append(c)
+        i += 1
+    return out
+
+
+@pytest.mark.parametrize("k,p", [(1, 10), (5, 10), (7, 610), (61, 610), (20, 40), (8, 10)])
+def test_subset_equals_the_plain_first_distinct_reference(k, p):
+    """Each row, exactly (in order; above p / 2 the complement of the p - k drawn, ascending)."""
+    senders = np.array([0, 3, 77, 999, 65536, 4000000])
+    got = Draws(0xC0FFEE, senders).subset(k, p).numpy()
+    for row, s in zip(got, senders):
+        if 2 * k <= p:
+            assert row.tolist() == _first_k_distinct(0xC0FFEE, int(s), k, p)
+        else:
+            left = set(_first_k_distinct(0xC0FFEE, int(s), p - k, p))
+            assert row.tolist() == [c for c in range(p) if c not in left]
+    short = Draws(0xC0FFEE, senders)._first_distinct(20, 40, m=21)     # rows that draw again
+    assert [r.tolist() for r in short] == [_first_k_distinct(0xC0FFEE, int(s), 20, 40)
+                                            for s in senders]

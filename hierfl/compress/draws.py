@@ -53,11 +53,14 @@ def _counters(p: int) -> np.ndarray:
 
 
 class Draws:
-    """The draws of a batch of senders (one row each) under a 32-bit key."""
+    """The draws of a batch of senders (one row each) under a 32-bit key, or one key per row
+    (an array: rows of several messages, each under its own key, in one batch)."""
 
-    def __init__(self, key: int, senders: np.ndarray):
+    def __init__(self, key: int | np.ndarray, senders: np.ndarray):
         s = np.asarray(senders).astype(np.uint32).reshape(-1)
-        r = _mix(s * _GOLDEN + np.uint32(key & 0xFFFFFFFF))              # (n,) sender hashes
+        k = np.asarray(key, dtype=np.uint32) if isinstance(key, np.ndarray) \
+            else np.uint32(key & 0xFFFFFFFF)
+        r = _mix(s * _GOLDEN + k)                                         # (n,) sender hashes
         self.rows = r ^ (r >> _S16)                                       # xor-shifted
         self.n = len(s)
 
@@ -73,9 +76,14 @@ class Draws:
     def uniform24(self, p: int) -> torch.Tensor:
         """(n, p) float32: the 24-bit integers of `uniform` before their scaling by 2^-24
         (exact; a caller adding them can fold the scaling into its add, one pass fewer)."""
+        return self.ints24(p).to(torch.float32)
+
+    def ints24(self, p: int) -> torch.Tensor:
+        """(n, p) int32: those 24-bit integers unconverted (a float add converts them exactly,
+        in its own pass: one pass fewer again)."""
         h = self.hashes(p)
         h >>= _S8
-        return torch.from_numpy(h.astype(np.float32))
+        return torch.from_numpy(h.view(np.int32))
 
     def subset(self, k: int, p: int) -> torch.Tensor:
         """(n, k) int64: each row k distinct coordinates of 0..p-1, a uniform k-subset."""

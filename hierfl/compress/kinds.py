@@ -9,6 +9,7 @@ are the ones documented there, computed from the sizes alone (nothing is seriali
 row's sender, so a row's result does not depend on which other rows share its batch."""
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -30,8 +31,9 @@ class Coded:
 
     def __init__(self, decoded: torch.Tensor | None, nbytes: np.ndarray, wire: list[str],
                  idx: torch.Tensor | None = None, vals: torch.Tensor | None = None,
-                 shape: tuple[int, int] | None = None):
+                 shape: tuple[int, int] | None = None, fresh: bool = True):
         self._dense, self.bytes, self.wire = decoded, nbytes, wire
+        self.fresh = fresh              # `decoded` is a new tensor (not the input's)
         self.idx, self.vals, self.shape = idx, vals, shape
 
     @property
@@ -41,10 +43,21 @@ class Coded:
                 1, self.idx, self.vals)
         return self._dense
 
-    def plus(self, ref: torch.Tensor) -> torch.Tensor:
-        """decoded + ref (ref (P,) or (n, P)), a new tensor; the sparse kinds add their values
-        to a copy of ref (the same sums, one pass fewer)."""
+    def rows(self, lo: int, hi: int) -> "Coded":
+        """Rows lo..hi-1 (one message of a batch that stacks several)."""
         if self._dense is not None or self.idx is None:
+            return Coded(self.decoded[lo:hi], self.bytes[lo:hi], self.wire[lo:hi],
+                         fresh=self.fresh)
+        return Coded(None, self.bytes[lo:hi], self.wire[lo:hi], self.idx[lo:hi],
+                     self.vals[lo:hi], (hi - lo, self.shape[1]))
+
+    def plus(self, ref: torch.Tensor, inplace: bool = False) -> torch.Tensor:
+        """decoded + ref (ref (P,) or (n, P)), a new tensor; the sparse kinds add their values
+        to a copy of ref (the same sums, one pass fewer). `inplace`: a dense decoded that is a
+        new tensor becomes the sum (the same values, no new tensor; decoded is then spent)."""
+        if self._dense is not None or self.idx is None:
+            if inplace and self.fresh:
+                return self.decoded.add_(ref)
             return self.decoded + ref
         return ref.expand(self.shape).clone().scatter_add_(1, self.idx, self.vals)
 
@@ -94,37 +107,44 @@ def compress(x: torch.Tensor, spec: CodecSpec, draws: Draws | None = None) -> Co
     if kind == "topk":
         k = kept(spec, p)
         idx = x.abs().topk(k, dim=1, sorted=False).indices
-        one = [np.array([float(k)])]          # every row keeps k: one row's size and name
-        nbytes = messages.row_bytes([p], one, 1, spec.encoding)[0]
-        return Coded(None, np.full(n, nbytes),
-                     messages.row_encodings([p], one, 1, spec.encoding) * n,
-                     idx, x.gather(1, idx), (n, p))
+        nbytes, name = _topk_row(p, k, spec.encoding)
+        return Coded(None, np.full(n, nbytes), [name] * n, idx, x.gather(1, idx), (n, p))
     wire = [kind] * n
     nb = np.full(n, row_bytes(spec, p))
     if kind == "none":
-        return Coded(x, nb, ["dense"] * n)
+        return Coded(x, nb, ["dense"] * n, fresh=False)
     if kind == "randk":
         k = kept(spec, p)
         idx = draws.subset(k, p)                                    # a uniform k-subset
         return Coded(None, nb, wire, idx, x.gather(1, idx).mul_(p / k), (n, p))  # E = x
     if kind == "qsgd":
-        return Coded(_qsgd(x, spec.levels, draws.uniform24(p)), nb, wire)
+        return Coded(_qsgd(x, spec.levels, draws.ints24(p)), nb, wire)
     if kind == "sign":
         scale = x.abs().mean(1, keepdim=True)                       # ||x||_1 / P
         return Coded(torch.copysign(scale.expand_as(x), x), nb, wire)   # -0.0 -> -scale
     if kind == "int8":
         scale = x.abs().amax(1, keepdim=True) / 127.0
         safe = torch.where(scale > 0, scale, torch.ones_like(scale))
-        return Coded((x / safe).round().clamp(-127, 127) * scale, nb, wire)
+        return Coded(torch.div(x, safe).round_().clamp_(-127, 127).mul_(scale), nb, wire)
     if kind == "fp16":
         return Coded(x.to(torch.float16).to(x.dtype), nb, wire)
     raise ValueError(f"unknown compression kind {kind!r}")
 
 
+@functools.lru_cache(maxsize=64)
+def _topk_row(p: int, k: int, encoding: str) -> tuple[float, str]:
+    """A top-k row's size and wire name (every row keeps k: the same for all)."""
+    one = [np.array([float(k)])]
+    return (float(messages.row_bytes([p], one, 1, encoding)[0]),
+            messages.row_encodings([p], one, 1, encoding)[0])
+
+
 def _qsgd(x: torch.Tensor, s: int, u24: torch.Tensor) -> torch.Tensor:
     """QSGD (Alistarh et al. 2017): |x_i| / ||x|| * s rounded up with probability its
-    fractional part (floor(level + u), u = u24 * 2^-24 uniform), so E[out] = x."""
+    fractional part (floor(level + u), u = u24 * 2^-24 uniform; u24 the 24-bit integers, int32
+    or float32: the add converts them exactly), so E[out] = x. In place on one new tensor."""
     norm = torch.linalg.vector_norm(x, dim=1, keepdim=True)
     safe = torch.where(norm > 0, norm, torch.ones_like(norm))
     level = x.abs().mul_(s / safe)
-    return torch.copysign(level.add_(u24, alpha=UNIT24).floor_().mul_(norm / s), x)
+    level.add_(u24, alpha=UNIT24).floor_().mul_(norm / s)
+    return torch.copysign(level, x, out=level)

@@ -27,10 +27,13 @@ import numpy as np
 import torch
 
 from ..config.compress import CodecSpec, CompressSpec
+from ..data.streams import first_u32, seed_words
 from ..seeding import rng
 from ..sim import messages
 from .draws import Draws
 from .kinds import RANDOM_KINDS, Coded, compress, row_bytes
+
+KEY_BLOCK = 64          # rounds whose upload keys are made at once
 
 
 @dataclass
@@ -59,50 +62,108 @@ class Compressor:
         self.spec, self.seed = spec, seed
         self.as_is = frozenset(as_is)
         self.residual: dict[str, torch.Tensor] = {}
+        self._keys: dict[tuple[int, int, int], np.ndarray] = {}     # _up_keys' blocks
         if spec.up.error_feedback:      # created with the run (a checkpoint restores them)
             self.residual = {f"up.{j}": torch.zeros(n_clients, n_params)
                              for j in range(upload_tensors)}
 
     # ------------------------------------------------------------------ random draws
+    def _key(self, direction: str, ids: tuple[int, ...]) -> int:
+        return int(rng(self.seed, f"compress.{direction}", *ids).integers(0, 2 ** 32))
+
     def _draws(self, codec: CodecSpec, direction: str, senders: np.ndarray,
                ids: tuple[int, ...]) -> Draws | None:
         if codec.kind not in RANDOM_KINDS:
             return None
-        return Draws(int(rng(self.seed, f"compress.{direction}", *ids).integers(0, 2 ** 32)),
-                     senders)
+        return Draws(self._key(direction, ids), senders)
 
     # ------------------------------------------------------------------ client -> edge
     def uploads(self, t: int, r: int, clients: np.ndarray, start: torch.Tensor,
                 tensors: tuple[torch.Tensor, ...], header: int,
                 silent: np.ndarray | None = None) -> Sent:
         """Compress a round's uploads (rows: `clients`); `start`: the model they started from
-        ((P,) or (C, P)); `silent` rows train but send nothing (their residuals stay)."""
-        codec = self.spec.up
+        ((P,) or (C, P)); `silent` rows train but send nothing (their residuals stay). Tensors
+        alike (shape, dtype, coded as they are or not) are coded in one call on their rows
+        stacked (every codec works row by row and draws by (key, sender, counter): the same
+        results as one call each, in fewer, larger passes)."""
         n = len(clients)
         body = len(tensors) - header
-        out, nbytes, wires = [], np.zeros(n), []
+        out: list[Any] = [None] * body
+        sizes: list[Any] = [None] * body
+        wires: list[Any] = [None] * body
         keep = None if silent is None or not silent.any() else ~silent
+        groups: dict[tuple, list[int]] = {}
         for j, x in enumerate(tensors[:body]):
-            ref = None if j in self.as_is else start.to(x.dtype)
-            msg = x.clone() if ref is None else x - ref      # a new tensor: updated in place
-            res = self.residual.get(f"up.{j}")
-            if res is not None:
-                msg.add_(res.index_select(0, torch.from_numpy(clients)).to(msg.dtype))
-            coded = compress(msg, codec, self._draws(codec, "up", clients, (t, r, j)))
-            out.append(coded.decoded if ref is None else coded.plus(ref))
-            if res is not None:         # what was not sent (numpy: a faster row scatter)
-                left = coded.left_(msg).to(res.dtype).numpy()
-                if keep is None:
-                    res.numpy()[clients] = left
-                else:
-                    res.numpy()[clients[keep]] = left[keep]
-            nbytes += coded.bytes
-            wires.append(coded.wire)
+            groups.setdefault((j in self.as_is, x.dtype, tuple(x.shape)), []).append(j)
+        for js in groups.values():
+            self._code(t, r, clients, start, tensors, js, body, keep, (out, sizes, wires))
+        nbytes = np.zeros(n)
+        for size in sizes:
+            nbytes += size
         for x in tensors[body:]:            # headers: dense
             out.append(x)
             nbytes += float(messages.DENSE * x.shape[1])
             wires.append(["dense"] * n)
         return Sent(tuple(out), nbytes, _joined(wires, n))
+
+    def _code(self, t: int, r: int, clients: np.ndarray, start: torch.Tensor,
+              tensors: tuple[torch.Tensor, ...], js: list[int], body: int,
+              keep: np.ndarray | None, into: tuple[list, list, list]) -> None:
+        """Code the tensors `js` (alike) of a round's uploads in one call; their decoded
+        tensors, each row's bytes and wire names go to `into` at their places."""
+        n, x0 = len(clients), tensors[js[0]]
+        ref = None if js[0] in self.as_is else start.to(x0.dtype)
+        msg = torch.empty((len(js) * n, x0.shape[1]), dtype=x0.dtype)
+        rows = torch.from_numpy(clients)
+        for b, j in enumerate(js):      # each message: x - ref (or x), + its residual
+            blk = msg[b * n:(b + 1) * n]
+            if ref is None:
+                blk.copy_(tensors[j])
+            else:
+                torch.sub(tensors[j], ref, out=blk)
+            res = self.residual.get(f"up.{j}")
+            if res is not None:
+                blk.add_(res.index_select(0, rows).to(blk.dtype))
+        coded = compress(msg, self.spec.up, self._up_draws(t, r, clients, js, body))
+        for b, j in enumerate(js):
+            part = coded if len(js) == 1 else coded.rows(b * n, (b + 1) * n)
+            res = self.residual.get(f"up.{j}")
+            if res is not None:         # what was not sent (numpy: a faster row scatter)
+                left = part.left_(msg[b * n:(b + 1) * n]).to(res.dtype).numpy()
+                if keep is None:
+                    res.numpy()[clients] = left
+                else:
+                    res.numpy()[clients[keep]] = left[keep]
+            into[0][j] = part.decoded if ref is None else part.plus(ref, inplace=True)
+            into[1][j], into[2][j] = part.bytes, part.wire
+
+    def _up_draws(self, t: int, r: int, clients: np.ndarray, js: list[int],
+                  body: int) -> Draws | None:
+        """The draws of the uploads `js` stacked (rows: each tensor's clients), each tensor
+        under its key for ("up", t, r, j)."""
+        if self.spec.up.kind not in RANDOM_KINDS:
+            return None
+        keys = self._up_keys(t, r, body)
+        if len(js) == 1:
+            return Draws(int(keys[js[0]]), clients)
+        return Draws(np.repeat(keys[js], len(clients)), np.tile(clients, len(js)))
+
+    def _up_keys(self, t: int, r: int, body: int) -> np.ndarray:
+        """(body,) uint32: the keys of round (t, r)'s uploads, int(rng(seed, "compress.up", t,
+        r, j).integers(0, 2**32)) for each tensor j, made for KEY_BLOCK rounds at a time on
+        arrays (streams.seed_words; a generator each costs ~40 us)."""
+        block = (t // KEY_BLOCK, r, body)
+        keys = self._keys.get(block)
+        if keys is None:
+            t0 = block[0] * KEY_BLOCK
+            if t0 < 0 or r < 0 or max(t0 + KEY_BLOCK, r, body) > 0xFFFFFFFF:
+                return np.array([self._key("up", (t, r, j)) for j in range(body)], np.uint32)
+            ids = np.stack(np.broadcast_arrays(np.arange(t0, t0 + KEY_BLOCK)[:, None], r,
+                                               np.arange(body)[None, :]), -1).reshape(-1, 3)
+            keys = first_u32(seed_words(self.seed, "compress.up", ids)).reshape(KEY_BLOCK, body)
+            self._keys = {b: k for b, k in self._keys.items() if b[0] == block[0]}
+            self._keys[block] = keys
+        return keys[t - block[0] * KEY_BLOCK]
 
     # ------------------------------------------------------------------ models sent down
     def model(self, direction: str, w: torch.Tensor, ids: tuple[int, ...] = (),

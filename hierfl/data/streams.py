@@ -47,21 +47,26 @@ def _mix(x: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 
 def seed_words(seed: int, purpose: str, ids: np.ndarray) -> np.ndarray:
-    """(len(ids), 4) uint64: what SeedSequence([seed, crc32(purpose), id]).generate_state(4,
-    np.uint64) gives for each id (each below 2^32)."""
+    """(len(ids), 4) uint64: what SeedSequence([seed, crc32(purpose), *id]).generate_state(4,
+    np.uint64) gives for each id (each word below 2^32); ids (n,) or (n, m): m words per key."""
     ids = np.asarray(ids, dtype=np.int64)
-    if len(ids) and (ids.min() < 0 or ids.max() > MASK):
+    if ids.size and (ids.min() < 0 or ids.max() > MASK):
         raise ValueError("stream ids must lie in 0..2^32-1")
     n = len(ids)
+    cols = ids.reshape(n, -1).T.astype(np.uint32)
     entropy = [*(np.full(n, w, np.uint32) for w in seeding.key_prefix(seed, purpose)),
-               ids.astype(np.uint32)]            # seeding.rng's key, one row per id
-    consts = iter(_hash_consts(INIT_A, MULT_A, POOL + POOL * (POOL - 1)))
+               *cols]                            # seeding.rng's key, one row per id
+    extra = max(0, len(entropy) - POOL)
+    consts = iter(_hash_consts(INIT_A, MULT_A, POOL * POOL + POOL * extra))
     pool = [_hashmix(entropy[i] if i < len(entropy) else np.zeros(n, np.uint32), next(consts),
                      MULT_A) for i in range(POOL)]
     for src in range(POOL):
         for dst in range(POOL):
             if src != dst:
                 pool[dst] = _mix(pool[dst], _hashmix(pool[src], next(consts), MULT_A))
+    for word in entropy[POOL:]:                  # words beyond the pool, mixed into each
+        for dst in range(POOL):
+            pool[dst] = _mix(pool[dst], _hashmix(word, next(consts), MULT_A))
     out = np.empty((n, 2 * POOL), np.uint32)
     for i, const in enumerate(_hash_consts(INIT_B, MULT_B, 2 * POOL)):
         out[:, i] = _hashmix(pool[i % POOL], const, MULT_B)
@@ -126,6 +131,17 @@ def pcg64_states(words: np.ndarray) -> np.ndarray:
     out_lo = lo + inc_lo
     out_hi = hi + inc_hi + (out_lo < lo).astype(np.uint64)
     return np.ascontiguousarray(np.stack([out_lo, out_hi, inc_lo, inc_hi], axis=1))
+
+
+def first_u32(words: np.ndarray) -> np.ndarray:
+    """(n,) uint32: each generator's first 32-bit draw (`rng(...).integers(0, 2**32)`): the low
+    half of PCG64's first output, XSL-RR of the state after one step from its seeding."""
+    lo, hi, inc_lo, inc_hi = pcg64_states(words).T
+    phi, plo = _mul64(lo, MULT_LO)
+    out_lo = plo + inc_lo
+    out_hi = phi + lo * U64(MULT_HI) + hi * U64(MULT_LO) + inc_hi + (out_lo < plo).astype(U64)
+    x, rot = out_hi ^ out_lo, out_hi >> U64(58)
+    return ((x >> rot) | (x << ((U64(64) - rot) & U64(63)))).astype(np.uint32)
 
 
 _LAYOUT_OK: list[bool] = []
