@@ -1,6 +1,7 @@
 """The report's fixed cost (issue 19) without a change of content: bars drawn as one collection
 are the rectangles `ax.bar` and `ax.hist` draw, on the same axis limits; a whole report parses
-no mathtext (its parser alone costs tenths of a CPU second); the figures are drawn at one dpi."""
+no mathtext (five log-axis labels cost their figure tenths of a CPU second); the figures are
+laid out and drawn at one dpi."""
 from __future__ import annotations
 
 import io
