@@ -59,10 +59,12 @@ def accuracy_axes(ax: plt.Axes, groups: list[Group], colours: dict[str, str], x:
     ax.set_ylabel("test MSE (lower is better)" if reg else "test accuracy")
 
 
-def _bytes_axis(ax: plt.Axes) -> None:
-    """Byte counts in engineering units (kB, MB) on a log axis; over less than ~1.5 decades the
-    2x and 5x minor ticks are labelled too, so there are always a few labels."""
-    eng = EngFormatter(unit="B", sep=" ")
+def _bytes_axis(ax: plt.Axes, unit: str = "B") -> None:
+    """Byte counts (or another unit) in engineering units (kB, MB) on a log x axis; over less
+    than ~1.5 decades the 2x and 5x minor ticks are labelled too, so there are always a few
+    labels. Plain text: matplotlib's default log labels (2×10⁹) are mathtext, whose parser
+    costs a report a few tenths of a CPU second to build."""
+    eng = EngFormatter(unit=unit, sep=" ")
     ax.xaxis.set_major_formatter(eng)
     lo, hi = ax.get_xlim()
     if lo > 0 and hi / lo < 30:

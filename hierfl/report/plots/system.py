@@ -7,7 +7,7 @@ from matplotlib.collections import LineCollection
 from matplotlib.colors import LogNorm
 from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter
 
-from .style import H1, MAX_BARS, STYLE, W1, legend, plt, save
+from .style import H1, MAX_BARS, STYLE, W1, bars, legend, plt, save
 from .system_scale import MANY_CLIENTS, group_means, groups_of, span, spans_decades, tier_axis, \
     topology_summary_figure
 
@@ -122,7 +122,8 @@ def _hist(ax: plt.Axes, sets: list[tuple[np.ndarray, str, str]], log: bool, xlab
         bins = np.linspace(lo - pad, hi + pad, 21 if hi > lo else 4)
     for v, lab, c in sets:
         if len(v):
-            ax.hist(v, bins=bins, color=c, alpha=0.65, label=f"{lab} (n={len(v)})")
+            bars(ax, bins[:-1], np.histogram(v, bins)[0], np.diff(bins), align="edge", color=c,
+                 alpha=0.65, label=f"{lab} (n={len(v)})")
     if log:
         ax.set_xscale("log")     # ticks at 1, 2, 5 x 10^k as plain numbers
         ax.xaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
@@ -187,9 +188,8 @@ def data_figure(summary: dict, path: str) -> str | None:
                                  squeeze=False, sharex=True)
         ax = axes[0, 0]
         align = "center" if n <= MAX_BARS else "edge"
-        ax.bar(k, tr, width=width, color="#4C72B0", label="train", linewidth=0, align=align)
-        ax.bar(k, te, width=width, bottom=tr, color="#A1C9F4", label="test", linewidth=0,
-               align=align)
+        bars(ax, k, tr, width, align=align, color="#4C72B0", label="train")
+        bars(ax, k, te, width, bottom=tr, align=align, color="#A1C9F4", label="test")
         ax.set_ylabel("samples" if n <= MAX_BARS else "samples per client (group mean)")
         ax.grid(True, axis="y", alpha=0.3)
         ax.grid(False, axis="x")
@@ -206,8 +206,8 @@ def data_figure(summary: dict, path: str) -> str | None:
             cmap = plt.get_cmap("tab20" if lab.shape[1] > 10 else "tab10")
             bottom = np.zeros(len(k))
             for j in range(lab.shape[1]):
-                ax2.bar(k, frac[:, j], width=width, bottom=bottom, color=cmap(j % cmap.N),
-                        linewidth=0, label=str(j) if lab.shape[1] <= 20 else None, align=align)
+                bars(ax2, k, frac[:, j], width, bottom=bottom, align=align, color=cmap(j % cmap.N),
+                     label=str(j) if lab.shape[1] <= 20 else None)
                 bottom += frac[:, j]
             ax2.set_ylabel("label share (train)")
             ax2.set_ylim(0, 1)
