@@ -206,7 +206,10 @@ class RoundRunner(AsyncEdgeSteps):
     def _full(self, sel: np.ndarray, program, t: int) -> Batch:
         """The clients' full local data, where a gamma target, a measurement or the program's
         `prepare` needs it; otherwise an empty batch."""
-        if self._measure(t) or self.local.gamma is not None or hasattr(program, "prepare"):
+        # (dataclass programs all have the attribute, None unless they prepare: `hasattr`
+        # gathered every client's whole data every round for nothing)
+        if self._measure(t) or self.local.gamma is not None or \
+                getattr(program, "prepare", None) is not None:
             return full_plan(self.data.offsets, sel, self.data.x, self.data.y).at(0)
         x, y = self.data.x, self.data.y
         return Batch(x[:0].expand(len(sel), 0, -1), y[:0].expand(len(sel), 0, *y.shape[1:]),
