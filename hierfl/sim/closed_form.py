@@ -36,6 +36,7 @@ from .energy import settle
 
 URGENT, NORMAL = 0, 1          # simpy.events.URGENT / NORMAL
 _FIRST = itemgetter(0)
+_EVENT = itemgetter(3)
 
 # A key is (time, rest): rest = (priority, key of the creating event, creation index) for a
 # timeout, the creator's rest + (generation, spawn path) for a spawned process. Comparing
@@ -108,8 +109,9 @@ class _Round:
         cut = len(out)
         while cut and (out[cut - 1][0], out[cut - 1][1]) > closed:
             cut -= 1
-        timing.events = [e[3] for e in out[:cut]]
-        timing.sends = [(e[4], e[3][4]) for e in out[:cut] if e[4] is not None]
+        kept = out if cut == len(out) else out[:cut]
+        timing.events = list(map(_EVENT, kept))
+        timing.sends = [(e[4], e[3][4]) for e in kept if e[4] is not None]
         timing.spill = _groups(out[cut:])
         return timing
 
