@@ -241,7 +241,9 @@ def test_client_lines_are_what_csvlog_writes(tmp_path):
             ClientRecord(3, 2, 4, 0, 7, 1e-9, 2.5, True, False, 0.3333333333333333, True,
                          72.0, "bitmap"),
             ClientRecord(10**6, 1, 0, 5, 5, 1.0, 0.1 + 0.2, False, False, 1.0, False, 76.25,
-                         "sparse", staleness=3.0, cluster=2)]
+                         "sparse", staleness=3.0, cluster=2),
+            ClientRecord(4, 1, 17, 2, 3, -0.0, 1e-7, False, False, float("nan"),
+                         edge='ed,ge"1', compress="topk")]     # quoted edge cell, -0.0
     from hierfl.outputs.columns import class_cells
 
     # device / link class per client id (ids 0, 4, 17 used); odd names are quoted as csv does

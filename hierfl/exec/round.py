@@ -206,7 +206,10 @@ class RoundRunner(AsyncEdgeSteps):
     def _full(self, sel: np.ndarray, program, t: int) -> Batch:
         """The clients' full local data, where a gamma target, a measurement or the program's
         `prepare` needs it; otherwise an empty batch."""
-        if self._measure(t) or self.local.gamma is not None or hasattr(program, "prepare"):
+        # (dataclass programs all have the attribute, None unless they prepare: `hasattr`
+        # gathered every client's whole data every round for nothing)
+        if self._measure(t) or self.local.gamma is not None or \
+                getattr(program, "prepare", None) is not None:
             return full_plan(self.data.offsets, sel, self.data.x, self.data.y).at(0)
         x, y = self.data.x, self.data.y
         return Batch(x[:0].expand(len(sel), 0, -1), y[:0].expand(len(sel), 0, *y.shape[1:]),
@@ -217,20 +220,20 @@ class RoundRunner(AsyncEdgeSteps):
         """Compute seconds: FLOPs of every sample-gradient evaluated (forward + backward =
         3 x forward) over the device's FLOP/s. A program's `prepare` is charged as one
         full-data gradient unless it declares `prepare_evals` (IFCA: k losses = k/3)."""
-        evals_per_step = program.grad_evals_per_step
-        valid = (weights > 0).sum(-1).cumsum(1)                        # (C, S) rows so far
-        steps = res.steps.clamp(min=0)
-        idx = ((steps - 1).clamp(min=0) % valid.shape[1]).unsqueeze(1)
+        evals_per_step = program.grad_evals_per_step      # (numpy: a third of torch's cost on
+        valid = (weights > 0).numpy().sum(-1).cumsum(1)   # these small arrays, same doubles)
+        steps = np.maximum(res.steps.numpy(), 0)                       # (C, S) rows so far
         if valid.shape[1] == 1:                                        # full batch: reused
             rows = valid[:, 0] * steps
         else:
-            rows = torch.where(steps > 0, valid.gather(1, idx).squeeze(1), 0)
-        full = res.full_evals.double()
+            idx = np.maximum(steps - 1, 0) % valid.shape[1]
+            rows = np.where(steps > 0, valid[np.arange(len(steps)), idx], 0)
+        full = res.full_evals.numpy().astype(np.float64)
         if getattr(program, "prepare", None) is not None and hasattr(program, "prepare_evals"):
             full = full + (float(program.prepare_evals) - 1.0)
-        samples = rows.double() * evals_per_step + full * torch.from_numpy(counts).double()
+        samples = rows.astype(np.float64) * evals_per_step + full * counts.astype(np.float64)
         flops = samples * 3 * self.model.fwd_flops
-        return (flops / torch.from_numpy(self.topo.client_flops[sel])).numpy()
+        return flops / self.topo.client_flops[sel]
 
     def _dropped(self, stragglers: np.ndarray) -> np.ndarray:
         """Stragglers whose work the algorithm discards (FedAvg's rule in FedProx's

@@ -164,14 +164,20 @@ def minibatch_plan(offsets: np.ndarray, clients: np.ndarray, batch_size: int | s
             h = _mix(keys[idx][:, None, None] + counter[None] * _GOLDEN)
         # distinct counters give distinct hashes (both maps are bijections of uint64): no ties
         perm = np.argsort(h.view(np.int64), axis=2)
+        width = min(n_epochs * per_epoch, s_max)
+        first = lo[idx][:, None, None]
+        if per_epoch * b == size and steps[idx].min() >= width:     # whole batches, all live:
+            whole = slice(None) if len(idx) == c else idx               # no padding, no mask
+            rows[whole, :width] = perm.reshape(len(idx), n_epochs * per_epoch, b)[:, :width] \
+                + first
+            wts[whole, :width] = 1.0 / b          # what valid / count gives, as float32
+            continue
         padded = np.full((len(idx), n_epochs, per_epoch * b), -1, np.int64)
         padded[:, :, :size] = perm
-        width = min(n_epochs * per_epoch, s_max)
         pr = padded.reshape(len(idx), n_epochs * per_epoch, b)[:, :width]
         live = np.arange(width)[None, :, None] < steps[idx][:, None, None]
         pv = (pr >= 0) & live
-        rows[idx, :width] = np.where(pv, pr + lo[idx][:, None, None],
-                                     np.where(live, lo[idx][:, None, None], 0))
+        rows[idx, :width] = np.where(pv, pr + first, np.where(live, first, 0))
         cnt = pv.sum(2, keepdims=True)
         wts[idx, :width] = pv / np.maximum(cnt, 1)
     return BatchPlan(torch.from_numpy(rows), torch.from_numpy(wts).to(weight_dtype(x)), x, y)

@@ -36,6 +36,7 @@ from .energy import settle
 
 URGENT, NORMAL = 0, 1          # simpy.events.URGENT / NORMAL
 _FIRST = itemgetter(0)
+_EVENT = itemgetter(3)
 
 # A key is (time, rest): rest = (priority, key of the creating event, creation index) for a
 # timeout, the creator's rest + (generation, spawn path) for a spawned process. Comparing
@@ -83,8 +84,8 @@ class _Round:
             key, sub = (now, (NORMAL, key, 0)), 0
         arrive = now + (tx + link.latency)
         akey = (arrive, (NORMAL, key, 0))        # _after, inlined (the hot path)
-        self.out.append((now, key[1], sub, (now, link.src, "send", link.dst, nbytes), link))
-        self.out.append((arrive, akey[1], 0, (arrive, link.dst, "recv", link.src, nbytes), None))
+        self.out += ((now, key[1], sub, (now, link.src, "send", link.dst, nbytes), link),
+                     (arrive, akey[1], 0, (arrive, link.dst, "recv", link.src, nbytes), None))
         return arrive, akey
 
     def client(self, links, parent: str, name: str, t: float, init: tuple, down: float,
@@ -92,10 +93,10 @@ class _Round:
         """A client process started at `t` (key `init`): download, compute and, unless
         dropped, upload to its parent. Returns (arrival key, arrival time, compute end)."""
         got, dkey = self.hop(links[parent, name], t, init, 0, down)
-        self.out.append((got, dkey[1], 1, (got, name, "compute_start", "", steps), None))
         done = got + ctime
         ekey = (done, (NORMAL, dkey, 0))
-        self.out.append((done, ekey[1], 0, (done, name, "compute_end", "", steps), None))
+        self.out += ((got, dkey[1], 1, (got, name, "compute_start", "", steps), None),
+                     (done, ekey[1], 0, (done, name, "compute_end", "", steps), None))
         if drop:
             return None
         arrive, akey = self.hop(links[name, parent], done, ekey, 1, up)
@@ -108,8 +109,9 @@ class _Round:
         cut = len(out)
         while cut and (out[cut - 1][0], out[cut - 1][1]) > closed:
             cut -= 1
-        timing.events = [e[3] for e in out[:cut]]
-        timing.sends = [(e[4], e[3][4]) for e in out[:cut] if e[4] is not None]
+        kept = out if cut == len(out) else out[:cut]
+        timing.events = list(map(_EVENT, kept))
+        timing.sends = [(e[4], e[3][4]) for e in kept if e[4] is not None]
         timing.spill = _groups(out[cut:])
         return timing
 
@@ -157,6 +159,7 @@ def flat_round(sim, chosen, work, down_bytes: float) -> RoundTiming | None:
     up_bytes = work.up_bytes.tolist()
     parent = topo.parent
     depth = topo.depth
+    index = sim.index
     # the broadcast: the cloud, then every aggregator when the model arrives, spawns a process
     # per active child; a spawner is (node, time, burst origin, generation, spawn path)
     pending = [("cloud", now, (now, (-1, (), 0)), 0, ())]
@@ -164,9 +167,10 @@ def flat_round(sim, chosen, work, down_bytes: float) -> RoundTiming | None:
     t_up: dict[int, float] = {}
     while pending:
         node, t, origin, gen, path = pending.pop()
+        t0, rest0 = origin
         for j, kid in enumerate(chosen.active(node)):
-            init = _spawn(origin, gen + 1, path + (j,))
-            k = sim.index.get(kid)
+            init = (t0, rest0 + (gen + 1, path + (j,)))      # _spawn, inlined (per client)
+            k = index.get(kid)
             if k is None:
                 arrive, akey = rnd.hop(links[node, kid], t, init, 0, down_bytes)
                 pending.append((kid, arrive, akey, 0, ()))

@@ -70,16 +70,12 @@ def settle(recs: list[ClientRecord], drop: np.ndarray, up_bytes: np.ndarray, dow
     idle seconds and its energy."""
     pw = ClientPowers.of(topo)
     span, down = float(closed - opened), float(down_bytes)
+    down_bps, up_bps = pw.down_Bps, pw.up_Bps
+    power, tx_w, rx_w, idle_w = pw.power_w, pw.tx_w, pw.rx_w, pw.idle_w
     for rec, dropped, up in zip(recs, drop.tolist(), up_bytes.tolist()):
-        k = rec.client
-        rec.download_s = down / pw.down_Bps[k]
-        rec.tx_s = up / pw.up_Bps[k] if not (dropped or rec.failed) else 0.0
-        rec.idle_s = max(span - rec.download_s - rec.compute_s - rec.tx_s, 0.0)
-        rec.energy_j = energy(rec, pw)
+        k, comp = rec.client, rec.compute_s        # the rule of the docstring, per client
+        rec.download_s = dl = down / down_bps[k]
+        rec.tx_s = tx = up / up_bps[k] if not (dropped or rec.failed) else 0.0
+        rec.idle_s = idle = max(span - dl - comp - tx, 0.0)
+        rec.energy_j = comp * power[k] + tx * tx_w[k] + dl * rx_w[k] + idle * idle_w[k]
 
-
-def energy(rec: ClientRecord, pw: ClientPowers) -> float:
-    """The rule of this module's docstring, for one record."""
-    k = rec.client
-    return (rec.compute_s * pw.power_w[k] + rec.tx_s * pw.tx_w[k]
-            + rec.download_s * pw.rx_w[k] + rec.idle_s * pw.idle_w[k])
