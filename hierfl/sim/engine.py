@@ -20,7 +20,7 @@ from typing import Callable
 
 import numpy as np
 import simpy
-from simpy.events import NORMAL, URGENT
+from simpy.events import NORMAL, URGENT, Timeout
 
 from .. import seeding
 from ..config.errors import ScenarioError
@@ -35,6 +35,7 @@ from .hier import HierRounds
 from .links import FairLink, Ledger, Link
 from .mobility import MobileRounds, Mobility
 from .rounds import Collector
+from . import tasks
 from .trace import Trace
 from .work import Chosen, ClientRecord, RoundInfo, RoundRunner, Work
 
@@ -46,13 +47,18 @@ class Links(dict):
     def __init__(self, sim: "Simulation", link_cls: type):
         super().__init__()
         self.sim, self.link_cls = sim, link_cls
+        self._level: dict[int, str] = {}      # depth of the lower end -> its link level
 
     def __missing__(self, key: tuple[str, str]) -> Link:
         a, b = key
         sim, topo = self.sim, self.sim.topo
         lat, bw = topo.link(a, b)
         lower, direction = (a, "up") if topo.parent.get(a) == b else (b, "down")
-        link = self[key] = self.link_cls(sim.env, a, b, lat, bw, topo.level_of(lower), direction,
+        depth = topo.depth[lower]
+        level = self._level.get(depth)
+        if level is None:
+            level = self._level[depth] = topo.level_of(lower)
+        link = self[key] = self.link_cls(sim.env, a, b, lat, bw, level, direction,
                                          sim.trace, sim.ledger, sim.failures)
         return link
 
@@ -115,16 +121,12 @@ class Simulation(FlatRounds, HierRounds, AsyncRounds, MobileRounds):
             pool = np.sort(seeding.rng(self.sc.seed, "sample", t).choice(pool, m, replace=False))
         return pool
 
-    def spawn(self, gen):
-        """Start a process that moves messages or computes; counted while it lives."""
-        self.inflight += 1
-        return self.env.process(self._tracked(gen))
-
-    def _tracked(self, gen):
-        try:
-            return (yield from gen)
-        finally:
-            self.inflight -= 1
+    def spawn(self, *gens) -> None:
+        """Start workers that move messages or compute, counted while they live (tasks.py).
+        Several at once start one after another at the same instant, as when spawned in a row;
+        pass them together only when nothing is scheduled between their creations."""
+        if gens:
+            tasks.start(self, gens)
 
     @property
     def quiescent(self) -> bool:
@@ -199,36 +201,40 @@ class Simulation(FlatRounds, HierRounds, AsyncRounds, MobileRounds):
     def _client(self, k: int, i: int, parent: str, down_bytes: float, work: Work, relay: bool,
                 collector: Collector, preagg=None):
         """Download, compute, upload (relayed to the cloud when `relay`)."""
-        rec, name = work.recs[i], self.topo.clients[k]
-        got = self.send(parent, name, down_bytes) if self.mobility is None else \
-            self.hop(parent, name, down_bytes, k)
-        if (yield from got) is None:
+        rec, name, env = work.recs[i], self.topo.clients[k], self.env
+        moving = self.mobility is not None
+        got = yield from (self.hop(parent, name, down_bytes, k) if moving else
+                          self.links[parent, name].send(down_bytes))
+        if got is None:
             return self._fail(collector, k, rec, preagg)
-        self.trace.add(self.env.now, name, "compute_start", "", rec.steps)
-        crash = self.failures.crash_after(self.round, rec.edge_round, k, float(work.ctime[i]))
+        add = self.trace.add
+        add(env._now, name, "compute_start", "", rec.steps)
+        ctime = float(work.ctime[i])
+        crash = self.failures.crash_after(self.round, rec.edge_round, k, ctime)
         if crash is not None:
-            yield self.env.timeout(crash)
-            self.trace.add(self.env.now, name, "crash", "", rec.steps)
+            yield env.timeout(crash)
+            add(env._now, name, "crash", "", rec.steps)
             return self._fail(collector, k, rec, preagg)
-        yield self.env.timeout(float(work.ctime[i]))
-        self.trace.add(self.env.now, name, "compute_end", "", rec.steps)
+        yield Timeout(env, ctime)
+        add(env._now, name, "compute_end", "", rec.steps)
         if work.drop[i]:
             return None
-        if not self.failures.client_up(k, self.env.now):
-            self.trace.add(self.env.now, name, "offline", "", 0)
+        if not self.failures.client_up(k, env._now):
+            add(env._now, name, "offline", "", 0)
             return self._fail(collector, k, rec, preagg)
-        t_up, nbytes = self.env.now, float(work.up_bytes[i])
-        hops = [name, parent] if (not relay or preagg is not None) else \
-            [name, *self.topo.path_up(self.attached(k))]      # mobility: to its edge now
-        if self.mobility is not None:
+        t_up, nbytes = env._now, float(work.up_bytes[i])
+        hops = (name, parent) if (not relay or preagg is not None) else \
+            (name, *self.topo.path_up(self.attached(k)))      # mobility: to its edge now
+        if moving:
             rec.edge = hops[1]
-        for j, (a, b) in enumerate(zip(hops[:-1], hops[1:])):
-            sent = self.send(a, b, nbytes) if j or self.mobility is None else \
-                self.hop(a, b, nbytes, k)
-            if (yield from sent) is None:                      # lost: the link counted this hop
+        for j in range(len(hops) - 1):
+            a, b = hops[j], hops[j + 1]
+            sent = yield from (self.hop(a, b, nbytes, k) if moving and not j else
+                               self.links[a, b].send(nbytes))
+            if sent is None:                                   # lost: the link counted this hop
                 self.ledger.wasted += nbytes * j               # the hops before it are wasted too
                 return self._fail(collector, k, rec, preagg)
-        rec.upload_s = self.env.now - t_up
+        rec.upload_s = env._now - t_up
         target = preagg.collector if preagg is not None else collector
         if not target.arrive(k):
             rec.dropped = True

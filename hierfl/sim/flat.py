@@ -74,19 +74,21 @@ class FlatRounds:
         kids = chosen.active(node)
         bottom = kids and self.topo.is_client(kids[0])
         pa = None
+        gens = []                   # started together: nothing is scheduled between them
         if bottom and preagg:
             members = [self.index[c] for c in kids]
             live = [k for k in members if not work.drop[pos[k]]]
             if live:
                 pa = PreAgg(Collector(self.env, len(live), self.round_spec, opened=col.opened))
-                self.spawn(self._preagg_up(node, pa, pos, work, col, partials))
+                gens.append(self._preagg_up(node, pa, pos, work, col, partials))
         for kid in kids:
             if self.topo.is_client(kid):
                 k = self.index[kid]
-                self.spawn(self._client(k, pos[k], node, down_bytes, work, True, col, pa))
+                gens.append(self._client(k, pos[k], node, down_bytes, work, True, col, pa))
             else:
-                self.spawn(self._flat_child(node, kid, chosen, pos, down_bytes, work, col,
-                                            partials, preagg))
+                gens.append(self._flat_child(node, kid, chosen, pos, down_bytes, work, col,
+                                             partials, preagg))
+        self.spawn(*gens)
 
     def _flat_child(self, parent: str, node: str, chosen, pos, down_bytes, work, col, partials,
                     preagg):

@@ -44,9 +44,8 @@ class HierRounds:
                 got[kid] = ok.intersection(self.under[kid].tolist())
             yield closed
         else:
-            for kid in kids:
-                self.spawn(self._hier_child("cloud", kid, t, chosen, model, down, col, uploads,
-                                            info, kid in reporting, got))
+            self.spawn(*(self._hier_child("cloud", kid, t, chosen, model, down, col, uploads,
+                                          info, kid in reporting, got) for kid in kids))
             yield col.closed
         arrived = sorted(col.arrived, key=lambda n: kids.index(n))
         runner.cloud_close(t, arrived, uploads, self.weights(arrived, sel))
@@ -116,8 +115,8 @@ class HierRounds:
                 opened = self.env.now
                 work = self.edge_train(node, t, kids, start)
                 col = Collector(self.env, int((~work.drop).sum()), policy)
-                for i, k in enumerate(work.sel):
-                    self.spawn(self._client(int(k), i, node, db, work, False, col))
+                self.spawn(*(self._client(k, i, node, db, work, False, col)
+                             for i, k in enumerate(work.sel.tolist())))
                 yield col.closed
                 settle(work.recs, work.drop, work.up_bytes, db, opened, self.env.now, self.topo)
                 es = self.edge_close(t, es, work, col.arrived)
@@ -127,9 +126,8 @@ class HierRounds:
                 col = Collector(self.env, len(kids), policy)
                 ups: dict[str, Any] = {}
                 below: dict[str, set[int]] = {}
-                for kid in kids:
-                    self.spawn(self._hier_child(node, kid, t, chosen, start, db, col, ups,
-                                                info, True, below))
+                self.spawn(*(self._hier_child(node, kid, t, chosen, start, db, col, ups,
+                                              info, True, below) for kid in kids))
                 yield col.closed
                 es = self.tier_close(t, chosen.ids, es, kids, col.arrived, ups, start)
                 for n in col.arrived:
@@ -148,9 +146,10 @@ class HierRounds:
 
     def edge_close(self, t: int, es: Any, work: Work, arrived_clients: list) -> Any:
         """Aggregate the clients that arrived; the others are marked dropped."""
-        pos = {int(k): i for i, k in enumerate(work.sel)}
-        arrived = np.array(sorted(arrived_clients), dtype=np.int64)
-        es = self.runner.edge_close(t, es, work, arrived, [pos[int(k)] for k in arrived])
+        pos = {k: i for i, k in enumerate(work.sel.tolist())}
+        ks = sorted(arrived_clients)
+        arrived = np.array(ks, dtype=np.int64)
+        es = self.runner.edge_close(t, es, work, arrived, [pos[k] for k in ks])
         self._mark_unused(work, arrived)
         return es
 

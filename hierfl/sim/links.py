@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import simpy
+from simpy.events import Timeout
 
 from .trace import Trace
 
@@ -107,6 +108,9 @@ class Ledger:
 class Link:
     """One direction of a physical link between two nodes (FIFO)."""
 
+    __slots__ = ("env", "src", "dst", "latency", "bandwidth", "tier", "direction", "trace",
+                 "ledger", "failures", "busy_until")
+
     def __init__(self, env: simpy.Environment, src: str, dst: str, latency_s: float,
                  bandwidth_Bps: float, tier: str, direction: str, trace: Trace, ledger: Ledger,
                  failures: "Failures | None" = None):
@@ -114,36 +118,68 @@ class Link:
         self.latency, self.bandwidth = latency_s, bandwidth_Bps
         self.tier, self.direction = tier, direction
         self.trace, self.ledger = trace, ledger
-        self.failures = failures
+        # outages are fixed with the scenario: a link asks about them only where there are any
+        self.failures = failures if failures is not None and (
+            failures.node_down or failures.link_down) else None
         self.busy_until = 0.0     # FIFO: the wire is reserved in request order
 
-    def _transmit(self, nbytes: float):
-        now = self.env.now
+    def _reserve(self, nbytes: float) -> tuple[float, float]:
+        """FIFO: reserve the wire from when it is free; (transmission start, its seconds)."""
+        now = self.env._now
         start = now if self.busy_until <= now else self.busy_until
         tx = nbytes / self.bandwidth
         self.busy_until = start + tx
-        if start > now:
-            yield self.env.timeout(start - now)
-        self.trace.add(self.env.now, self.src, "send", self.dst, nbytes)
+        return start, tx
+
+    def _sent(self, nbytes: float) -> None:
+        """The transmission starts now: trace and ledger."""
+        self.trace.add(self.env._now, self.src, "send", self.dst, nbytes)
         self.ledger.add(self.tier, self.direction, nbytes)
+
+    def _transmit(self, nbytes: float):
+        """Generator: queue and start the transmission; (its start, its seconds left)."""
+        start, tx = self._reserve(nbytes)
+        if start > self.env._now:
+            yield Timeout(self.env, start - self.env._now)
+        self._sent(nbytes)
         return start, tx
 
     def send(self, nbytes: float):
         """Generator: queue, transmit, propagate. Returns the arrival time, or None if the
-        message met an outage (it is counted as sent and as wasted)."""
-        start, rest = yield from self._transmit(nbytes)
-        yield self.env.timeout(rest + self.latency)   # transmission left + propagation
-        if self.failures is not None and self.failures.lost(self.src, self.dst, start,
-                                                            self.env.now):
-            self.trace.add(self.env.now, self.dst, "lost", self.src, nbytes)
+        message met an outage (it is counted as sent and as wasted). The hot path of every
+        message: `_transmit`, `_reserve`, `_sent` and `_delivered` written inline (the same
+        operations: `_transmit` is what mobility's handovers and fair sharing use)."""
+        env = self.env
+        now = env._now
+        start = now if self.busy_until <= now else self.busy_until
+        tx = nbytes / self.bandwidth
+        self.busy_until = start + tx
+        if start > now:                                 # queued until the wire is free
+            yield Timeout(env, start - now)
+        self.trace.add(env._now, self.src, "send", self.dst, nbytes)
+        self.ledger.add(self.tier, self.direction, nbytes)
+        yield Timeout(env, tx + self.latency)           # transmission + propagation
+        if self.failures is not None:
+            return self._delivered(nbytes, start)
+        now = env._now
+        self.trace.add(now, self.dst, "recv", self.src, nbytes)
+        return now
+
+    def _delivered(self, nbytes: float, start: float) -> float | None:
+        """The message arrives now, or met an outage that began after its `start`."""
+        now = self.env._now
+        if self.failures is not None and self.failures.lost(self.src, self.dst, start, now):
+            self.trace.add(now, self.dst, "lost", self.src, nbytes)
             self.ledger.wasted += nbytes
             return None
-        self.trace.add(self.env.now, self.dst, "recv", self.src, nbytes)
-        return self.env.now
+        self.trace.add(now, self.dst, "recv", self.src, nbytes)
+        return now
 
 
 class FairLink(Link):
     """Processor sharing: every transfer in transmission gets bandwidth / (number of them)."""
+
+    __slots__ = ("active", "changed", "last", "_next")
 
     def __init__(self, *args, **kw):
         super().__init__(*args, **kw)
@@ -151,6 +187,12 @@ class FairLink(Link):
         self.changed = self.env.event()
         self.last = 0.0
         self._next = 0
+
+    def send(self, nbytes: float):
+        """Generator: transmit while sharing the wire, then propagate."""
+        start, rest = yield from self._transmit(nbytes)
+        yield self.env.timeout(rest + self.latency)
+        return self._delivered(nbytes, start)
 
     def _advance(self) -> None:
         """Charge the time since the last change to every active transfer."""

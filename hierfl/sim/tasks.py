@@ -1,0 +1,60 @@
+"""The engine's workers (a client's download, compute and upload; a relay's forwarding): each a
+generator driven by simpy events, as `simpy.Process` drives one, without the Process's events.
+
+Workers start as simpy starts processes, at an URGENT event of the current instant, so they run
+in the order simpy would run them: after their creator, before anything else then pending. The
+workers one creator spawns in a row (nothing scheduled between them) share one start event:
+their processes' start events would have had consecutive creation numbers, so nothing could run
+between them, and one event calling each in turn runs them in that order.
+
+Nobody waits for a worker to end, so it has no end event: simpy schedules one for every process
+(one heap push and one step each, doing nothing), and `_tracked` ran every resume through one
+more generator frame to count the workers alive; here the driver counts them. Events that
+nothing waits for leave the order of all others as it was: simpy orders events by (time,
+priority, creation number), and only the relative order of the numbers counts.
+
+An exception in a worker propagates out of `env.run` (a simpy process's would, one step later,
+from its end event)."""
+from __future__ import annotations
+
+from typing import Generator, Iterable
+
+from simpy.events import URGENT, Event
+
+
+class Worker:
+    """One generator, resumed by the events it yields; `counter.inflight` counts it while alive."""
+
+    __slots__ = ("gen", "counter")
+
+    def __init__(self, counter, gen: Generator):
+        self.gen, self.counter = gen, counter
+
+    def resume(self, event: Event) -> None:
+        gen = self.gen
+        try:
+            while True:
+                if event._ok:
+                    event = gen.send(event._value)
+                else:                         # a failed event: raised inside the worker
+                    event._defused = True
+                    event = gen.throw(event._value)
+                callbacks = event.callbacks
+                if callbacks is not None:     # pending: resume when it is processed (a bound
+                    callbacks.append(self.resume)   # method per event: no cycle is kept)
+                    return
+        except StopIteration:
+            self.counter.inflight -= 1
+        except BaseException:
+            self.counter.inflight -= 1
+            raise
+
+
+def start(counter, gens: Iterable[Generator]) -> None:
+    """Start workers now, in order, at one URGENT event (counted in `counter.inflight`)."""
+    env = counter.env
+    ev = Event(env)
+    ev._ok, ev._value = True, None
+    ev.callbacks = [Worker(counter, g).resume for g in gens]
+    counter.inflight += len(ev.callbacks)
+    env.schedule(ev, URGENT)
