@@ -118,7 +118,8 @@ def test_validate_of_200k_clients_draws_no_client_data(tmp_path, monkeypatch):
     from hierfl.scenario.world_check import check_world
 
     made = []
-    monkeypatch.setattr(synthetic, "generators", lambda *a: made.append(a) or iter(()))
+    monkeypatch.setattr(synthetic, "normals", lambda *a: made.append(a))
+    monkeypatch.setattr(synthetic, "permutations", lambda *a: made.append(a))
     monkeypatch.setattr(synthetic, "generate", lambda *a: made.append(a))
     real_rng = seeding.rng
 
