@@ -10,7 +10,7 @@ import pytest
 
 from hierfl import seeding
 from hierfl.config.schema import DataSpec, DistSpec
-from hierfl.data import streams, synthetic
+from hierfl.data import shuffles, streams, synthetic
 from hierfl.data.federated import FederatedData, split_train_test
 
 
@@ -85,11 +85,18 @@ SPECS = [
 ]
 
 
-@pytest.mark.parametrize("in_place", [True, False], ids=["reseeded", "one_pcg64_each"])
+@pytest.mark.parametrize("way", ["bulk", "reseeded", "one_pcg64_each"])
 @pytest.mark.parametrize("spec", SPECS, ids=["lognormal", "tiny", "iid", "capped", "iid_sizes", "one_size"])
-def test_bulk_generation_equals_the_per_client_recipe(spec, in_place, monkeypatch):
+def test_bulk_generation_equals_the_per_client_recipe(spec, way, monkeypatch):
+    """bulk: numpy's C fill per stream and shuffles on arrays (data/shuffles.py); reseeded:
+    one generator reseeded in place per stream, its own draw and shuffle; one_pcg64_each: a
+    PCG64 per stream."""
     assert streams.reseeder() is not None          # this numpy's PCG64 layout is the known one
-    monkeypatch.setattr(streams, "_LAYOUT_OK", [in_place])
+    assert streams.normal_fill() is not None and shuffles.bulk_ok()      # and its C fill
+    if way != "bulk":
+        monkeypatch.setattr(streams, "_FILL", [None])
+        monkeypatch.setattr(shuffles, "_BULK_OK", [False])
+    monkeypatch.setattr(streams, "_LAYOUT_OK", [way != "one_pcg64_each"])
     same(synthetic.generate(spec, 40, seed=3), eager(spec, 40, seed=3))
     monkeypatch.setattr(synthetic, "CHUNK_DRAWS", 50)          # many small blocks, and
     same(synthetic.generate(spec, 40, seed=3), eager(spec, 40, seed=3))  # blocks of one client

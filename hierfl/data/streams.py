@@ -101,29 +101,67 @@ def generators(seed: int, purpose: str, ids: np.ndarray) -> Iterator[np.random.G
 def normals(seed: int, purpose: str, ids: np.ndarray, out: np.ndarray,
             bounds: np.ndarray) -> None:
     """out[bounds[i]:bounds[i + 1]] = the first standard normals of `seeding.rng(seed, purpose,
-    ids[i])`, for every i: `generators` without its per-stream frames, one state write and one
-    draw a stream (rows of one width are taken as the rows of a 2-d view)."""
+    ids[i])`, for every i (out: a C-contiguous float64 array): `generators` without a Python
+    call but numpy's C fill per stream, after one state write (`normal_fill`)."""
+    bounds = np.asarray(bounds, np.int64)
+    flat = out.reshape(-1)
+    if out.dtype != np.float64 or not out.flags.c_contiguous or len(bounds) != len(ids) + 1 \
+            or (len(ids) and (bounds[0] < 0 or bounds[-1] > len(flat) or
+                              (np.diff(bounds) < 0).any())):
+        raise ValueError("normals: out must be C-contiguous float64 holding every [a, b) of "
+                         "bounds, one per id")
     rs = reseeder()
-    if rs is None:
+    fill = normal_fill() if rs is not None else None
+    if fill is None:
         for g, a, b in zip(generators(seed, purpose, ids), bounds[:-1].tolist(),
                            bounds[1:].tolist()):
-            g.standard_normal(out=out[a:b])
+            g.standard_normal(out=flat[a:b])
         return
     states = memoryview(pcg64_states(np.ascontiguousarray(seed_words(seed, purpose, ids)))
                         ).cast("B")                   # stream i: bytes 32 i .. 32 i + 32
-    normal, state, flags = rs.gen.standard_normal, memoryview(rs.state).cast("B"), rs.flags
-    width = np.diff(bounds)
-    if len(width) and (width == width[0]).all():
-        for i, row in zip(range(0, len(states), 32), out[bounds[0]:bounds[-1]].reshape(
-                len(width), -1) if width[0] else ()):
-            state[:] = states[i:i + 32]
-            flags[0] = 0
-            normal(None, out=row)
-        return
-    for i, a, b in zip(range(0, len(states), 32), bounds[:-1].tolist(), bounds[1:].tolist()):
+    state, flags, bitgen = memoryview(rs.state).cast("B"), rs.flags, rs.bg.ctypes.bit_generator
+    at = (flat.ctypes.data + 8 * bounds[:-1]).tolist()
+    for i, p, count in zip(range(0, len(states), 32), at, np.diff(bounds).tolist()):
         state[:] = states[i:i + 32]
         flags[0] = 0
-        normal(None, out=out[a:b])
+        fill(bitgen, count, p)
+
+
+_FILL: list = []
+
+
+def normal_fill():
+    """numpy's `random_standard_normal_fill(bitgen_t *, npy_intp count, double *out)` (numpy.random's
+    C API; numpy.random._generator exports it), through ctypes: what Generator.standard_normal
+    calls, without its Python call (~1 us a stream). None where it is not there, or where it
+    does not give standard_normal's draws (checked once)."""
+    if not _FILL:
+        _FILL.append(_load_fill())
+    return _FILL[0]
+
+
+def _load_fill():
+    import ctypes
+
+    try:
+        from numpy.random import _generator
+
+        fill = ctypes.CDLL(_generator.__file__).random_standard_normal_fill
+    except (ImportError, OSError, AttributeError):
+        return None
+    fill.argtypes, fill.restype = (ctypes.c_void_p, ctypes.c_ssize_t, ctypes.c_void_p), None
+    rs = _make_reseeder()
+    if rs is None:
+        return None
+    words = seed_words(54321, "check", np.arange(3))
+    for row, st in zip(words, pcg64_states(words)):
+        want = np.random.Generator(np.random.PCG64(_Words(row))).standard_normal(257)
+        got = np.empty(257)
+        rs.write(st)
+        fill(rs.bg.ctypes.bit_generator, len(got), got.ctypes.data)
+        if got.tobytes() != want.tobytes():
+            return None
+    return fill
 
 
 _LAYOUT_OK: list[bool] = []

@@ -100,7 +100,8 @@ class Topology:
     client_flops: np.ndarray      # (N,) FLOP/s
     children: dict[str, tuple[str, ...]] = field(default_factory=dict)
     parent: dict[str, str] = field(default_factory=dict)
-    depth: dict[str, int] = field(default_factory=dict)   # cloud 0, top tier 1, ...
+    depth: dict[str, int] = field(default_factory=dict)   # cloud 0, top tier 1, ... (built
+    #                       trees store the cloud's and aggregators', a client's is looked up)
     n_tiers: int = 1              # aggregator tiers between cloud and clients
     tier_names: tuple[str, ...] = ("cloud", "edge", "client")   # by depth (levels.py)
     device_class: tuple[str, ...] = ()    # (N,) each client's profiles.devices name, or ""
@@ -222,12 +223,14 @@ class Topology:
         edges = tuple(names[r] for r in used.tolist())
         edge_of = np.searchsorted(used, cpar).astype(int)
         parent = dict(zip(names[1:], map(names.__getitem__, t.parent[1:].tolist())))
-        depth = dict(zip(names, t.depth.tolist()))
+        depth = _Leaves(parent, int(t.depth[c0]))       # the clients' depth is not stored
+        depth.update(zip(names[:c0], t.depth[:c0].tolist()))
         order = np.argsort(t.parent[1:], kind="stable") + 1
         bounds = np.searchsorted(t.parent[order], np.arange(c0 + 1))
+        kids = list(map(names.__getitem__, order.tolist()))     # every node, by its parent
         children = _Leaves(parent)      # a client's children, (), are not stored
-        children.update((names[r], tuple(names[i] for i in order[bounds[r]:bounds[r + 1]].tolist()))
-                        for r in range(c0))
+        children.update(zip(names[:c0], map(tuple, map(kids.__getitem__, map(
+            slice, bounds[:c0].tolist(), bounds[1:c0 + 1].tolist())))))
         n_tiers = int(t.depth[c0]) - 1
         aggs = {names[r]: {"tier_name": t.tier_name[int(t.depth[r])]} for r in range(1, c0)}
         tn = tier_names(_Nodes(aggs), {n: depth[n] for n in aggs}, n_tiers + 1)
@@ -273,16 +276,21 @@ class Topology:
 
 
 class _Leaves(dict):
-    """The aggregators' children; a client (a node with a parent not stored here) has none."""
+    """A map stored for the cloud and the aggregators only: every client (a node with a
+    parent, not stored here) has the same value, `leaf` (a client's children, (); its depth).
+    A million clients' entries took ~1 s to insert, and nothing iterates over them."""
 
-    def __init__(self, parent: dict[str, str]):
+    def __init__(self, parent: dict[str, str], leaf=()):
         super().__init__()
-        self.parent = parent
+        self.parent, self.leaf = parent, leaf
 
-    def __missing__(self, node: str) -> tuple[str, ...]:
+    def __missing__(self, node: str):
         if node in self.parent:
-            return ()
+            return self.leaf
         raise KeyError(node)
+
+    def get(self, node, default=None):
+        return self[node] if node in self or node in self.parent else default
 
 
 class _Nodes:
