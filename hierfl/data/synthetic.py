@@ -107,7 +107,7 @@ def _block(ks: np.ndarray, n: np.ndarray, held: np.ndarray, head: int, wbv: tupl
     one = bool((n == n[0]).all())                    # clients of one size: views, no gathers
     if one:
         zk = z.reshape(len(ks), -1)                  # a client's draws: its head, its rows
-        h, rows = zk[:, :head], zk[:, head:].reshape(len(ks), int(n[0]), d)
+        h, rows = zk[:, :head], zk[:, head:]
     else:
         heads = zo[:-1, None] + np.arange(head)
         h = z[heads]
@@ -137,13 +137,18 @@ def _block(ks: np.ndarray, n: np.ndarray, held: np.ndarray, head: int, wbv: tupl
 def _labelled(rows: np.ndarray, n: np.ndarray, ro: np.ndarray, wbv: tuple, d: int,
               one: bool) -> tuple[np.ndarray, np.ndarray]:
     """The clients' rows (x = rows * sd + v_k, flat) and labels (argmax of x_k W_k + b_k): for
-    clients of one size, rows is (clients, size, d); else flat, one product per size."""
+    clients of one size, rows is (clients, size * d), the sums made on whole rows with sd, v_k
+    and b_k tiled (the same operations as broadcasting them, without numpy's inner loop per
+    feature); else rows is flat, one product per size."""
     w, b, v = wbv
     sd = np.sqrt(np.arange(1, d + 1, dtype=np.float64) ** -1.2)
     if one:
-        x3 = rows * sd + v[:, None, :]
-        y = np.argmax(np.matmul(x3, np.ascontiguousarray(w)) + b[:, None, :], axis=2).ravel()
-        return x3.reshape(-1, d), y
+        k, size = len(rows), rows.shape[1] // d
+        x = rows * np.tile(sd, size)
+        x += np.tile(v, size)
+        logits = np.matmul(x.reshape(k, size, d), np.ascontiguousarray(w)).reshape(k, -1)
+        logits += np.tile(b, size)
+        return x.reshape(-1, d), np.argmax(logits.reshape(k, size, -1), axis=2).ravel()
     x = rows * sd + np.repeat(v, n, axis=0)
     y = np.empty(len(x), np.int64)
     for size in np.unique(n):                        # x_k W_k + b_k, one product per size
