@@ -4,12 +4,12 @@ k, as array operations over all the streams instead of one generator call each.
 numpy's permutation(n) shuffles arange(n) in place (Fisher-Yates): for i = n-1 down to 1, j is
 drawn from 0..i and elements i and j are swapped; j by masked rejection (random_interval): with
 mask the smallest 2^b - 1 >= i, 32-bit draws & mask until one is <= i. PCG64's 32-bit draw is
-the low half of a 64-bit output, the next one its high half. Here the 64-bit outputs of every
-stream are made on arrays (pcg64.outputs), the draws taken in that order and the swaps made on
-all streams of a size class together. A stream whose draws run past the outputs made (rare: six
-standard deviations above the mean), a client of more than SMALL rows, and every stream where a
-check against numpy's own shuffle (once a process) finds a difference, is shuffled by its own
-generator (data/streams.py). tests/test_data_streams.py compares them with `permutation`."""
+the low half of a 64-bit output, the next one its high half. Here every stream's outputs are
+made on arrays (pcg64.step), one output of all unfinished streams at a time, and the swaps made
+on a size class's together. A client of more than SMALL rows, a stream still drawing after
+MAX_OUTPUTS outputs (none needs half of them) and every stream where a check against numpy's
+own shuffle (once a process) finds a difference is shuffled by its own generator
+(data/streams.py). tests/test_data_streams.py compares them with `permutation`."""
 from __future__ import annotations
 
 import numpy as np
@@ -19,6 +19,7 @@ from .streams import _Words, generators, seed_words
 
 SMALL = 128                     # larger clients: one shuffle call each (its cost is the rows)
 PIECE = 8192                    # streams shuffled together (their arrays stay in cache)
+MAX_OUTPUTS = 4 * SMALL         # 64-bit outputs a stream may take (~0.7 a row on average)
 MASKS = np.array([0] + [(1 << i.bit_length()) - 1 for i in range(1, SMALL)], np.int64)
 _BULK_OK: list[bool] = []
 
@@ -49,13 +50,13 @@ def _bulk(states: np.ndarray, sizes: np.ndarray, starts: np.ndarray,
     """Shuffle perm's segments (starts, sizes <= SMALL) of the streams at `states` in place,
     one 64-bit output of every unfinished stream at a time (its low half, then its high half,
     each either rejected or one swap); the streams are compacted as they finish. Returns the
-    streams left unfinished after 4 SMALL outputs (never seen: none needs half of them)."""
+    streams left unfinished after MAX_OUTPUTS outputs."""
     lo, hi, inc_lo, inc_hi = (np.ascontiguousarray(states[:, c]) for c in range(4))
     i = np.maximum(sizes - 1, 0).astype(np.int64)      # the position each stream draws for
     live = np.flatnonzero(i > 0)
     lo, hi, inc_lo, inc_hi, i, at = lo[live], hi[live], inc_lo[live], inc_hi[live], i[live], \
         starts[live].astype(np.int64)
-    for _ in range(4 * SMALL):
+    for _ in range(MAX_OUTPUTS):
         if not len(live):
             break
         lo, hi, word = pcg64.step(lo, hi, inc_lo, inc_hi)
