@@ -10,7 +10,7 @@ import pytest
 
 from hierfl import seeding
 from hierfl.config.schema import DataSpec, DistSpec
-from hierfl.data import streams, synthetic
+from hierfl.data import pcg64, shuffles, streams, synthetic
 from hierfl.data.federated import FederatedData, split_train_test
 
 
@@ -85,11 +85,18 @@ SPECS = [
 ]
 
 
-@pytest.mark.parametrize("in_place", [True, False], ids=["reseeded", "one_pcg64_each"])
+@pytest.mark.parametrize("way", ["bulk", "reseeded", "one_pcg64_each"])
 @pytest.mark.parametrize("spec", SPECS, ids=["lognormal", "tiny", "iid", "capped", "iid_sizes", "one_size"])
-def test_bulk_generation_equals_the_per_client_recipe(spec, in_place, monkeypatch):
+def test_bulk_generation_equals_the_per_client_recipe(spec, way, monkeypatch):
+    """bulk: numpy's C fill per stream and shuffles on arrays (data/shuffles.py); reseeded:
+    one generator reseeded in place per stream, its own draw and shuffle; one_pcg64_each: a
+    PCG64 per stream."""
     assert streams.reseeder() is not None          # this numpy's PCG64 layout is the known one
-    monkeypatch.setattr(streams, "_LAYOUT_OK", [in_place])
+    assert streams.normal_fill() is not None and shuffles.bulk_ok()      # and its C fill
+    if way != "bulk":
+        monkeypatch.setattr(streams, "_FILL", [None])
+        monkeypatch.setattr(shuffles, "_BULK_OK", [False])
+    monkeypatch.setattr(streams, "_LAYOUT_OK", [way != "one_pcg64_each"])
     same(synthetic.generate(spec, 40, seed=3), eager(spec, 40, seed=3))
     monkeypatch.setattr(synthetic, "CHUNK_DRAWS", 50)          # many small blocks, and
     same(synthetic.generate(spec, 40, seed=3), eager(spec, 40, seed=3))  # blocks of one client
@@ -118,7 +125,8 @@ def test_validate_of_200k_clients_draws_no_client_data(tmp_path, monkeypatch):
     from hierfl.scenario.world_check import check_world
 
     made = []
-    monkeypatch.setattr(synthetic, "generators", lambda *a: made.append(a) or iter(()))
+    monkeypatch.setattr(synthetic, "normals", lambda *a: made.append(a))
+    monkeypatch.setattr(synthetic, "permutations", lambda *a: made.append(a))
     monkeypatch.setattr(synthetic, "generate", lambda *a: made.append(a))
     real_rng = seeding.rng
 
@@ -142,3 +150,44 @@ def test_validate_of_200k_clients_draws_no_client_data(tmp_path, monkeypatch):
     assert facts.topo.n_clients == 200_000 and facts.n_params == 12
     assert len(facts.data.x) == 200_000 * 16 and len(facts.data.x_test) == 200_000 * 4
     assert facts.data.x.strides[0] == 0 and facts.data.y_test.strides[0] == 0
+
+
+def test_pcg64_outputs_on_arrays_are_random_raw():
+    words = streams.seed_words(11, "raw", np.array([0, 5, 2**32 - 1, 77]))
+    out = pcg64.outputs(pcg64.pcg64_states(words), 9)
+    for k, row in enumerate(words):
+        assert out[:, k].tobytes() == np.random.PCG64(streams._Words(row)).random_raw(9).tobytes()
+
+
+@pytest.mark.parametrize("cap", [None, 3], ids=["bulk", "most_left_to_their_generators"])
+def test_bulk_permutations_are_numpy_permutations(cap, monkeypatch):
+    """Every size (0, 1, 2, ..., past SMALL, lognormal), each stream's permutation(n) of its own
+    generator; with the outputs capped at 3, streams left unfinished are redone one by one."""
+    if cap is not None:
+        monkeypatch.setattr(shuffles, "MAX_OUTPUTS", cap)
+    rs = np.random.default_rng(5)
+    sizes = np.concatenate([np.arange(shuffles.SMALL + 5), np.full(300, 20),
+                            rs.lognormal(4, 2, 60).astype(np.int64) + 50])
+    ids = rs.choice(10**6, len(sizes), replace=False)
+    perm = shuffles.permutations(3, "data/split", ids, sizes)
+    start = 0
+    for k, n in zip(ids.tolist(), sizes.tolist()):
+        want = seeding.rng(3, "data/split", k).permutation(n)
+        assert perm[start:start + n].tobytes() == want.tobytes(), (k, n)
+        start += n
+    assert start == len(perm)
+
+
+def test_normals_fill_each_stream_s_span_and_refuse_bad_bounds():
+    ids = np.array([4, 0, 9, 2])
+    bounds = np.array([0, 3, 3, 10, 11])                # widths 3, 0, 7, 1
+    out = np.full(12, 99.0)
+    streams.normals(8, "n", ids, out, bounds)
+    for k, a, b in zip(ids.tolist(), bounds[:-1], bounds[1:]):
+        assert out[a:b].tobytes() == seeding.rng(8, "n", k).standard_normal(b - a).tobytes()
+    assert out[11] == 99.0                              # past the last span: untouched
+    for bad in (np.array([0, 3, 2, 10, 11]), np.array([0, 3, 3, 10, 13]), np.array([0, 3])):
+        with pytest.raises(ValueError):
+            streams.normals(8, "n", ids, out, bad)
+    with pytest.raises(ValueError):
+        streams.normals(8, "n", ids, out.astype(np.float32), bounds)

@@ -56,11 +56,19 @@ def test_arrays_and_graph_give_the_same_topology(tmp_path):
     sc = _spec(tmp_path, MIXED)
     fast = build_topology(sc.topology, sc.seed, sc.topology_file)
     assert "_graph" not in fast.__dict__                # not built until asked
+    assert "_parent" not in fast.__dict__               # nor the parents' map
     slow = Topology.from_graph(build_graph(sc.topology, sc.seed, sc.topology_file))
-    for f in ("clients", "edges", "parent", "depth", "n_tiers", "tier_names", "device_class",
+    for f in ("clients", "edges", "parent", "n_tiers", "tier_names", "device_class",
               "link_class"):
         assert getattr(fast, f) == getattr(slow, f), f
     assert {n: fast.children[n] for n in slow.children} == slow.children
+    assert {n: fast.depth[n] for n in slow.depth} == slow.depth     # clients' looked up
+    assert {n: fast.depth.get(n) for n in slow.depth} == slow.depth
+    assert fast.depth.get("client999") is None and fast.children.get("nowhere", 5) == 5
+    assert fast.depth.get("client07") is None and fast.depth.get("client") is None
+    assert fast.children["client7"] == () and fast.depth.get(7) is None
+    with pytest.raises(KeyError):
+        fast.depth["client40"]
     assert np.array_equal(fast.edge_of, slow.edge_of)
     assert np.array_equal(fast.client_flops, slow.client_flops)
     assert fast.node_table() == slow.node_table()

@@ -18,6 +18,7 @@ import numpy as np
 from numpy.random.bit_generator import ISeedSequence
 
 from .. import seeding
+from .pcg64 import pcg64_states
 
 POOL = 4
 INIT_A, MULT_A = 0x43B0D7E5, 0x931E8875
@@ -92,45 +93,80 @@ def generators(seed: int, purpose: str, ids: np.ndarray) -> Iterator[np.random.G
     be written in place (checked: `reseeder`), one generator is reseeded for each k: use each
     before asking for the next."""
     words = np.ascontiguousarray(seed_words(seed, purpose, ids))
-    fast = reseeder()
-    if fast is None:
+    rs = reseeder()
+    if rs is None:
         for row in words:
             yield np.random.Generator(np.random.PCG64(_Words(row)))
         return
-    states = pcg64_states(words)
-    gen, write = fast
-    for i in range(len(states)):
-        write(i, states)
-        yield gen
+    for row in pcg64_states(words):
+        rs.write(row)
+        yield rs.gen
 
 
-# PCG64 (numpy/random/src/pcg64): 128-bit LCG, state = state * MULT + inc (mod 2^128).
-MULT_HI, MULT_LO = 0x2360ED051FC65DA4, 0x4385DF649FCCF645
-M32, U64 = np.uint64(0xFFFFFFFF), np.uint64
+def normals(seed: int, purpose: str, ids: np.ndarray, out: np.ndarray,
+            bounds: np.ndarray) -> None:
+    """out[bounds[i]:bounds[i + 1]] = the first standard normals of `seeding.rng(seed, purpose,
+    ids[i])`, for every i (out: a C-contiguous float64 array): `generators` without a Python
+    call but numpy's C fill per stream, after one state write (`normal_fill`)."""
+    bounds = np.asarray(bounds, np.int64)
+    flat = out.reshape(-1)
+    if out.dtype != np.float64 or not out.flags.c_contiguous or len(bounds) != len(ids) + 1 \
+            or (len(ids) and (bounds[0] < 0 or bounds[-1] > len(flat) or
+                              (np.diff(bounds) < 0).any())):
+        raise ValueError("normals: out must be C-contiguous float64 holding every [a, b) of "
+                         "bounds, one per id")
+    rs = reseeder()
+    fill = normal_fill() if rs is not None else None
+    if fill is None:
+        for g, a, b in zip(generators(seed, purpose, ids), bounds[:-1].tolist(),
+                           bounds[1:].tolist()):
+            g.standard_normal(out=flat[a:b])
+        return
+    states = memoryview(pcg64_states(np.ascontiguousarray(seed_words(seed, purpose, ids)))
+                        ).cast("B")                   # stream i: bytes 32 i .. 32 i + 32
+    state, flags, bitgen = memoryview(rs.state).cast("B"), rs.flags, rs.bg.ctypes.bit_generator
+    at = (flat.ctypes.data + 8 * bounds[:-1]).tolist()
+    for i, p, count in zip(range(0, len(states), 32), at, np.diff(bounds).tolist()):
+        state[:] = states[i:i + 32]
+        flags[0] = 0
+        fill(bitgen, count, p)
 
 
-def _mul64(a: np.ndarray, b: int) -> tuple[np.ndarray, np.ndarray]:
-    """The full 128-bit products a * b (a uint64 array, b below 2^64): (high, low) words."""
-    a0, a1, b0, b1 = a & M32, a >> U64(32), U64(b & 0xFFFFFFFF), U64(b >> 32)
-    p00, p01, p10, p11 = a0 * b0, a0 * b1, a1 * b0, a1 * b1
-    mid = (p00 >> U64(32)) + (p01 & M32) + (p10 & M32)
-    return p11 + (p01 >> U64(32)) + (p10 >> U64(32)) + (mid >> U64(32)), \
-        (p00 & M32) | (mid << U64(32))
+_FILL: list = []
 
 
-def pcg64_states(words: np.ndarray) -> np.ndarray:
-    """(n, 4) uint64 (state low, high, inc low, high) after PCG64 is seeded with each row of
-    `words` (pcg_setseq_128_srandom_r: inc = 2 seq + 1; state = ((inc + init) MULT + inc)."""
-    init_hi, init_lo, seq_hi, seq_lo = (words[:, i].astype(np.uint64) for i in range(4))
-    inc_hi = (seq_hi << U64(1)) | (seq_lo >> U64(63))
-    inc_lo = (seq_lo << U64(1)) | U64(1)
-    s_lo = inc_lo + init_lo
-    s_hi = inc_hi + init_hi + (s_lo < inc_lo).astype(np.uint64)
-    hi, lo = _mul64(s_lo, MULT_LO)
-    hi = hi + s_lo * U64(MULT_HI) + s_hi * U64(MULT_LO)
-    out_lo = lo + inc_lo
-    out_hi = hi + inc_hi + (out_lo < lo).astype(np.uint64)
-    return np.ascontiguousarray(np.stack([out_lo, out_hi, inc_lo, inc_hi], axis=1))
+def normal_fill():
+    """numpy's `random_standard_normal_fill(bitgen_t *, npy_intp count, double *out)` (numpy.random's
+    C API; numpy.random._generator exports it), through ctypes: what Generator.standard_normal
+    calls, without its Python call (~1 us a stream). None where it is not there, or where it
+    does not give standard_normal's draws (checked once)."""
+    if not _FILL:
+        _FILL.append(_load_fill())
+    return _FILL[0]
+
+
+def _load_fill():
+    import ctypes
+
+    try:
+        from numpy.random import _generator
+
+        fill = ctypes.CDLL(_generator.__file__).random_standard_normal_fill
+    except (ImportError, OSError, AttributeError):
+        return None
+    fill.argtypes, fill.restype = (ctypes.c_void_p, ctypes.c_ssize_t, ctypes.c_void_p), None
+    rs = _make_reseeder()
+    if rs is None:
+        return None
+    words = seed_words(54321, "check", np.arange(3))
+    for row, st in zip(words, pcg64_states(words)):
+        want = np.random.Generator(np.random.PCG64(_Words(row))).standard_normal(257)
+        got = np.empty(257)
+        rs.write(st)
+        fill(rs.bg.ctypes.bit_generator, len(got), got.ctypes.data)
+        if got.tobytes() != want.tobytes():
+            return None
+    return fill
 
 
 def first_u32(words: np.ndarray) -> np.ndarray:
@@ -147,22 +183,35 @@ def first_u32(words: np.ndarray) -> np.ndarray:
 _LAYOUT_OK: list[bool] = []
 
 
-def reseeder():
-    """A fresh (generator, write(i, states)) that sets its PCG64's state to states[i] in place
-    (its pcg64_state: a pointer to the 128-bit state and increment, then the buffered 32-bit
-    half), or None where that layout is not this numpy's: checked once against PCG64 seeded
-    the ordinary way, draws of 64 and of 32 bits."""
+class Reseeder:
+    """One generator whose PCG64 state is written in place: `state`, its 128-bit state and
+    increment (4 uint64 words), and `flags`, whose first word is has_uint32."""
+
+    __slots__ = ("bg", "gen", "state", "flags")
+
+    def __init__(self, bg: np.random.PCG64, state: np.ndarray, flags: np.ndarray) -> None:
+        self.bg, self.gen, self.state, self.flags = bg, np.random.Generator(bg), state, flags
+
+    def write(self, row: np.ndarray) -> None:
+        """Set the state to `row` (state low, high, inc low, high: pcg64.pcg64_states)."""
+        self.state[:] = row
+        self.flags[0] = 0            # has_uint32: no half of a 64-bit draw left over
+
+
+def reseeder() -> Reseeder | None:
+    """A fresh Reseeder (its pcg64_state: a pointer to the 128-bit state and increment, then
+    the buffered 32-bit half), or None where that layout is not this numpy's: checked once
+    against PCG64 seeded the ordinary way, draws of 64 and of 32 bits."""
     if not _LAYOUT_OK:
         _LAYOUT_OK.append(_layout_ok())
     return _make_reseeder() if _LAYOUT_OK[0] else None
 
 
-def _make_reseeder():
+def _make_reseeder() -> Reseeder | None:
     import ctypes
 
     try:
         bg = np.random.PCG64(0)
-        gen = np.random.Generator(bg)
         addr = bg.ctypes.state_address
         state = np.ctypeslib.as_array((ctypes.c_uint64 * 4).from_address(
             ctypes.c_void_p.from_address(addr).value))
@@ -170,25 +219,19 @@ def _make_reseeder():
             addr + ctypes.sizeof(ctypes.c_void_p)))
     except Exception:           # noqa: BLE001 - no ctypes view: the ordinary way
         return None
-
-    def write(i: int, states: np.ndarray, bg=bg) -> None:      # bg: kept alive with gen
-        state[:] = states[i]
-        flags[0] = 0            # has_uint32: no half of a 64-bit draw left over
-    return gen, write
+    return Reseeder(bg, state, flags)
 
 
 def _layout_ok() -> bool:
-    fast = _make_reseeder()
-    if fast is None:
+    rs = _make_reseeder()
+    if rs is None:
         return False
-    gen, write = fast
     words = seed_words(12345, "check", np.arange(3))
-    states = pcg64_states(words)
-    for i, row in enumerate(words):
+    for row, st in zip(words, pcg64_states(words)):
         want = np.random.Generator(np.random.PCG64(_Words(row)))
         expected = (want.random(3).tobytes(), want.integers(0, 7, 5).tobytes())
-        gen.integers(0, 7, 1)            # leaves a 32-bit half buffered: must be dropped
-        write(i, states)
-        if (gen.random(3).tobytes(), gen.integers(0, 7, 5).tobytes()) != expected:
+        rs.gen.integers(0, 7, 1)            # leaves a 32-bit half buffered: must be dropped
+        rs.write(st)
+        if (rs.gen.random(3).tobytes(), rs.gen.integers(0, 7, 5).tobytes()) != expected:
             return False
     return True

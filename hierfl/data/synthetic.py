@@ -7,12 +7,13 @@ Synthetic-IID: one W, b ~ N(0, 1) for all devices and v = 0.
 
 Every client draws from its own stream ("data/synthetic/client", k): W_k, b_k, v_k then its rows'
 standard normals, in that order, and shuffles its rows for the train/test split with
-("data/split", k). The streams are made in bulk (data/streams.py) and each client costs one
-draw and one shuffle into shared buffers; everything else is done on arrays of many clients at
-once, with the same floating-point operations as one client at a time (x W_k + b_k through the
-same matrix product, batched over clients with the same row count), so the numbers are those of
-the per-client recipe, byte for byte (tests/test_data_streams.py). `layout` gives the counts
-and shapes alone, for `hierfl validate`, without drawing a row."""
+("data/split", k). The streams are made in bulk (data/streams.py): each client costs one draw
+into a shared buffer; its shuffle is done on arrays with every other client's
+(data/shuffles.py), and so is everything else, with the same floating-point operations as one
+client at a time (x W_k + b_k through the same matrix product, batched over clients with the
+same row count), so the numbers are those of the per-client recipe, byte for byte
+(tests/test_data_streams.py). `layout` gives the counts and shapes alone, for `hierfl
+validate`, without drawing a row."""
 from __future__ import annotations
 
 import numpy as np
@@ -21,7 +22,8 @@ from .. import seeding
 from ..config.schema import DataSpec
 from ..topology.dist import draw
 from .federated import FederatedData
-from .streams import generators
+from .shuffles import permutations
+from .streams import normals
 
 CHUNK_DRAWS = 1 << 22           # standard normals drawn per block of clients (32 MB)
 
@@ -100,39 +102,59 @@ def _block(ks: np.ndarray, n: np.ndarray, held: np.ndarray, head: int, wbv: tupl
     zo = _offsets(head + n * d)
     ro = _offsets(n)
     z = np.empty(zo[-1])
-    first = np.repeat(ro[:-1], n)                    # each row's client's first row
-    perm = np.arange(ro[-1]) - first                 # row index within its client
-    pos = perm.copy()
-    client, split = generators(seed, "data/synthetic/client", ks), \
-        generators(seed, "data/split", ks)
-    for i, gz, gs in zip(range(len(ks)), client, split):
-        gz.standard_normal(out=z[zo[i]:zo[i + 1]])
-        gs.shuffle(perm[ro[i]:ro[i + 1]])           # = permutation(n_k), in place
+    normals(seed, "data/synthetic/client", ks, z, zo)          # each client's stream, in order
+    perm = permutations(seed, "data/split", ks, n)   # each client's permutation(n_k)
+    one = bool((n == n[0]).all())                    # clients of one size: views, no gathers
+    if one:
+        zk = z.reshape(len(ks), -1)                  # a client's draws: its head, its rows
+        h, rows = zk[:, :head], zk[:, head:]
+    else:
+        heads = zo[:-1, None] + np.arange(head)
+        h = z[heads]
+        keep = np.ones(len(z), bool)                 # the rows' draws, in order: all but
+        keep[heads.ravel()] = False                  # the W_k, b_k, v_k heads
+        rows = z[keep].reshape(-1, d)
     w, b, v = wbv
     if head:
-        h = z[zo[:-1, None] + np.arange(head)]
         w = u[ks, None, None] + h[:, :d * c].reshape(-1, d, c)
         b = u[ks, None] + h[:, d * c:d * c + c]
         v = bk[ks, None] + h[:, d * c + c:]
-    keep = np.ones(len(z), bool)                     # the rows' draws, in order: all but
-    keep[(zo[:-1, None] + np.arange(head)).ravel()] = False      # the W_k, b_k, v_k heads
-    rows = z[keep].reshape(-1, d)
-    sd = np.sqrt(np.arange(1, d + 1, dtype=np.float64) ** -1.2)
-    sizes = np.unique(n)
-    if len(sizes) == 1:         # clients of one size (samples: constant): no gathers
-        x3 = rows.reshape(len(ks), int(sizes[0]), d) * sd + v[:, None, :]
-        x = x3.reshape(-1, d)
-        y = np.argmax(np.matmul(x3, np.ascontiguousarray(w)) + b[:, None, :], axis=2).ravel()
+    x, y = _labelled(rows, n, ro, (w, b, v), d, one)
+    if one:                     # test rows: each client's permutation's first held[0]
+        src = perm.reshape(len(ks), -1) + ro[:-1, None]
+        parts = src[:, int(held[0]):].ravel(), src[:, :int(held[0])].ravel()
     else:
-        x = rows * sd + np.repeat(v, n, axis=0)
-        y = np.empty(len(x), np.int64)
-        for size in sizes:                           # x_k W_k + b_k, one product per size
-            sel = np.flatnonzero(n == size)
-            r = (ro[sel, None] + np.arange(size)).ravel()
-            logits = np.matmul(x[r].reshape(len(sel), size, d), w[sel]) + b[sel][:, None, :]
-            y[r] = np.argmax(logits, axis=2).ravel()
-    src = perm + first
-    test = pos < np.repeat(held, n)
-    for rows_of, (xo, yo), start in ((src[~test], out[:2], at[0]), (src[test], out[2:], at[1])):
-        xo[start:start + len(rows_of)] = x[rows_of]
-        yo[start:start + len(rows_of)] = y[rows_of]
+        first = np.repeat(ro[:-1], n)                # each row's client's first row
+        test = np.arange(ro[-1]) - first < np.repeat(held, n)
+        src = perm + first
+        parts = src[~test], src[test]
+    x32 = x.astype(np.float32)
+    for rows_of, (xo, yo), start in zip(parts, (out[:2], out[2:]), at):
+        np.take(x32, rows_of, axis=0, out=xo[start:start + len(rows_of)], mode="clip")
+        np.take(y, rows_of, out=yo[start:start + len(rows_of)], mode="clip")
+
+
+def _labelled(rows: np.ndarray, n: np.ndarray, ro: np.ndarray, wbv: tuple, d: int,
+              one: bool) -> tuple[np.ndarray, np.ndarray]:
+    """The clients' rows (x = rows * sd + v_k, flat) and labels (argmax of x_k W_k + b_k): for
+    clients of one size, rows is (clients, size * d), the sums made on whole rows with sd, v_k
+    and b_k tiled (the same operations as broadcasting them, without numpy's inner loop per
+    feature); else rows is flat, one product per size."""
+    w, b, v = wbv
+    sd = np.sqrt(np.arange(1, d + 1, dtype=np.float64) ** -1.2)
+    if one:
+        k, size = len(rows), rows.shape[1] // d
+        x = rows * np.tile(sd, size)
+        x += np.tile(v, size)
+        logits = np.matmul(x.reshape(k, size, d), np.ascontiguousarray(w)).reshape(k, -1)
+        logits += np.tile(b, size)
+        return x.reshape(-1, d), np.argmax(logits.reshape(k, size, -1), axis=2).ravel()
+    x = rows * sd + np.repeat(v, n, axis=0)
+    y = np.empty(len(x), np.int64)
+    for size in np.unique(n):                        # x_k W_k + b_k, one product per size
+        sel = np.flatnonzero(n == size)
+        r = (ro[sel, None] + np.arange(size)).ravel()
+        logits = np.matmul(x[r].reshape(len(sel), size, d), w[sel]) + b[sel][:, None, :]
+        y[r] = np.argmax(logits, axis=2).ravel()
+    return x, y
+

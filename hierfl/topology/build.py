@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gc
 import os
+from itertools import repeat
 from dataclasses import dataclass
 
 import networkx as nx
@@ -172,7 +173,7 @@ def _build_tree(spec: TopologySpec, seed: int, file: str) -> Tree:
         lat, up, down = _links(tier.link, seed, f"topology/{tier.name}-links", tier.count)
         add(first + up_of, depth, flops, lat, up, down, AGGREGATOR)
         first = len(names)
-        names.extend(f"{tier.name}{i}" for i in range(tier.count))
+        names.extend(map("{}{}".format, repeat(tier.name, tier.count), range(tier.count)))
         count = tier.count
     c = spec.clients
     assert c is not None
@@ -180,7 +181,7 @@ def _build_tree(spec: TopologySpec, seed: int, file: str) -> Tree:
                      "clients.assignment", p)
     flops, lat, up, down, dev, lnk, pw = client_classes(spec, c.count, seed, p, file)
     add(first + edge_of, len(tiers) + 1, flops, lat, up, down, CLIENT)
-    names.extend(f"client{k}" for k in range(c.count))
+    names.extend(map("client{}".format, range(c.count)))
     cat = {k: np.concatenate(v) for k, v in cols.items()}
     return Tree(names, cat["role"].astype(np.int8), cat["parent"].astype(np.int64),
                 cat["depth"].astype(np.int64), cat["flops"].astype(np.float64),

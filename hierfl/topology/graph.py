@@ -22,6 +22,7 @@ from .build import CLIENT as CLIENT_ROLE
 from .build import CLOUD as CLOUD_ROLE
 from .build import (Tree, build_tree, check_tree, flops_problem, link_problems, node_table,
                     to_graph)
+from .leaves import ClientName, Leaves
 from .levels import level_name, tier_names
 from .power import power_problems
 from ..config.topology import TopologySpec
@@ -99,8 +100,8 @@ class Topology:
     edge_of: np.ndarray           # (N,) edge id of each client
     client_flops: np.ndarray      # (N,) FLOP/s
     children: dict[str, tuple[str, ...]] = field(default_factory=dict)
-    parent: dict[str, str] = field(default_factory=dict)
-    depth: dict[str, int] = field(default_factory=dict)   # cloud 0, top tier 1, ...
+    depth: dict[str, int] = field(default_factory=dict)   # cloud 0, top tier 1, ... (built
+    #                       trees store the cloud's and aggregators', a client's is looked up)
     n_tiers: int = 1              # aggregator tiers between cloud and clients
     tier_names: tuple[str, ...] = ("cloud", "edge", "client")   # by depth (levels.py)
     device_class: tuple[str, ...] = ()    # (N,) each client's profiles.devices name, or ""
@@ -130,6 +131,15 @@ class Topology:
     def graph(self) -> nx.DiGraph:
         """The networkx view (built from the arrays on first use)."""
         return self._cached("_graph", lambda: to_graph(self.tree))
+
+    @property
+    def parent(self) -> dict[str, str]:
+        """Every node but the cloud -> its parent (from the arrays when first asked: a million
+        clients' entries take ~1 s, and neither `validate` nor the world's build asks)."""
+        def make():
+            names = self.tree.names
+            return dict(zip(names[1:], map(names.__getitem__, self.tree.parent[1:].tolist())))
+        return self._cached("_parent", make)
 
     @property
     def row_of(self) -> dict[str, int]:
@@ -221,21 +231,23 @@ class Topology:
         used = np.unique(cpar)                       # bottom aggregators that have clients
         edges = tuple(names[r] for r in used.tolist())
         edge_of = np.searchsorted(used, cpar).astype(int)
-        parent = dict(zip(names[1:], map(names.__getitem__, t.parent[1:].tolist())))
-        depth = dict(zip(names, t.depth.tolist()))
+        is_client = ClientName(names, c0)
+        depth = Leaves(is_client, int(t.depth[c0]))    # the clients' depth is not stored
+        depth.update(zip(names[:c0], t.depth[:c0].tolist()))
         order = np.argsort(t.parent[1:], kind="stable") + 1
         bounds = np.searchsorted(t.parent[order], np.arange(c0 + 1))
-        children = _Leaves(parent)      # a client's children, (), are not stored
-        children.update((names[r], tuple(names[i] for i in order[bounds[r]:bounds[r + 1]].tolist()))
-                        for r in range(c0))
+        kids = list(map(names.__getitem__, order.tolist()))     # every node, by its parent
+        children = Leaves(is_client)   # a client's children, (), are not stored
+        children.update(zip(names[:c0], map(tuple, map(kids.__getitem__, map(
+            slice, bounds[:c0].tolist(), bounds[1:c0 + 1].tolist())))))
         n_tiers = int(t.depth[c0]) - 1
         aggs = {names[r]: {"tier_name": t.tier_name[int(t.depth[r])]} for r in range(1, c0)}
         tn = tier_names(_Nodes(aggs), {n: depth[n] for n in aggs}, n_tiers + 1)
         n = len(clients)
         dev = tuple(t.device_class) if t.device_class is not None else ("",) * n
         lnk = tuple(t.link_class) if t.link_class is not None else ("",) * n
-        return cls(t, clients, edges, edge_of, t.flops[c0:].copy(), children, parent, depth,
-                   n_tiers, tn, dev, lnk, crows.astype(np.int64))
+        return cls(t, clients, edges, edge_of, t.flops[c0:].copy(), children, depth, n_tiers,
+                   tn, dev, lnk, crows.astype(np.int64))
 
     @classmethod
     def from_graph(cls, g: nx.DiGraph, file: str = "") -> "Topology":
@@ -265,24 +277,12 @@ class Topology:
         lnk = tuple(str(g.nodes[c].get("link_class") or "") for c in clients)
         tree = _tree_of_graph(g, roles, parent, depth)
         row = {n: r for r, n in enumerate(tree.names)}
-        topo = cls(tree, clients, edges, edge_of, flops, children, parent, depth, n_tiers,
-                   names, dev, lnk, np.array([row[c] for c in clients], np.int64))
+        topo = cls(tree, clients, edges, edge_of, flops, children, depth, n_tiers, names, dev,
+                   lnk, np.array([row[c] for c in clients], np.int64))
+        object.__setattr__(topo, "_parent", parent)
         object.__setattr__(topo, "_graph", g)
         object.__setattr__(topo, "_row_of", row)
         return topo
-
-
-class _Leaves(dict):
-    """The aggregators' children; a client (a node with a parent not stored here) has none."""
-
-    def __init__(self, parent: dict[str, str]):
-        super().__init__()
-        self.parent = parent
-
-    def __missing__(self, node: str) -> tuple[str, ...]:
-        if node in self.parent:
-            return ()
-        raise KeyError(node)
 
 
 class _Nodes:
