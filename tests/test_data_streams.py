@@ -191,3 +191,16 @@ def test_normals_fill_each_stream_s_span_and_refuse_bad_bounds():
             streams.normals(8, "n", ids, out, bad)
     with pytest.raises(ValueError):
         streams.normals(8, "n", ids, out.astype(np.float32), bounds)
+
+
+def test_seed_words_of_no_ids_is_empty_for_one_and_many_words():
+    """A part with no clients (a shuffle group, a round's empty upload block) asks for the
+    words of no ids: (0, 4), whether its keys have one word or several."""
+    from hierfl.data import streams
+
+    for ids in (np.zeros(0, np.int64), np.zeros((0, 3), np.int64)):
+        got = streams.seed_words(7, "x", ids)
+        assert got.shape == (0, 4) and got.dtype == np.uint64
+    several = streams.seed_words(7, "x", np.array([[1, 2, 3]]))
+    assert several.tobytes() == np.random.SeedSequence(
+        [*streams.seeding.key_prefix(7, "x"), 1, 2, 3]).generate_state(4, np.uint64).tobytes()

@@ -18,6 +18,7 @@ import numpy as np
 from numpy.random.bit_generator import ISeedSequence
 
 from .. import seeding
+from . import pcg64
 from .pcg64 import pcg64_states
 
 POOL = 4
@@ -54,7 +55,7 @@ def seed_words(seed: int, purpose: str, ids: np.ndarray) -> np.ndarray:
     if ids.size and (ids.min() < 0 or ids.max() > MASK):
         raise ValueError("stream ids must lie in 0..2^32-1")
     n = len(ids)
-    cols = ids.reshape(n, -1).T.astype(np.uint32)
+    cols = ids.reshape(n, ids.shape[1] if ids.ndim == 2 else 1).T.astype(np.uint32)
     entropy = [*(np.full(n, w, np.uint32) for w in seeding.key_prefix(seed, purpose)),
                *cols]                            # seeding.rng's key, one row per id
     extra = max(0, len(entropy) - POOL)
@@ -172,12 +173,8 @@ def _load_fill():
 def first_u32(words: np.ndarray) -> np.ndarray:
     """(n,) uint32: each generator's first 32-bit draw (`rng(...).integers(0, 2**32)`): the low
     half of PCG64's first output, XSL-RR of the state after one step from its seeding."""
-    lo, hi, inc_lo, inc_hi = pcg64_states(words).T
-    phi, plo = _mul64(lo, MULT_LO)
-    out_lo = plo + inc_lo
-    out_hi = phi + lo * U64(MULT_HI) + hi * U64(MULT_LO) + inc_hi + (out_lo < plo).astype(U64)
-    x, rot = out_hi ^ out_lo, out_hi >> U64(58)
-    return ((x >> rot) | (x << ((U64(64) - rot) & U64(63)))).astype(np.uint32)
+    lo, hi, inc_lo, inc_hi = (np.ascontiguousarray(c) for c in pcg64_states(words).T)
+    return pcg64.step(lo, hi, inc_lo, inc_hi)[2].astype(np.uint32)
 
 
 _LAYOUT_OK: list[bool] = []
