@@ -11,7 +11,10 @@ Per workload, three ways of doing the same FedAvg rounds, alternated in one proc
 - "batched" / "sequential": hierfl's `run_algorithm` (simulation, outputs and all) with the
   batched and the sequential executor;
 - "stepwise" (--before): the batched executor with a loop-path model's steps taken one by one,
-  as before `TorchModel.client_steps` (the before/after of that change in one run).
+  as before `TorchModel.client_steps` (the before/after of that change in one run);
+- "padded" (--kinds ...,padded): the batched executor with a loop-path model computing every
+  row of a minibatch, the zero-weight padding of short last batches included, as before
+  `TorchModel.real_rows`.
 Data are random tensors of the right shapes, made in memory (no download). The figure compared
 is training time: the loop's rounds against hierfl's `executor.run` time on the same rounds
 (the last round is hierfl's measured one: it also takes the full-data gradients of the achieved
@@ -181,6 +184,17 @@ def stepwise(model):
             del model.client_steps
 
 
+@contextlib.contextmanager
+def padded(model):
+    """The loop path as it was before `TorchModel.real_rows` (the "padded" kind): every row of a
+    minibatch computed, the zero-weight padding included."""
+    model.real_rows = lambda m: None
+    try:
+        yield
+    finally:
+        del model.real_rows
+
+
 def bench(name: str, reps: int, rounds: int | None, peak: float,
           kinds: tuple[str, ...] = KINDS) -> dict:
     w = WORKLOADS[name]
@@ -193,8 +207,8 @@ def bench(name: str, reps: int, rounds: int | None, peak: float,
             for kind in best:
                 if kind == "loop":
                     got = run_loop(world, w, r - 1)
-                elif kind == "stepwise":
-                    with stepwise(world.model):
+                elif kind in ("stepwise", "padded"):
+                    with (stepwise if kind == "stepwise" else padded)(world.model):
                         got = run_hierfl(sc, world, BatchedExecutor("cpu"), tmp)
                 else:
                     ex = BatchedExecutor("cpu") if kind == "batched" else SequentialExecutor()
@@ -222,7 +236,7 @@ def main() -> None:
                     help="also time the batched executor with a loop-path model's steps taken "
                     "one by one (as before TorchModel.client_steps), alternated with the rest")
     ap.add_argument("--kinds", default=",".join(KINDS),
-                    help="which of loop, batched, sequential to time (loop always)")
+                    help="which of loop, batched, sequential, padded to time (loop always)")
     a = ap.parse_args()
     torch.set_num_threads(1)
     peak = sgemm_peak()

@@ -21,7 +21,9 @@ a scenario gives the same bytes on every run.
 Local SGD on the "loop" path runs through `client_steps` (the solver's fused multi-step call):
 a client's parameters stay in the module across all its steps of a span and are updated in
 place, the same floating-point operations as the step-by-step path (the same bytes), without
-its per-step copies (W6: 0.78x -> see benchmarks/README.md).
+its per-step copies (W6: 0.78x -> see benchmarks/README.md). The loop path computes a
+minibatch only up to its last row of nonzero weight (`real_rows`: a short last batch's padding
+is left out; the vmap path computes it), so its last bits are not the padded batch's.
 
 FLOPs: `fwd_flops` is counted once from the module itself with
 `torch.utils.flop_counter.FlopCounterMode` on one sample (matrix products and convolutions;
@@ -140,10 +142,31 @@ class TorchModel:
                      m: torch.Tensor) -> torch.Tensor:
         return (self.sample_loss(self._call(params, x), y) * m).sum()
 
+    def real_rows(self, m: torch.Tensor) -> list | None:
+        """Per minibatch of weights m (..., B) (a nested list of m's leading shape), the rows
+        the loop path computes: up to its last row of nonzero weight. A plan pads a client's
+        short last minibatch with zero-weight rows at its end (learn/batches.py); on the loop
+        path they are not computed (W6: 4.8% of the rows, W7: 11%). The sum is the same
+        mathematically (the weighted mean over the real rows) but its products are blocked
+        for fewer rows, so the last bits differ from the padded batch's. None on the vmap path:
+        it computes every row (vmap needs one shape; so do its one-client calls, which keep the
+        numbers of the shipped digits_cnn). One host sync per call, not per step."""
+        if self.batching != "loop" or m.shape[-1] == 0:
+            return None
+        pos = torch.arange(1, m.shape[-1] + 1, device=m.device)
+        return ((m != 0) * pos).amax(-1).tolist()
+
     def _module_grads(self, x: torch.Tensor, y: torch.Tensor, m: torch.Tensor,
-                      want_loss: bool = True) -> tuple[torch.Tensor | None, list[torch.Tensor]]:
+                      want_loss: bool = True,
+                      rows: int | None = None) -> tuple[torch.Tensor | None, list[torch.Tensor]]:
         """One client's loss sum_b m[b] loss(x[b], y[b]) and its gradients, one per module
-        parameter (at the values loaded in the module), rows in chunks, gradients summed."""
+        parameter (at the values loaded in the module), rows in chunks, gradients summed;
+        `rows` (from `real_rows`): only the first rows are computed (0: zero gradients)."""
+        if rows is not None and rows < x.shape[0]:
+            if rows == 0:
+                zero = self._plist[0].new_zeros(())
+                return zero, [torch.zeros_like(p) for p in self._plist]
+            x, y, m = x[:rows], y[:rows], m[:rows]
         step, n = self._chunk(), x.shape[0]
         total, acc = None, []
         with torch.enable_grad():
@@ -164,9 +187,11 @@ class TorchModel:
         if n == 0:
             return w.new_zeros(c), w.new_zeros(c, self.n_params)
         losses, g = [], w.new_empty(c, self.n_params)
+        rows = self.real_rows(m)
         for k in range(c):
             self._load(w[k])
-            total, grads = self._module_grads(x[k], y[k], m[k])
+            total, grads = self._module_grads(x[k], y[k], m[k],
+                                              rows=None if rows is None else rows[k])
             torch.cat([gp.reshape(-1) for gp in grads], out=g[k])
             losses.append(total)
         return (torch.stack(losses) if losses else w.new_zeros(0)), g
@@ -226,6 +251,7 @@ class TorchModel:
         out = torch.empty_like(w)
         if out.numel() == 0 or x.shape[1] == 0:
             return out.copy_(w)
+        rows = self.real_rows(m)
         for k in range(w.shape[0]):
             params = self._load(w[k])
             step = None if update is None else update(k)
@@ -234,7 +260,8 @@ class TorchModel:
                 row.copy_(w[k:k + 1])
                 grow = w.new_empty(1, self.n_params)
             for t in range(x.shape[1]):
-                _, grads = self._module_grads(x[k, t], y[k, t], m[k, t], want_loss=False)
+                _, grads = self._module_grads(x[k, t], y[k, t], m[k, t], want_loss=False,
+                                              rows=None if rows is None else rows[k][t])
                 if step is None:
                     with torch.no_grad():
                         for p, gp in zip(params, _owned(grads)):
