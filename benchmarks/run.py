@@ -445,6 +445,20 @@ def _replace_block(text: str, name: str, body: str) -> str:
     return text + "\n" + block + "\n"
 
 
+def merged_table(text: str, results: list[dict]) -> str:
+    """The results table with the rows of the workloads measured now, and the rows of the others
+    as the README already had them (a run of `--only W2E` keeps W1's row), in workload order."""
+    fresh = table(results).splitlines()
+    start, end = "<!-- results:start -->", "<!-- results:end -->"
+    old = (text[text.index(start) + len(start):text.index(end)].strip().splitlines()[2:]
+           if start in text and end in text else [])
+    measured = {r["workload"] for r in results}
+    rows = fresh[2:] + [ln for ln in old if ln.split("|")[1].strip() not in measured]
+    order = {w: i for i, w in enumerate(WORKLOADS)}
+    rows.sort(key=lambda ln: order.get(ln.split("|")[1].strip(), len(order)))
+    return "\n".join(fresh[:2] + rows)
+
+
 def write_readme(out_dir: str) -> None:
     results = []
     for w in WORKLOADS:
@@ -454,7 +468,7 @@ def write_readme(out_dir: str) -> None:
                 results.append(json.load(fh))
     path = os.path.join(HERE, "README.md")
     text = open(path).read() if os.path.exists(path) else ""
-    text = _replace_block(text, "results", table(results))
+    text = _replace_block(text, "results", merged_table(text, results))
     wp = os.path.join(out_dir, "W1P.json")
     if os.path.exists(wp):
         import whole
