@@ -181,3 +181,14 @@ def test_silent_clients_keep_their_residual():
     comp.uploads(1, 0, np.array([1, 3]), torch.zeros(6), (x,), 0, np.array([False, True]))
     res = comp.tensors()["up.0"]
     assert res[1].abs().sum() > 0 and (res[3] == 0).all()
+
+
+def test_fp16_of_a_float16_message_is_its_own_tensor():
+    """fp16 of a message already in float16 decodes to the same values in a new tensor: error
+    feedback's residual (msg - decoded, in place on msg) must not zero what the receiver gets."""
+    msg = torch.tensor([[0.5, -1.25, 3.0]], dtype=torch.float16)
+    coded = compress(msg, CodecSpec(kind="fp16"))
+    ref = torch.zeros(3, dtype=torch.float16)
+    coded.left_(msg)
+    assert torch.equal(msg, torch.zeros_like(msg))
+    assert coded.plus(ref, inplace=True).tolist() == [[0.5, -1.25, 3.0]]

@@ -163,6 +163,7 @@ def test_pcg64_outputs_on_arrays_are_random_raw():
 def test_bulk_permutations_are_numpy_permutations(cap, monkeypatch):
     """Every size (0, 1, 2, ..., past SMALL, lognormal), each stream's permutation(n) of its own
     generator; with the outputs capped at 3, streams left unfinished are redone one by one."""
+    assert shuffles.bulk_ok()       # checked (and cached) before the cap: the cap tests _bulk's leftovers
     if cap is not None:
         monkeypatch.setattr(shuffles, "MAX_OUTPUTS", cap)
     rs = np.random.default_rng(5)
@@ -204,3 +205,16 @@ def test_seed_words_of_no_ids_is_empty_for_one_and_many_words():
     several = streams.seed_words(7, "x", np.array([[1, 2, 3]]))
     assert several.tobytes() == np.random.SeedSequence(
         [*streams.seeding.key_prefix(7, "x"), 1, 2, 3]).generate_state(4, np.uint64).tobytes()
+
+
+def test_no_streams_draw_nothing_and_a_read_only_out_is_refused():
+    """normals and permutations of no ids are empty; normals never writes through ctypes into an
+    array numpy holds read-only."""
+    out = np.zeros(4)
+    streams.normals(1, "x", np.zeros(0, np.int64), out, np.zeros(1, np.int64))
+    assert not out.any()
+    assert shuffles.permutations(1, "x", np.zeros(0, np.int64), np.zeros(0, np.int64)).size == 0
+    out.flags.writeable = False
+    with pytest.raises(ValueError, match="writeable"):
+        streams.normals(1, "x", np.array([3]), out, np.array([0, 4]))
+    assert not out.any()

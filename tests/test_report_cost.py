@@ -14,6 +14,7 @@ from hierfl.cli import main
 from hierfl.report.plots import STYLE, plt
 from hierfl.report.plots.style import bars
 from hierfl.report.plots.system import _hist
+from test_report import SCENARIO
 
 
 def corners(pc) -> np.ndarray:
@@ -72,25 +73,8 @@ def test_a_report_parses_no_mathtext_and_draws_every_figure(tmp_path, monkeypatc
     engineering units, so a whole report never builds the mathtext parser. Device speeds that
     span less than a decade are the case the default formatter labels with mathtext."""
     scen = tmp_path / "s.yaml"
-    scen.write_text("""
-name: cost
-seed: 0
-topology:
-  edges: {count: 2, link: {latency_s: 0.01, bandwidth_Bps: 1.0e+6}}
-  clients:
-    count: 6
-    compute_flops: {dist: uniform, low: 4.0e+8, high: 3.0e+9}
-    link: {latency_s: 0.02, bandwidth_Bps: 1.0e+5}
-data: {name: synthetic, dim: 5, classes: 3, samples: {dist: constant, value: 30}}
-model: {name: logreg}
-train:
-  rounds: 2
-  clients_per_round: all
-  local: {steps: 6, batch_size: 5, lr: 0.05}
-stragglers: {fraction: 0.5}
-algorithms:
-  - {name: fedavg}
-""")
+    # test_report's tiny system, on devices that span less than a decade of speed
+    scen.write_text(SCENARIO.replace("low: 5.0e+6, high: 2.0e+7", "low: 4.0e+8, high: 3.0e+9"))
     out = tmp_path / "out"
     assert main(["run", str(scen), "--out", str(out), "--quiet", "--no-report"]) == 0
     import matplotlib.mathtext

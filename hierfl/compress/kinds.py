@@ -127,7 +127,9 @@ def compress(x: torch.Tensor, spec: CodecSpec, draws: Draws | None = None) -> Co
         safe = torch.where(scale > 0, scale, torch.ones_like(scale))
         return Coded(torch.div(x, safe).round_().clamp_(-127, 127).mul_(scale), nb, wire)
     if kind == "fp16":
-        return Coded(x.to(torch.float16).to(x.dtype), nb, wire)
+        # copy: a float16 message would convert to itself, and error feedback's residual
+        # (msg - decoded, in place on msg) would then zero what the receiver decodes
+        return Coded(x.to(torch.float16, copy=True).to(x.dtype), nb, wire)
     raise ValueError(f"unknown compression kind {kind!r}")
 
 

@@ -28,7 +28,7 @@ def permutations(seed: int, purpose: str, ids: np.ndarray, sizes: np.ndarray) ->
     """Each stream's permutation(sizes[i]) of (seed, purpose, ids[i]), concatenated."""
     sizes = np.asarray(sizes, np.int64)
     ids = np.asarray(ids, np.int64)
-    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+    starts = np.cumsum(sizes) - sizes
     perm = np.arange(int(sizes.sum())) - np.repeat(starts, sizes)
     if not bulk_ok():
         _one_by_one(seed, purpose, ids, sizes, starts, perm, np.arange(len(ids)))
@@ -92,7 +92,7 @@ def bulk_ok() -> bool:
         ids = np.arange(3 * SMALL, dtype=np.int64)
         sizes = ids % (SMALL + 1)
         states = pcg64.pcg64_states(seed_words(4321, "check", ids))
-        starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+        starts = np.cumsum(sizes) - sizes
         perm = np.arange(int(sizes.sum())) - np.repeat(starts, sizes)
         over = _bulk(states, sizes, starts, perm)
         words = seed_words(4321, "check", ids)

@@ -111,11 +111,14 @@ def normals(seed: int, purpose: str, ids: np.ndarray, out: np.ndarray,
     call but numpy's C fill per stream, after one state write (`normal_fill`)."""
     bounds = np.asarray(bounds, np.int64)
     flat = out.reshape(-1)
-    if out.dtype != np.float64 or not out.flags.c_contiguous or len(bounds) != len(ids) + 1 \
+    if out.dtype != np.float64 or not out.flags.c_contiguous or not out.flags.writeable \
+            or len(bounds) != len(ids) + 1 \
             or (len(ids) and (bounds[0] < 0 or bounds[-1] > len(flat) or
                               (np.diff(bounds) < 0).any())):
-        raise ValueError("normals: out must be C-contiguous float64 holding every [a, b) of "
-                         "bounds, one per id")
+        raise ValueError("normals: out must be writeable C-contiguous float64 holding every "
+                         "[a, b) of bounds, one per id")
+    if not len(ids):
+        return
     rs = reseeder()
     fill = normal_fill() if rs is not None else None
     if fill is None:

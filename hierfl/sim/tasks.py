@@ -14,7 +14,11 @@ nothing waits for leave the order of all others as it was: simpy orders events b
 priority, creation number), and only the relative order of the numbers counts.
 
 An exception in a worker propagates out of `env.run` (a simpy process's would, one step later,
-from its end event)."""
+from its end event), and it leaves the callbacks after it on the event that woke the worker
+uncalled: siblings sharing a start event are then never started and stay counted. simpy would
+run them; a run that raised is over here (nothing catches a worker's error and goes on), so
+this is only a difference for code that would. A yielded non-event raises AttributeError, not
+simpy's "Invalid yield value"."""
 from __future__ import annotations
 
 from typing import Generator, Iterable

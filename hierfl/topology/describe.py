@@ -95,8 +95,10 @@ def draw(topo: Topology, path: str) -> str:
     if len(aggs) <= 40:
         nx.draw_networkx_labels(und, pos, labels={n: n for n in aggs}, font_size=7, ax=ax)
     fig.colorbar(sc, ax=ax, label="client compute (FLOP/s" + (", log)" if log else ")"))
+    # a built tree's depth map holds the clients' depth as `leaf`, not per client
+    deepest = max([*topo.depth.values(), getattr(topo.depth, "leaf", 0)])
     ax.set_title(f"{topo.n_clients} clients, {len(aggs) - 1} aggregators, "
-                 f"{max(topo.depth.values())} levels below the cloud")
+                 f"{deepest} levels below the cloud")
     ax.axis("off")
     fig.tight_layout()
     fig.savefig(path)

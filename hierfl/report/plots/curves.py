@@ -59,7 +59,7 @@ def accuracy_axes(ax: plt.Axes, groups: list[Group], colours: dict[str, str], x:
     ax.set_ylabel("test MSE (lower is better)" if reg else "test accuracy")
 
 
-def _bytes_axis(ax: plt.Axes, unit: str = "B") -> None:
+def eng_log_axis(ax: plt.Axes, unit: str = "B") -> None:
     """Byte counts (or another unit) in engineering units (kB, MB) on a log x axis; over less
     than ~1.5 decades the 2x and 5x minor ticks are labelled too, so there are always a few
     labels. Plain text: matplotlib's default log labels (2×10⁹) are mathtext, whose parser
@@ -85,7 +85,7 @@ def accuracy_figure(groups: list[Group], colours: dict[str, str], x: str, xlabel
         accuracy_axes(ax, groups, colours, x, logx)
         ax.set_xlabel(xlabel)
         if x.startswith("bytes"):
-            _bytes_axis(ax)
+            eng_log_axis(ax)
         legend(ax, loc=_corner(groups))
         return save(fig, path)
 
@@ -104,7 +104,7 @@ def tier_figure(groups: list[Group], colours: dict[str, str], path: str) -> str:
                                           ("bytes_edge_cloud", "edge–cloud links"))):
             accuracy_axes(ax, groups, colours, key, logx=True)
             ax.set_xlabel(f"bytes sent on {name}, both directions (B, log)")
-            _bytes_axis(ax)
+            eng_log_axis(ax)
         axes[1].set_ylabel("")
         legend(axes[1], loc=_corner(groups))
         return save(fig, path)

@@ -8,7 +8,7 @@ import numpy as np
 from matplotlib.ticker import EngFormatter
 
 from ..stats import Group
-from .curves import _bytes_axis, accuracy_axes
+from .curves import eng_log_axis, accuracy_axes
 from .style import H1, STYLE, W1, legend, plt, save
 
 
@@ -72,7 +72,7 @@ def level_accuracy_figure(groups: list[Group], colours: dict[str, str], levels: 
             for ax, lv in zip(axes[0], levels):
                 accuracy_axes(ax, groups, colours, f"bytes_level_{lv}", logx=True)
                 ax.set_xlabel(f"bytes on {pretty(lv)} links (B, log)")
-                _bytes_axis(ax)
+                eng_log_axis(ax)
             for ax in axes[0, 1:]:
                 ax.set_ylabel("")
             legend(axes[0, -1], loc="lower right")

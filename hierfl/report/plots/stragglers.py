@@ -7,7 +7,7 @@ import math
 import numpy as np
 
 from ..stats import Group
-from .curves import _bytes_axis, per_round_panels
+from .curves import eng_log_axis, per_round_panels
 from .style import H1, STYLE, W1, legend, plt, save
 from .system_scale import mean_by_bins
 
@@ -137,7 +137,7 @@ def steps_speed_figure(groups: list[Group], colours: dict[str, str],
                 ax.scatter(sp[ok], mean_steps[ok], s=14, color=colours[g.label], alpha=0.75,
                            label=g.label)
         ax.set_xscale("log")
-        _bytes_axis(ax, "FLOP/s")
+        eng_log_axis(ax, "FLOP/s")
         ax.set_xlabel("client device speed (FLOP/s, log)")
         ax.set_ylabel("local steps done per round (mean" +
                       (" over the clients of a speed bin)" if many else ")"))
