@@ -238,6 +238,9 @@ def main() -> None:
     ap.add_argument("--kinds", default=",".join(KINDS),
                     help="which of loop, batched, sequential, padded to time (loop always)")
     a = ap.parse_args()
+    if a.rounds is not None and a.rounds < 2:
+        ap.error(f"--rounds {a.rounds}: at least 2 (the last round takes the gamma "
+                 "measurement and is not timed)")
     torch.set_num_threads(1)
     peak = sgemm_peak()
     print(f"single-thread sgemm peak: {peak:.1f} GFLOP/s")
