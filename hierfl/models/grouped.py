@@ -67,12 +67,21 @@ def _conv(m: nn.Conv2d, prefix: str) -> Layer:
     return run
 
 
-def _pool(m: nn.MaxPool2d, prefix: str) -> Layer:
+def _pool(m: nn.MaxPool2d, prefix: str, grouped: bool = False) -> Layer:
+    """Max-pooling of every (H, W) plane, exact whatever the order of the planes: a
+    convolution's output (clients in the channels) is pooled as it lies, and stays so for a
+    convolution next (`grouped`), where vmap copies it to (C*B, ...) rows and back."""
     def run(h: torch.Tensor, p: dict[str, torch.Tensor]) -> torch.Tensor:
         c, b = h.shape[0], h.shape[1]
-        out = F.max_pool2d(h.reshape(c * b, *h.shape[2:]), m.kernel_size, m.stride, m.padding,
-                           m.dilation, m.ceil_mode)
-        return out.view(c, b, *out.shape[1:])
+        rows = h.movedim(0, 1)
+        if not rows.is_contiguous():
+            out = F.max_pool2d(h.reshape(c * b, *h.shape[2:]), m.kernel_size, m.stride,
+                               m.padding, m.dilation, m.ceil_mode)
+            return out.view(c, b, *out.shape[1:])
+        out = F.max_pool2d(rows.reshape(b, c * h.shape[2], *h.shape[3:]), m.kernel_size,
+                           m.stride, m.padding, m.dilation, m.ceil_mode)
+        out = out.view(b, c, h.shape[2], *out.shape[2:]).movedim(0, 1)
+        return out if grouped else out.contiguous()
     return run
 
 
@@ -121,10 +130,15 @@ class GroupedStack:
         if type(module) is not nn.Sequential or module._forward_hooks or \
                 module._forward_pre_hooks:
             return None
+        children = list(module.named_children())
         layers = []
-        for name, m in module.named_children():
+        for i, (name, m) in enumerate(children):
             if not _known(m) or m._forward_hooks or m._forward_pre_hooks:
                 return None
+            if type(m) is nn.MaxPool2d:
+                after = [type(n) for _, n in children[i + 1:] if type(n) is not nn.ReLU]
+                layers.append(_pool(m, name + ".", after[:1] == [nn.Conv2d]))
+                continue
             layers.append(_PLANS[type(m)](m, name + "."))
         return cls(layers, input_shape)
 
