@@ -36,6 +36,9 @@ MODULES = [  # (module factory, input shape, classes, task)
     (lambda s, k: cnn(s, k, channels=[3, 5], dense=7), (64,), 3, "regression"),
     (_mlp, (30,), 5, "classification"),
     (_odd_cnn, (98,), 6, "classification"),
+    (lambda s, k: nn.Sequential(nn.Unflatten(1, (1, 6, 6)), nn.Conv2d(1, 3, 3, padding=1),
+                                nn.ReLU(), nn.Flatten(), nn.Linear(108, k)), (36,), 5,
+     "classification"),                                          # no pooling before the dense
 ]
 
 
@@ -119,3 +122,13 @@ def test_a_hooked_module_has_no_plan():
     assert GroupedStack.plan(module, (4,)) is None
     assert GroupedStack.plan(nn.Linear(4, 2), (4,)) is None             # not a Sequential
     assert GroupedStack.plan(nn.Sequential(nn.Flatten(0), nn.Linear(4, 2)), (4,)) is None
+
+
+def test_tied_layers_stay_on_functorch():
+    """A layer used twice has its parameters once in named_parameters(): no plan."""
+    shared = nn.Linear(4, 4)
+    model = TorchModel(nn.Sequential(shared, nn.ReLU(), shared), (4,), "regression", "m",
+                       batching="vmap")
+    assert model.grouped is None and model.n_params == 20
+    w, x, y, m = _batch(model, 3, 5, 4, torch.Generator().manual_seed(2))
+    assert model.loss_grad(w, x, y, m)[1].shape == (3, 20)

@@ -125,21 +125,25 @@ class GroupedStack:
 
     @classmethod
     def plan(cls, module: nn.Module, input_shape: tuple[int, ...]) -> "GroupedStack | None":
-        """The plan of a Sequential of known layers (hooks and training-mode differences
-        aside: none of them has any), or None."""
+        """The plan of a Sequential of known layers, each with parameters of its own and no
+        hooks, or None."""
         if type(module) is not nn.Sequential or module._forward_hooks or \
                 module._forward_pre_hooks:
             return None
-        children = list(module.named_children())
+        children = list(module._modules.items())     # as forward runs them (repeats kept)
+        if not all(_known(m) and not m._forward_hooks and not m._forward_pre_hooks
+                   for _, m in children):
+            return None
+        own = [f"{name}.{n}" for name, m in children for n, _ in m.named_parameters()]
+        if own != [n for n, _ in module.named_parameters()]:
+            return None                   # tied (shared) layers, or parameters of its own
         layers = []
         for i, (name, m) in enumerate(children):
-            if not _known(m) or m._forward_hooks or m._forward_pre_hooks:
-                return None
             if type(m) is nn.MaxPool2d:
                 after = [type(n) for _, n in children[i + 1:] if type(n) is not nn.ReLU]
                 layers.append(_pool(m, name + ".", after[:1] == [nn.Conv2d]))
-                continue
-            layers.append(_PLANS[type(m)](m, name + "."))
+            else:
+                layers.append(_PLANS[type(m)](m, name + "."))
         return cls(layers, input_shape)
 
     def forward(self, params: dict[str, torch.Tensor], x: torch.Tensor) -> torch.Tensor:
