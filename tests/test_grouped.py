@@ -4,6 +4,7 @@ torch.equal, not a tolerance), and modules it does not know stay on functorch.""
 from __future__ import annotations
 
 import math
+import pickle
 
 import pytest
 import torch
@@ -132,3 +133,15 @@ def test_tied_layers_stay_on_functorch():
     assert model.grouped is None and model.n_params == 20
     w, x, y, m = _batch(model, 3, 5, 4, torch.Generator().manual_seed(2))
     assert model.loss_grad(w, x, y, m)[1].shape == (3, 20)
+
+
+def test_a_pickled_model_keeps_its_plan():
+    """Process executors and sweeps pickle the model: the plan comes back (rebuilt from the
+    module) and gives the same bytes."""
+    model = TorchModel(cnn((64,), 10, channels=[3, 5], dense=7), (64,), "classification", "cnn")
+    back = pickle.loads(pickle.dumps(model))
+    assert back.grouped is not None and back.grouped.module is back.module
+    w, x, y, m = _batch(model, 4, 6, 10, torch.Generator().manual_seed(5))
+    loss, grad = model._loss_grad_vmap(w, x, y, m)
+    loss2, grad2 = back._loss_grad_vmap(w, x, y, m)
+    assert torch.equal(loss, loss2) and torch.equal(grad, grad2)

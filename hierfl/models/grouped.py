@@ -120,8 +120,13 @@ _PLANS: dict[type, Callable[..., Layer]] = {
 class GroupedStack:
     """The forward pass of C clients' copies of a Sequential, as grouped kernels (module doc)."""
 
-    def __init__(self, layers: list[Layer], input_shape: tuple[int, ...]):
-        self.layers, self.input_shape = layers, input_shape
+    def __init__(self, module: nn.Sequential, layers: list[Layer],
+                 input_shape: tuple[int, ...]):
+        self.module, self.layers, self.input_shape = module, layers, input_shape
+
+    def __reduce__(self):
+        """Pickled as its module (the layers are closures): planned again when loaded."""
+        return type(self).plan, (self.module, self.input_shape)
 
     @classmethod
     def plan(cls, module: nn.Module, input_shape: tuple[int, ...]) -> "GroupedStack | None":
@@ -144,7 +149,7 @@ class GroupedStack:
                 layers.append(_pool(m, name + ".", after[:1] == [nn.Conv2d]))
             else:
                 layers.append(_PLANS[type(m)](m, name + "."))
-        return cls(layers, input_shape)
+        return cls(module, layers, input_shape)
 
     def forward(self, params: dict[str, torch.Tensor], x: torch.Tensor) -> torch.Tensor:
         """Outputs (C, B, o) of every client's module at its parameters (views (C, *shape))
