@@ -1,5 +1,6 @@
 """One local step (loss + gradient for C clients) of the torch models: the TorchModel's paths
-against a plain per-client nn.Module loop (forward, backward, read .grad), single thread.
+against a plain per-client nn.Module loop (forward, backward, read .grad), single thread
+("vmap, functorch": the vmap path through torch.func itself, as before models/grouped.py).
 
     PYTHONPATH=. python benchmarks/model_step.py [--reps 5]
 
@@ -42,6 +43,8 @@ def case(name, spec, shape, classes, c, b, reps, text=False):
     paths = {"nn.Module loop": lambda: plain_loop(model, w, x, y, m),
              "TorchModel loop": lambda: model.loss_grad_autograd(w, x, y, m),
              "TorchModel vmap": lambda: model._loss_grad_vmap(w, x, y, m)}
+    if getattr(model, "grouped", None) is not None:   # the vmap path before models/grouped.py
+        paths["vmap, functorch"] = lambda: model._loss_grad_vmap(w, x, y, m, functorch=True)
     best = {k: float("inf") for k in paths}
     for f in paths.values():
         f()

@@ -14,7 +14,9 @@ Per workload, three ways of doing the same FedAvg rounds, alternated in one proc
   as before `TorchModel.client_steps` (the before/after of that change in one run);
 - "padded" (--kinds ...,padded): the batched executor with a loop-path model computing every
   row of a minibatch, the zero-weight padding of short last batches included, as before
-  `TorchModel.real_rows`.
+  `TorchModel.real_rows`;
+- "functorch" (--kinds ...,functorch): the batched executor with a vmap-path model's gradients
+  taken through `torch.func.vmap` itself, as before models/grouped.py (the same bytes).
 Data are random tensors of the right shapes, made in memory (no download). The figure compared
 is training time: the loop's rounds against hierfl's `executor.run` time on the same rounds
 (the last round is hierfl's measured one: it also takes the full-data gradients of the achieved
@@ -195,6 +197,18 @@ def padded(model):
         del model.real_rows
 
 
+@contextlib.contextmanager
+def functorch(model):
+    """The vmap path as it was before models/grouped.py (the "functorch" kind): through
+    `torch.func.vmap(grad_and_value(functional_call))` itself."""
+    plan = getattr(model, "grouped", None)
+    model.grouped = None
+    try:
+        yield
+    finally:
+        model.grouped = plan
+
+
 def bench(name: str, reps: int, rounds: int | None, peak: float,
           kinds: tuple[str, ...] = KINDS) -> dict:
     w = WORKLOADS[name]
@@ -207,8 +221,8 @@ def bench(name: str, reps: int, rounds: int | None, peak: float,
             for kind in best:
                 if kind == "loop":
                     got = run_loop(world, w, r - 1)
-                elif kind in ("stepwise", "padded"):
-                    with (stepwise if kind == "stepwise" else padded)(world.model):
+                elif kind in BEFORE:
+                    with BEFORE[kind](world.model):
                         got = run_hierfl(sc, world, BatchedExecutor("cpu"), tmp)
                 else:
                     ex = BatchedExecutor("cpu") if kind == "batched" else SequentialExecutor()
@@ -226,6 +240,9 @@ def bench(name: str, reps: int, rounds: int | None, peak: float,
     return out
 
 
+BEFORE = {"stepwise": stepwise, "padded": padded, "functorch": functorch}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--only", default="W6,W7,W6s")
@@ -236,7 +253,8 @@ def main() -> None:
                     help="also time the batched executor with a loop-path model's steps taken "
                     "one by one (as before TorchModel.client_steps), alternated with the rest")
     ap.add_argument("--kinds", default=",".join(KINDS),
-                    help="which of loop, batched, sequential, padded to time (loop always)")
+                    help="which of loop, batched, sequential, padded, functorch to time "
+                    "(loop always)")
     a = ap.parse_args()
     if a.rounds is not None and a.rounds < 2:
         ap.error(f"--rounds {a.rounds}: at least 2 (the last round takes the gamma "

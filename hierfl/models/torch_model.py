@@ -13,7 +13,9 @@ aside), chosen per model by `batching`:
   (the FedAvg CNN on 28x28 images: vmap was 0.7x of it on this CPU) and for recurrent layers
   (`nn.LSTM`'s fused kernel has no vmap rule worth having);
 - "vmap": `torch.func.vmap(grad(functional_call))` over the clients, one call for all of them:
-  best where per-call overhead dominates (small CNNs on 8x8 digits: 2x the loop).
+  best where per-call overhead dominates (small CNNs on 8x8 digits: 2x the loop); a Sequential
+  of known layers runs the grouped kernels vmap lowers to directly (models/grouped.py: the same
+  bytes, without functorch's per-call work; 3x the loop).
 "auto" picks "loop" for modules with recurrent layers or a forward pass above
 `VMAP_MAX_FLOPS` per sample, else "vmap"; the choice is a fixed rule (no timing at run time), so
 a scenario gives the same bytes on every run.
@@ -33,12 +35,15 @@ from __future__ import annotations
 import copy
 import math
 import warnings
+from functools import partial
 from typing import Callable, Literal
 
 import torch
 from torch import nn
 from torch.func import functional_call, grad_and_value, vmap
 from torch.utils.flop_counter import FlopCounterMode
+
+from .grouped import GroupedStack
 
 Batching = Literal["auto", "loop", "vmap"]
 RowUpdate = Callable[[int], "Callable[[torch.Tensor, torch.Tensor, float], None] | None"]
@@ -69,6 +74,7 @@ class TorchModel:
         if batching == "auto":
             batching = "loop" if recurrent or self.fwd_flops > VMAP_MAX_FLOPS else "vmap"
         self.batching = batching
+        self.grouped = GroupedStack.plan(module, self.input_shape)
 
     # --------------------------------------------------------------------------- parameters
     def init(self, gen: torch.Generator, zeros: bool = False) -> torch.Tensor:
@@ -93,8 +99,7 @@ class TorchModel:
 
     def _load(self, row: torch.Tensor) -> list[nn.Parameter]:
         """Copy one client's row into the module's own parameters (the loop path runs the
-        module itself: functional_call's re-parametrisation costs ~0.3 ms a call, a copy of
-        the row ~1 ms per 1.7 M parameters)."""
+        module itself: functional_call costs ~0.3 ms a call, a 1.7 M row's copy ~1 ms)."""
         params = self._plist
         if params[0].dtype != row.dtype:
             self.module.to(row.dtype)
@@ -199,16 +204,23 @@ here than on the vmap path, so there the two paths differ by more than the last 
         return (torch.stack(losses) if losses else w.new_zeros(0)), g
 
     def _loss_grad_vmap(self, w: torch.Tensor, x: torch.Tensor, y: torch.Tensor,
-                        m: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+                        m: torch.Tensor,
+                        functorch: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+        """The vmap path, through `grouped` where the module has a plan (module doc), else (or
+        with `functorch`) through functorch itself."""
         c = w.shape[0]
         params = self.unflatten(w)
         step = self._chunk(c)
         loss, g = w.new_zeros(c), w.new_zeros(c, self.n_params)
-        vgrad = vmap(grad_and_value(self._client_loss))
+        if functorch or self.grouped is None or x.dtype != w.dtype:
+            grads_of = vmap(grad_and_value(self._client_loss))
+        else:
+            params = {n: v.detach().requires_grad_(True) for n, v in params.items()}
+            grads_of = partial(self.grouped.grads, self.sample_loss)
         with torch.enable_grad():
             for i in range(0, x.shape[1], step):
-                grads, lk = vgrad(params, x[:, i:i + step], y[:, i:i + step],
-                                  m[:, i:i + step])
+                grads, lk = grads_of(params, x[:, i:i + step], y[:, i:i + step],
+                                     m[:, i:i + step])
                 loss += lk.detach()
                 g += torch.cat([grads[n].reshape(c, -1) for n in self.names], 1)
         return loss, g
@@ -231,8 +243,7 @@ here than on the vmap path, so there the two paths differ by more than the last 
         return ref
 
     def sgd_steps(self, *args, **kwargs) -> None:
-        """No fused closed form (see `client_steps`)."""
-        return None
+        return None                 # no fused closed form (see `client_steps`)
 
     def client_steps(self, w: torch.Tensor, x: torch.Tensor, y: torch.Tensor, m: torch.Tensor,
                      lr: float, update: RowUpdate | None = None) -> torch.Tensor | None:

@@ -1,0 +1,168 @@
+"""C clients' copies of a plain `nn.Sequential` (convolutions, max-pooling, ReLU, dense layers) as
+the grouped kernels that `vmap(grad(functional_call))` lowers to, called directly, with plain
+autograd instead of the functorch layer.
+
+Under `torch.func.vmap` a convolution whose input and weight are both batched over clients
+becomes one convolution with `groups` multiplied by C (the clients moved into the channels:
+(B, C*Cin, H, W) against (C*Cout, Cin, k, k)), its bias a separate broadcast add; max-pooling
+runs on the (C*B, ...) rows; a dense layer is `bias * 1 + bmm(h, W^T)` (functorch's
+decomposition of `addmm`) whose weight gradient is taken as (grad^T h) (autograd's column-major
+rule for `weight.t()`). `GroupedStack` issues exactly these calls on the same layouts, so its
+losses and gradients are the vmap path's bit for bit (tests/test_grouped.py compares them with
+`torch.equal`; the golden digests of scenarios/digits_cnn.yaml are unchanged). What it saves is
+functorch's per-call work: wrapping every tensor at two levels, the pytree traffic and the
+module re-parametrisation of `functional_call` (W6s, the 8x8 digits CNN, 20 clients of batch
+20: see benchmarks/README.md, "Real workloads").
+
+Only the layers listed in `_PLANS` are known; a module with any other layer (or not a
+`Sequential`) gets no plan and stays on vmap."""
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+Layer = Callable[[torch.Tensor, dict[str, torch.Tensor]], torch.Tensor]
+
+
+class _Dense(torch.autograd.Function):
+    """bmm(h, W^T) for (C, B, F) rows and (C, O, F) weights, with the backward of vmap's `mm`:
+    grad_h = grad W, grad_W = grad^T h (the weight gradient in W's own orientation)."""
+
+    @staticmethod
+    def forward(ctx, h: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        ctx.save_for_backward(h, w)
+        return torch.bmm(h, w.transpose(1, 2))
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        h, w = ctx.saved_tensors
+        gh = grad.bmm(w) if ctx.needs_input_grad[0] else None
+        gw = grad.transpose(1, 2).bmm(h) if ctx.needs_input_grad[1] else None
+        return gh, gw
+
+
+def _linear(m: nn.Linear, prefix: str) -> Layer:
+    def run(h: torch.Tensor, p: dict[str, torch.Tensor]) -> torch.Tensor:
+        out = _Dense.apply(h, p[prefix + "weight"])
+        if m.bias is None:
+            return out
+        return torch.add(p[prefix + "bias"].unsqueeze(1) * 1, out)
+    return run
+
+
+def _conv(m: nn.Conv2d, prefix: str) -> Layer:
+    def run(h: torch.Tensor, p: dict[str, torch.Tensor]) -> torch.Tensor:
+        c, b = h.shape[0], h.shape[1]
+        w = p[prefix + "weight"]
+        x = h.movedim(0, 1).reshape(b, c * h.shape[2], *h.shape[3:])
+        out = F.conv2d(x, w.reshape(c * w.shape[1], *w.shape[2:]), None, m.stride, m.padding,
+                       m.dilation, c)
+        out = out.view(b, c, w.shape[1], *out.shape[2:]).movedim(1, 0)
+        if m.bias is None:
+            return out
+        return out + p[prefix + "bias"].view(c, 1, -1, 1, 1)
+    return run
+
+
+def _pool(m: nn.MaxPool2d, prefix: str, grouped: bool = False) -> Layer:
+    """Max-pooling of every (H, W) plane, exact whatever the order of the planes: a
+    convolution's output (clients in the channels) is pooled as it lies, and stays so for a
+    convolution next (`grouped`), where vmap copies it to (C*B, ...) rows and back."""
+    def run(h: torch.Tensor, p: dict[str, torch.Tensor]) -> torch.Tensor:
+        c, b = h.shape[0], h.shape[1]
+        rows = h.movedim(0, 1)
+        if not rows.is_contiguous():
+            out = F.max_pool2d(h.reshape(c * b, *h.shape[2:]), m.kernel_size, m.stride,
+                               m.padding, m.dilation, m.ceil_mode)
+            return out.view(c, b, *out.shape[1:])
+        out = F.max_pool2d(rows.reshape(b, c * h.shape[2], *h.shape[3:]), m.kernel_size,
+                           m.stride, m.padding, m.dilation, m.ceil_mode)
+        out = out.view(b, c, h.shape[2], *out.shape[2:]).movedim(0, 1)
+        return out if grouped else out.contiguous()
+    return run
+
+
+def _flatten(m: nn.Flatten, prefix: str) -> Layer:
+    return lambda h, p: h.flatten(2)
+
+
+def _unflatten(m: nn.Unflatten, prefix: str) -> Layer:
+    shape = tuple(m.unflattened_size)
+    return lambda h, p: h.unflatten(2, shape)
+
+
+def _relu(m: nn.ReLU, prefix: str) -> Layer:
+    return lambda h, p: torch.relu(h)
+
+
+def _known(m: nn.Module) -> bool:
+    """A layer this module computes as vmap does (the options it reproduces)."""
+    if isinstance(m, nn.Conv2d):
+        return type(m) is nn.Conv2d and m.groups == 1 and m.padding_mode == "zeros" \
+            and not isinstance(m.padding, str)
+    if isinstance(m, nn.MaxPool2d):
+        return type(m) is nn.MaxPool2d and not m.return_indices
+    if isinstance(m, nn.Flatten):
+        return type(m) is nn.Flatten and m.start_dim == 1 and m.end_dim == -1
+    if isinstance(m, nn.Unflatten):
+        return type(m) is nn.Unflatten and m.dim == 1 and isinstance(m.unflattened_size, tuple)
+    return type(m) in (nn.Linear, nn.ReLU)
+
+
+_PLANS: dict[type, Callable[..., Layer]] = {
+    nn.Linear: _linear, nn.Conv2d: _conv, nn.MaxPool2d: _pool, nn.Flatten: _flatten,
+    nn.Unflatten: _unflatten, nn.ReLU: _relu}
+
+
+class GroupedStack:
+    """The forward pass of C clients' copies of a Sequential, as grouped kernels (module doc)."""
+
+    def __init__(self, module: nn.Sequential, layers: list[Layer],
+                 input_shape: tuple[int, ...]):
+        self.module, self.layers, self.input_shape = module, layers, input_shape
+
+    def __reduce__(self):
+        """Pickled as its module (the layers are closures): planned again when loaded."""
+        return type(self).plan, (self.module, self.input_shape)
+
+    @classmethod
+    def plan(cls, module: nn.Module, input_shape: tuple[int, ...]) -> "GroupedStack | None":
+        """The plan of a Sequential of known layers, each with parameters of its own and no
+        hooks, or None."""
+        if type(module) is not nn.Sequential or module._forward_hooks or \
+                module._forward_pre_hooks:
+            return None
+        children = list(module._modules.items())     # as forward runs them (repeats kept)
+        if not all(_known(m) and not m._forward_hooks and not m._forward_pre_hooks
+                   for _, m in children):
+            return None
+        own = [f"{name}.{n}" for name, m in children for n, _ in m.named_parameters()]
+        if own != [n for n, _ in module.named_parameters()]:
+            return None                   # tied (shared) layers, or parameters of its own
+        layers = []
+        for i, (name, m) in enumerate(children):
+            if type(m) is nn.MaxPool2d:
+                after = [type(n) for _, n in children[i + 1:] if type(n) is not nn.ReLU]
+                layers.append(_pool(m, name + ".", after[:1] == [nn.Conv2d]))
+            else:
+                layers.append(_PLANS[type(m)](m, name + "."))
+        return cls(module, layers, input_shape)
+
+    def forward(self, params: dict[str, torch.Tensor], x: torch.Tensor) -> torch.Tensor:
+        """Outputs (C, B, o) of every client's module at its parameters (views (C, *shape))
+        on its rows x (C, B, d)."""
+        h = x.reshape(x.shape[0], x.shape[1], *self.input_shape)
+        for layer in self.layers:
+            h = layer(h, params)
+        return h
+
+    def grads(self, sample_loss: Callable, params: dict[str, torch.Tensor], x: torch.Tensor,
+              y: torch.Tensor, m: torch.Tensor) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+        """What `vmap(grad_and_value(client_loss))` gives for client_loss = sum_b m[b]
+        sample_loss(f(x[b]), y[b]): the gradients by name and the (C,) losses, by plain
+        autograd; `params` are leaves (C, *shape)."""
+        lk = (sample_loss(self.forward(params, x), y) * m).sum(1)
+        return dict(zip(params, torch.autograd.grad(lk.sum(), list(params.values())))), lk

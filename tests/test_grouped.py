@@ -1,0 +1,147 @@
+"""models/grouped.py: the vmap path's grouped kernels called directly give the bytes of
+`torch.func.vmap(grad_and_value(functional_call))` (losses and gradients compared with
+torch.equal, not a tolerance), and modules it does not know stay on functorch."""
+from __future__ import annotations
+
+import math
+import pickle
+
+import pytest
+import torch
+from torch import nn
+
+from hierfl.models.cnn import cnn
+from hierfl.models.grouped import GroupedStack
+from hierfl.models.torch_model import TorchModel
+
+
+def _mlp(shape, classes):
+    return nn.Sequential(nn.Linear(math.prod(shape), 12), nn.ReLU(),
+                         nn.Linear(12, 9, bias=False), nn.ReLU(), nn.Linear(9, classes))
+
+
+def _odd_cnn(shape, classes):
+    """Layers with options the CNN of the registry does not use: no bias, strides, padding."""
+    return nn.Sequential(nn.Unflatten(1, (2, 7, 7)), nn.Conv2d(2, 3, 3, bias=False),
+                         nn.ReLU(), nn.MaxPool2d(3, stride=1, padding=1),
+                         nn.Conv2d(3, 4, 3, stride=2, padding=1), nn.MaxPool2d(2, ceil_mode=True),
+                         nn.Flatten(), nn.Linear(4 * 2 * 2, classes))
+
+
+MODULES = [  # (module factory, input shape, classes, task)
+    (lambda s, k: cnn(s, k, channels=[8, 16], dense=32), (64,), 10, "classification"),
+    (lambda s, k: cnn(s, k, channels=[3, 5], dense=7), (1, 8, 8), 10, "classification"),
+    (lambda s, k: cnn(s, k, channels=[3, 5], dense=7), (8, 8), 10, "classification"),
+    (lambda s, k: cnn(s, k, channels=[4], dense=0, kernel=3), (3, 6, 6), 4, "classification"),
+    (lambda s, k: cnn(s, k, channels=[4, 6], dense=16), (1, 28, 28), 62, "classification"),
+    (lambda s, k: cnn(s, k, channels=[3, 5], dense=7), (64,), 3, "regression"),
+    (_mlp, (30,), 5, "classification"),
+    (_odd_cnn, (98,), 6, "classification"),
+    (lambda s, k: nn.Sequential(nn.Unflatten(1, (1, 6, 6)), nn.Conv2d(1, 3, 3, padding=1),
+                                nn.ReLU(), nn.Flatten(), nn.Linear(108, k)), (36,), 5,
+     "classification"),                                          # no pooling before the dense
+]
+
+
+def _batch(model: TorchModel, c: int, b: int, classes: int, g: torch.Generator,
+           dtype=torch.float32):
+    w = (model.init(g).expand(c, -1) + 0.05 * torch.randn(c, model.n_params, generator=g))
+    x = torch.rand(c, b, math.prod(model.input_shape), generator=g)
+    if model.task == "classification":
+        y = torch.randint(0, classes, (c, b), generator=g)
+    else:
+        y = torch.randn(c, b, classes, generator=g)
+    m = torch.rand(c, b, generator=g)
+    m[:, b // 2 + 1:] = 0.0                                    # padding rows
+    return w.to(dtype), x.to(dtype), y if model.task == "classification" else y.to(dtype), \
+        m.to(dtype)
+
+
+@pytest.mark.parametrize("make,shape,classes,task", MODULES)
+def test_grouped_gives_the_bytes_of_functorch(make, shape, classes, task):
+    model = TorchModel(make(shape, classes), shape, task, "m", batching="vmap")
+    assert model.grouped is not None
+    g = torch.Generator().manual_seed(7)
+    for c, b in ((20, 20), (3, 7), (1, 5), (6, 61)):
+        w, x, y, m = _batch(model, c, b, classes, g)
+        loss, grad = model._loss_grad_vmap(w, x, y, m)
+        ref_loss, ref_grad = model._loss_grad_vmap(w, x, y, m, functorch=True)
+        assert torch.equal(loss, ref_loss) and torch.equal(grad, ref_grad), (c, b)
+        assert float(grad.abs().max()) > 1e-4                   # not a trivially equal zero
+
+
+def test_grouped_in_float64():
+    model = TorchModel(cnn((1, 8, 8), 10, channels=[3, 5], dense=7).double(), (1, 8, 8),
+                       "classification", "cnn", batching="vmap")
+    w, x, y, m = _batch(model, 5, 9, 10, torch.Generator().manual_seed(3), torch.float64)
+    loss, grad = model._loss_grad_vmap(w, x, y, m)
+    ref_loss, ref_grad = model._loss_grad_vmap(w, x, y, m, functorch=True)
+    assert grad.dtype == torch.float64
+    assert torch.equal(loss, ref_loss) and torch.equal(grad, ref_grad)
+
+
+def test_the_shipped_digits_cnn_runs_grouped():
+    """scenarios/digits_cnn.yaml's model (flat 64-feature digits rows) has a plan, and
+    `loss_grad` of several clients goes through it (not through functorch)."""
+    model = TorchModel(cnn((64,), 10, channels=[8, 16], dense=32), (64,), "classification",
+                       "cnn")
+    assert model.batching == "vmap" and model.grouped is not None
+    w, x, y, m = _batch(model, 4, 10, 10, torch.Generator().manual_seed(1))
+    calls = []
+    forward = model.grouped.forward
+    model.grouped.forward = lambda *a: calls.append(1) or forward(*a)
+    model.loss_grad(w, x, y, m)
+    assert calls
+
+
+class _Scaled(nn.Linear):
+    pass
+
+
+@pytest.mark.parametrize("module", [
+    nn.Sequential(nn.Linear(4, 3), nn.Tanh(), nn.Linear(3, 2)),         # unknown layer
+    nn.Sequential(nn.Unflatten(1, (2, 2, 1)), nn.Conv2d(2, 2, 1, groups=2), nn.Flatten(),
+                  nn.Linear(4, 2)),
+    nn.Sequential(nn.Unflatten(1, (1, 2, 2)), nn.Conv2d(1, 2, 1, padding="same"),
+                  nn.Flatten(), nn.Linear(8, 2)),
+    nn.Sequential(nn.Unflatten(1, (1, 2, 2)), nn.Conv2d(1, 2, 1, padding_mode="reflect"),
+                  nn.Flatten(), nn.Linear(8, 2)),
+    nn.Sequential(_Scaled(4, 2)),                                       # a subclass
+])
+def test_unknown_modules_stay_on_functorch(module):
+    model = TorchModel(module, (4,), "regression", "m", batching="vmap")
+    assert model.grouped is None
+    w, x, y, m = _batch(model, 3, 4, 2, torch.Generator().manual_seed(0))
+    loss, grad = model.loss_grad(w, x, y, m)
+    assert loss.shape == (3,) and grad.shape == (3, model.n_params)
+    assert float(grad.abs().max()) > 0
+
+
+def test_a_hooked_module_has_no_plan():
+    module = nn.Sequential(nn.Linear(4, 2))
+    module[0].register_forward_hook(lambda *a: None)
+    assert GroupedStack.plan(module, (4,)) is None
+    assert GroupedStack.plan(nn.Linear(4, 2), (4,)) is None             # not a Sequential
+    assert GroupedStack.plan(nn.Sequential(nn.Flatten(0), nn.Linear(4, 2)), (4,)) is None
+
+
+def test_tied_layers_stay_on_functorch():
+    """A layer used twice has its parameters once in named_parameters(): no plan."""
+    shared = nn.Linear(4, 4)
+    model = TorchModel(nn.Sequential(shared, nn.ReLU(), shared), (4,), "regression", "m",
+                       batching="vmap")
+    assert model.grouped is None and model.n_params == 20
+    w, x, y, m = _batch(model, 3, 5, 4, torch.Generator().manual_seed(2))
+    assert model.loss_grad(w, x, y, m)[1].shape == (3, 20)
+
+
+def test_a_pickled_model_keeps_its_plan():
+    """Process executors and sweeps pickle the model: the plan comes back (rebuilt from the
+    module) and gives the same bytes."""
+    model = TorchModel(cnn((64,), 10, channels=[3, 5], dense=7), (64,), "classification", "cnn")
+    back = pickle.loads(pickle.dumps(model))
+    assert back.grouped is not None and back.grouped.module is back.module
+    w, x, y, m = _batch(model, 4, 6, 10, torch.Generator().manual_seed(5))
+    loss, grad = model._loss_grad_vmap(w, x, y, m)
+    loss2, grad2 = back._loss_grad_vmap(w, x, y, m)
+    assert torch.equal(loss, loss2) and torch.equal(grad, grad2)
