@@ -31,6 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from operator import itemgetter
 
+from .closed_arrays import two_tier
 from .edge_plan import plan_round
 from .energy import settle
 
@@ -149,6 +150,10 @@ def flat_round(sim, chosen, work, down_bytes: float) -> RoundTiming | None:
     event loop is needed (nobody to wait for: the round closes at once)."""
     if work.drop.all():
         return None
+    fast = two_tier(sim, chosen, work, down_bytes)     # the common shape, on arrays
+    if fast is not None:
+        end, arrived, events, sends = fast
+        return RoundTiming(end, arrived, events, sends)
     topo, now = sim.topo, sim.env.now
     rnd = _Round()
     links = sim.links
