@@ -59,7 +59,8 @@ class Coded:
             if inplace and self.fresh:
                 return self.decoded.add_(ref)
             return self.decoded + ref
-        return ref.expand(self.shape).clone().scatter_add_(1, self.idx, self.vals)
+        base = ref.repeat(self.shape[0], 1) if ref.dim() == 1 else ref.clone()
+        return base.scatter_add_(1, self.idx, self.vals)
 
     def left_(self, msg: torch.Tensor) -> torch.Tensor:
         """msg - decoded, in place on msg (the error-feedback residual)."""
