@@ -63,6 +63,7 @@ class Compressor:
         self.as_is = frozenset(as_is)
         self.residual: dict[str, torch.Tensor] = {}
         self._keys: dict[tuple[int, int, int], np.ndarray] = {}     # _up_keys' blocks
+        self._buf: torch.Tensor | None = None                       # _message's buffer
         if spec.up.error_feedback:      # created with the run (a checkpoint restores them)
             self.residual = {f"up.{j}": torch.zeros(n_clients, n_params)
                              for j in range(upload_tensors)}
@@ -138,32 +139,42 @@ class Compressor:
             into[1][j] = coded.bytes[b * n:(b + 1) * n]
             into[2][j] = coded.wire[b * n:(b + 1) * n]
 
-    @staticmethod
-    def _message(xs: list[torch.Tensor], ref: torch.Tensor | None,
+    def _message(self, xs: list[torch.Tensor], ref: torch.Tensor | None,
                  res: list[torch.Tensor] | None, clients: np.ndarray) -> torch.Tensor:
         """The stacked (len(xs) C, P) message: each x - ref (or x), plus its residual's rows
-        ((x - ref) + e, the same sums as one tensor at a time). A lone tensor sent as it is
-        without error feedback is the message itself (the codecs never write their input)."""
-        n = len(clients)
+        ((x - ref) + e, the same sums as one tensor at a time), written into a buffer kept
+        from round to round (a new 0.25-0.5 MB block each round costs page faults; the
+        codecs never hand it on: `none`, which decodes to its input, gets a new one). A lone
+        tensor sent as it is without error feedback is the message itself (the codecs never
+        write their input)."""
+        n, x0 = len(clients), xs[0]
+        if res is None and ref is None and len(xs) == 1:
+            return x0
+        shape = (len(xs) * n, x0.shape[1])
+        msg = torch.empty(shape, dtype=x0.dtype) if self.spec.up.kind == "none" else \
+            self._scratch(shape, x0.dtype)
+        blocks = [msg[b * n:(b + 1) * n] for b in range(len(xs))]
         if res is None:
             if ref is None:
-                return xs[0] if len(xs) == 1 else torch.cat(xs)
-            if len(xs) == 1:
-                return torch.sub(xs[0], ref)
-            return torch.sub(torch.stack(xs), ref).view(len(xs) * n, -1)
+                return torch.cat(xs, out=msg)
+            for x, blk in zip(xs, blocks):
+                torch.sub(x, ref, out=blk)
+            return msg
         rows = torch.from_numpy(clients)
-        if len(xs) == 1:
-            msg = res[0].index_select(0, rows).to(xs[0].dtype)
-        else:
-            msg = torch.empty((len(xs) * n, xs[0].shape[1]), dtype=res[0].dtype)
-            for b, table in enumerate(res):
-                torch.index_select(table, 0, rows, out=msg[b * n:(b + 1) * n])
-            msg = msg.to(xs[0].dtype)
-        if ref is None:
-            return msg.add_(xs[0] if len(xs) == 1 else torch.cat(xs))
-        diff = torch.sub(xs[0], ref) if len(xs) == 1 else \
-            torch.sub(torch.stack(xs), ref).view(len(xs) * n, -1)
-        return msg.add_(diff)
+        for x, blk, table in zip(xs, blocks, res):
+            if table.dtype == x.dtype:
+                torch.index_select(table, 0, rows, out=blk)
+            else:
+                blk.copy_(table.index_select(0, rows))
+            blk.add_(x if ref is None else torch.sub(x, ref))
+        return msg
+
+    def _scratch(self, shape: tuple[int, int], dtype: torch.dtype) -> torch.Tensor:
+        """The message buffer of this shape and dtype (the last one made is kept)."""
+        buf = self._buf
+        if buf is None or tuple(buf.shape) != shape or buf.dtype != dtype:
+            buf = self._buf = torch.empty(shape, dtype=dtype)
+        return buf
 
     def _up_draws(self, t: int, r: int, clients: np.ndarray, js: list[int],
                   body: int) -> Draws | None:
@@ -174,7 +185,7 @@ class Compressor:
         keys = self._up_keys(t, r, body)
         if len(js) == 1:
             return Draws(int(keys[js[0]]), clients)
-        return Draws(np.repeat(keys[js], len(clients)), np.tile(clients, len(js)))
+        return Draws(np.repeat(keys[js], len(clients)), np.concatenate((clients,) * len(js)))
 
     def _up_keys(self, t: int, r: int, body: int) -> np.ndarray:
         """(body,) uint32: the keys of round (t, r)'s uploads, int(rng(seed, "compress.up", t,
