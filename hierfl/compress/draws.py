@@ -14,6 +14,7 @@ no masking), no Python per sender.
   at most p / 2^32 of their probability (1.4e-7 for p = 610)."""
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -103,9 +104,7 @@ class Draws:
         are where their running count is <= k; no sort, no per-row Python. `m`: draws made
         at first (default: the mean needed + 4 standard deviations; rows short of k draw
         more)."""
-        if m is None:
-            mean = sum(p / (p - i) for i in range(k)) if k < 64 else p * math.log(p / (p - k))
-            m = int(mean + 4 * math.sqrt(mean)) + 8
+        m = _draws_needed(k, p) if m is None else m
         out = np.empty((self.n, k), np.int64)
         todo = np.arange(self.n)
         while len(todo):
@@ -125,3 +124,10 @@ class Draws:
             out[todo[enough]] = c[enough][keep].reshape(-1, k)
             todo, m = todo[~enough], 2 * m                 # rare: draw further for those
         return out
+
+
+@functools.lru_cache(maxsize=64)
+def _draws_needed(k: int, p: int) -> int:
+    """Draws made at first for k distinct of p: the mean needed + 4 standard deviations."""
+    mean = sum(p / (p - i) for i in range(k)) if k < 64 else p * math.log(p / (p - k))
+    return int(mean + 4 * math.sqrt(mean)) + 8
