@@ -2,13 +2,13 @@
 hands it what a sender is about to send and passes on what the receiver decodes.
 
 - `up` (client -> edge): every model-sized tensor of a round's uploads, all clients at once (one
-  codec call per tensor on the (C, P) matrix). A tensor that is a model is sent as its difference
-  from the model the client started from (the receiver sent it, so holds it); the tensors an
-  algorithm names in `upload_as_is` (differences already, as SCAFFOLD's two, or sparse payloads,
-  as pFedMac-SH's theta / increment uploads) are coded as they are. Small header tensors pass
-  uncompressed (4 bytes per entry). With error feedback a (N, P) residual per tensor keeps what
-  each client did not send, added to its next message (checkpointed with the run: `tensors` /
-  `load`).
+  codec call per group of alike tensors, their (C, P) matrices stacked). A tensor that is a
+  model is sent as its difference from the model the client started from (the receiver sent
+  it, so holds it); the tensors an algorithm names in `upload_as_is` (differences already, as
+  SCAFFOLD's two, or sparse payloads, as pFedMac-SH's theta / increment uploads) are coded as
+  they are. Small header tensors pass uncompressed (4 bytes per entry). With error feedback a
+  (N, P) residual per tensor keeps what each client did not send, added to its next message
+  (checkpointed with the run: `tensors` / `load`).
 - `down` (edge -> client): the model the clients start from (the algorithm's other broadcast
   tensors, such as SCAFFOLD's server control variate, are delivered exactly and counted dense).
 - `edge_up` (aggregator -> parent): the aggregator's upload as its difference from the model it

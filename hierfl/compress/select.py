@@ -1,7 +1,8 @@
 """Top-k selection for the topk codec: each row's k entries of largest magnitude, the same set
 as `torch.topk(x.abs(), k, dim=1)` (the order among the k does not matter to the codec: it
-scatters k distinct coordinates), by one numpy partition of the rows (a SIMD introselect,
-about twice as fast as torch.topk's heap per row at W2's sizes) and one comparison.
+scatters k distinct coordinates), by one numpy partition of the rows (an introselect on
+int32, 1.35x faster than torch.topk's heap per row at 200 x 610, even at 100 x 610) and one
+comparison.
 
 Magnitudes are compared as the int32 bit patterns of |x| (monotonic for non-negative floats; a
 NaN's pattern lies above infinity's, as torch.topk puts NaN on top). Each row's k-th largest
