@@ -134,8 +134,11 @@ class Compressor:
             out = coded.plus(ref, inplace=True)
         else:                       # (C, P) references: each tensor's rows against them
             out = coded.plus(ref.repeat(len(js), 1), inplace=True)
+        if len(js) == 1:
+            into[0][js[0]], into[1][js[0]], into[2][js[0]] = out, coded.bytes, coded.wire
+            return
         for b, j in enumerate(js):
-            into[0][j] = out if len(js) == 1 else out[b * n:(b + 1) * n]
+            into[0][j] = out[b * n:(b + 1) * n]
             into[1][j] = coded.bytes[b * n:(b + 1) * n]
             into[2][j] = coded.wire[b * n:(b + 1) * n]
 
@@ -153,7 +156,7 @@ class Compressor:
         shape = (len(xs) * n, x0.shape[1])
         msg = torch.empty(shape, dtype=x0.dtype) if self.spec.up.kind == "none" else \
             self._scratch(shape, x0.dtype)
-        blocks = [msg[b * n:(b + 1) * n] for b in range(len(xs))]
+        blocks = [msg] if len(xs) == 1 else [msg[b * n:(b + 1) * n] for b in range(len(xs))]
         if res is None:
             if ref is None:
                 return torch.cat(xs, out=msg)
