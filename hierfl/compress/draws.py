@@ -8,11 +8,13 @@ no masking), no Python per sender.
   entry's index; the top 24 bits of the hash.
 - `subset(k, p)`: k distinct coordinates per sender, a uniformly random k-subset (randk): draws
   with replacement (counter = the draw's number, coordinate = (hash * p) >> 32) keeping the first
-  k distinct, in O(k) per sender rather than a partial sort of P keys; above k = p / 2 the p - k
+  k distinct (each coordinate's first draw by a minimum scatter into a table, no sort), in
+  O(k + p) per sender rather than a partial sort of P keys; above k = p / 2 the p - k
   coordinates left out are drawn instead. The map hash -> coordinate favours some coordinates by
   at most p / 2^32 of their probability (1.4e-7 for p = 610)."""
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -97,28 +99,35 @@ class Draws:
 
     def _first_distinct(self, k: int, p: int, m: int | None = None) -> np.ndarray:
         """The first k distinct coordinates of each row's draws (with replacement), in order:
-        two sorts of (coordinate, draw number) keys, no per-row Python. `m`: draws made at
-        first (default: the mean needed + 4 standard deviations; rows short of k draw more)."""
-        if m is None:
-            mean = sum(p / (p - i) for i in range(k)) if k < 64 else p * math.log(p / (p - k))
-            m = int(mean + 4 * math.sqrt(mean)) + 8
+        each (row, coordinate)'s first draw number by one minimum scatter into an (n, p)
+        table, a draw is a first one where it is that number, and a row's first k of those
+        are where their running count is <= k; no sort, no per-row Python. `m`: draws made
+        at first (default: the mean needed + 4 standard deviations; rows short of k draw
+        more)."""
+        m = _draws_needed(k, p) if m is None else m
         out = np.empty((self.n, k), np.int64)
         todo = np.arange(self.n)
         while len(todo):
-            bits = np.uint64(max(1, (m - 1).bit_length()))
             h = _mix_tail(self.rows[todo, None] ^ _counters(m)).astype(np.uint64)
-            c = h * np.uint64(p) >> np.uint64(32)                 # the draws' coordinates
-            key = np.sort(c << bits | np.arange(m, dtype=np.uint64), axis=1)
-            first = np.empty(key.shape, bool)                    # first draw of its value
-            first[:, 0] = True
-            np.not_equal(key[:, 1:] >> bits, key[:, :-1] >> bits, out=first[:, 1:])
-            pos = np.where(first, key & np.uint64((1 << int(bits)) - 1), np.uint64(m))
-            pos.sort(axis=1)                                      # first draws, in draw order
-            enough = pos[:, k - 1] < m
-            got = np.take_along_axis(c, pos[:, :k].astype(np.intp) % m, 1).astype(np.int64)
+            c = (h * np.uint64(p) >> np.uint64(32)).astype(np.intp)     # the draws' coordinates
+            at = c + np.arange(0, len(todo) * p, p)[:, None]            # in the (n, p) table
+            step = np.arange(m, dtype=np.int32 if m > 32767 else np.int16)
+            table = np.full(len(todo) * p, m, step.dtype)
+            np.minimum.at(table, at.reshape(-1), np.broadcast_to(step, at.shape).reshape(-1))
+            first = table[at] == step                              # a coordinate's first draw
+            count = np.cumsum(first, axis=1)
+            enough = count[:, -1] >= k
             if enough.all():
-                out[todo] = got
+                out[todo] = c[first & (count <= k)].reshape(-1, k)
                 break
-            out[todo[enough]] = got[enough]
+            keep = first[enough] & (count[enough] <= k)
+            out[todo[enough]] = c[enough][keep].reshape(-1, k)
             todo, m = todo[~enough], 2 * m                 # rare: draw further for those
         return out
+
+
+@functools.lru_cache(maxsize=64)
+def _draws_needed(k: int, p: int) -> int:
+    """Draws made at first for k distinct of p: the mean needed + 4 standard deviations."""
+    mean = sum(p / (p - i) for i in range(k)) if k < 64 else p * math.log(p / (p - k))
+    return int(mean + 4 * math.sqrt(mean)) + 8

@@ -18,6 +18,7 @@ import torch
 from ..config.compress import CodecSpec
 from ..sim import messages
 from .draws import UNIT24, Draws
+from .select import top_abs
 
 SEED_BYTES = 4          # randk: the receiver regenerates the indices from a 4-byte seed
 SCALE_BYTES = 4         # qsgd's norm, sign's and int8's scale: one float32 per tensor
@@ -106,7 +107,7 @@ def compress(x: torch.Tensor, spec: CodecSpec, draws: Draws | None = None) -> Co
     kind = spec.kind
     if kind == "topk":
         k = kept(spec, p)
-        idx = x.abs().topk(k, dim=1, sorted=False).indices
+        idx = top_abs(x, k)                                         # torch.topk's set
         nbytes, name = _topk_row(p, k, spec.encoding)
         return Coded(None, np.full(n, nbytes), [name] * n, idx, x.gather(1, idx), (n, p))
     wire = [kind] * n
@@ -121,10 +122,10 @@ def compress(x: torch.Tensor, spec: CodecSpec, draws: Draws | None = None) -> Co
         return Coded(_qsgd(x, spec.levels, draws.ints24(p)), nb, wire)
     if kind == "sign":
         scale = x.abs().mean(1, keepdim=True)                       # ||x||_1 / P
-        return Coded(torch.copysign(scale.expand_as(x), x), nb, wire)   # -0.0 -> -scale
+        return Coded(torch.copysign(scale, x), nb, wire)          # -0.0 -> -scale
     if kind == "int8":
         scale = x.abs().amax(1, keepdim=True) / 127.0
-        safe = torch.where(scale > 0, scale, torch.ones_like(scale))
+        safe = torch.where(scale > 0, scale, 1.0)
         return Coded(torch.div(x, safe).round_().clamp_(-127, 127).mul_(scale), nb, wire)
     if kind == "fp16":
         # copy: a float16 message would convert to itself, and error feedback's residual
@@ -146,7 +147,7 @@ def _qsgd(x: torch.Tensor, s: int, u24: torch.Tensor) -> torch.Tensor:
     fractional part (floor(level + u), u = u24 * 2^-24 uniform; u24 the 24-bit integers, int32
     or float32: the add converts them exactly), so E[out] = x. In place on one new tensor."""
     norm = torch.linalg.vector_norm(x, dim=1, keepdim=True)
-    safe = torch.where(norm > 0, norm, torch.ones_like(norm))
+    safe = torch.where(norm > 0, norm, 1.0)
     level = x.abs().mul_(s / safe)
     level.add_(u24, alpha=UNIT24).floor_().mul_(norm / s)
     return torch.copysign(level, x, out=level)

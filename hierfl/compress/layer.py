@@ -2,13 +2,13 @@
 hands it what a sender is about to send and passes on what the receiver decodes.
 
 - `up` (client -> edge): every model-sized tensor of a round's uploads, all clients at once (one
-  codec call per tensor on the (C, P) matrix). A tensor that is a model is sent as its difference
-  from the model the client started from (the receiver sent it, so holds it); the tensors an
-  algorithm names in `upload_as_is` (differences already, as SCAFFOLD's two, or sparse payloads,
-  as pFedMac-SH's theta / increment uploads) are coded as they are. Small header tensors pass
-  uncompressed (4 bytes per entry). With error feedback a (N, P) residual per tensor keeps what
-  each client did not send, added to its next message (checkpointed with the run: `tensors` /
-  `load`).
+  codec call per group of alike tensors, their (C, P) matrices stacked). A tensor that is a
+  model is sent as its difference from the model the client started from (the receiver sent
+  it, so holds it); the tensors an algorithm names in `upload_as_is` (differences already, as
+  SCAFFOLD's two, or sparse payloads, as pFedMac-SH's theta / increment uploads) are coded as
+  they are. Small header tensors pass uncompressed (4 bytes per entry). With error feedback a
+  (N, P) residual per tensor keeps what each client did not send, added to its next message
+  (checkpointed with the run: `tensors` / `load`).
 - `down` (edge -> client): the model the clients start from (the algorithm's other broadcast
   tensors, such as SCAFFOLD's server control variate, are delivered exactly and counted dense).
 - `edge_up` (aggregator -> parent): the aggregator's upload as its difference from the model it
@@ -63,6 +63,7 @@ class Compressor:
         self.as_is = frozenset(as_is)
         self.residual: dict[str, torch.Tensor] = {}
         self._keys: dict[tuple[int, int, int], np.ndarray] = {}     # _up_keys' blocks
+        self._buf: torch.Tensor | None = None                       # _message's buffer
         if spec.up.error_feedback:      # created with the run (a checkpoint restores them)
             self.residual = {f"up.{j}": torch.zeros(n_clients, n_params)
                              for j in range(upload_tensors)}
@@ -109,33 +110,74 @@ class Compressor:
     def _code(self, t: int, r: int, clients: np.ndarray, start: torch.Tensor,
               tensors: tuple[torch.Tensor, ...], js: list[int], body: int,
               keep: np.ndarray | None, into: tuple[list, list, list]) -> None:
-        """Code the tensors `js` (alike) of a round's uploads in one call; their decoded
-        tensors, each row's bytes and wire names go to `into` at their places."""
+        """Code the tensors `js` (alike) of a round's uploads in one call on their rows stacked;
+        their decoded tensors, each row's bytes and wire names go to `into` at their places.
+        Whole-stack operations only (the message, the residuals' rows, what was left, the
+        decode: a few calls each, whatever the number of tensors; each call inside a run
+        costs ~10 us of dispatch besides its pass)."""
         n, x0 = len(clients), tensors[js[0]]
-        ref = None if js[0] in self.as_is else start.to(x0.dtype)
-        msg = torch.empty((len(js) * n, x0.shape[1]), dtype=x0.dtype)
-        rows = torch.from_numpy(clients)
-        for b, j in enumerate(js):      # each message: x - ref (or x), + its residual
-            blk = msg[b * n:(b + 1) * n]
-            if ref is None:
-                blk.copy_(tensors[j])
-            else:
-                torch.sub(tensors[j], ref, out=blk)
-            res = self.residual.get(f"up.{j}")
-            if res is not None:
-                blk.add_(res.index_select(0, rows).to(blk.dtype))
+        ref = None if js[0] in self.as_is else \
+            (start if start.dtype == x0.dtype else start.to(x0.dtype))
+        res = [self.residual[f"up.{j}"] for j in js] if self.residual else None
+        msg = self._message([tensors[j] for j in js], ref, res, clients)
         coded = compress(msg, self.spec.up, self._up_draws(t, r, clients, js, body))
+        if res is not None:         # what was not sent (numpy: a faster row scatter)
+            left = coded.left_(msg).numpy()
+            rows = clients if keep is None else clients[keep]
+            for b, table in enumerate(res):
+                part = left[b * n:(b + 1) * n]
+                table.numpy()[rows] = part if keep is None else part[keep]
+        if ref is None:             # (a lone input passed on as it is: a copy, as ever)
+            out = coded.decoded
+            out = out.clone() if out is msg and msg is tensors[js[0]] else out
+        elif len(js) == 1 or ref.dim() == 1:
+            out = coded.plus(ref, inplace=True)
+        else:                       # (C, P) references: each tensor's rows against them
+            out = coded.plus(ref.repeat(len(js), 1), inplace=True)
+        if len(js) == 1:
+            into[0][js[0]], into[1][js[0]], into[2][js[0]] = out, coded.bytes, coded.wire
+            return
         for b, j in enumerate(js):
-            part = coded if len(js) == 1 else coded.rows(b * n, (b + 1) * n)
-            res = self.residual.get(f"up.{j}")
-            if res is not None:         # what was not sent (numpy: a faster row scatter)
-                left = part.left_(msg[b * n:(b + 1) * n]).to(res.dtype).numpy()
-                if keep is None:
-                    res.numpy()[clients] = left
-                else:
-                    res.numpy()[clients[keep]] = left[keep]
-            into[0][j] = part.decoded if ref is None else part.plus(ref, inplace=True)
-            into[1][j], into[2][j] = part.bytes, part.wire
+            into[0][j] = out[b * n:(b + 1) * n]
+            into[1][j] = coded.bytes[b * n:(b + 1) * n]
+            into[2][j] = coded.wire[b * n:(b + 1) * n]
+
+    def _message(self, xs: list[torch.Tensor], ref: torch.Tensor | None,
+                 res: list[torch.Tensor] | None, clients: np.ndarray) -> torch.Tensor:
+        """The stacked (len(xs) C, P) message: each x - ref (or x), plus its residual's rows
+        ((x - ref) + e, the same sums as one tensor at a time), written into a buffer kept
+        from round to round (a new 0.25-0.5 MB block each round costs page faults; the
+        codecs never hand it on: `none`, which decodes to its input, gets a new one). A lone
+        tensor sent as it is without error feedback is the message itself (the codecs never
+        write their input)."""
+        n, x0 = len(clients), xs[0]
+        if res is None and ref is None and len(xs) == 1:
+            return x0
+        shape = (len(xs) * n, x0.shape[1])
+        msg = torch.empty(shape, dtype=x0.dtype) if self.spec.up.kind == "none" else \
+            self._scratch(shape, x0.dtype)
+        blocks = [msg] if len(xs) == 1 else [msg[b * n:(b + 1) * n] for b in range(len(xs))]
+        if res is None:
+            if ref is None:
+                return torch.cat(xs, out=msg)
+            for x, blk in zip(xs, blocks):
+                torch.sub(x, ref, out=blk)
+            return msg
+        rows = torch.from_numpy(clients)
+        for x, blk, table in zip(xs, blocks, res):
+            if table.dtype == x.dtype:
+                torch.index_select(table, 0, rows, out=blk)
+            else:
+                blk.copy_(table.index_select(0, rows))
+            blk.add_(x if ref is None else torch.sub(x, ref))
+        return msg
+
+    def _scratch(self, shape: tuple[int, int], dtype: torch.dtype) -> torch.Tensor:
+        """The message buffer of this shape and dtype (the last one made is kept)."""
+        buf = self._buf
+        if buf is None or tuple(buf.shape) != shape or buf.dtype != dtype:
+            buf = self._buf = torch.empty(shape, dtype=dtype)
+        return buf
 
     def _up_draws(self, t: int, r: int, clients: np.ndarray, js: list[int],
                   body: int) -> Draws | None:
@@ -146,7 +188,7 @@ class Compressor:
         keys = self._up_keys(t, r, body)
         if len(js) == 1:
             return Draws(int(keys[js[0]]), clients)
-        return Draws(np.repeat(keys[js], len(clients)), np.tile(clients, len(js)))
+        return Draws(np.repeat(keys[js], len(clients)), np.concatenate((clients,) * len(js)))
 
     def _up_keys(self, t: int, r: int, body: int) -> np.ndarray:
         """(body,) uint32: the keys of round (t, r)'s uploads, int(rng(seed, "compress.up", t,
