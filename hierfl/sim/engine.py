@@ -42,23 +42,36 @@ from .work import Chosen, ClientRecord, RoundInfo, RoundRunner, Work
 
 class Links(dict):
     """(src, dst) -> its Link, each made when first asked for (a million clients' links are not
-    all made up front; a link's state starts idle, whenever it is made)."""
+    all made up front; a link's state starts idle, whenever it is made). Read from the tree's
+    arrays directly, as `Topology.link` reads them; the level is looked up once per upper end
+    (all its children are at one depth)."""
 
     def __init__(self, sim: "Simulation", link_cls: type):
         super().__init__()
         self.sim, self.link_cls = sim, link_cls
-        self._level: dict[int, str] = {}      # depth of the lower end -> its link level
+        self._level: dict[str, str] = {}      # upper end -> the level of its children's links
+        self._rows = None                     # the topology's name -> row map, when first used
 
     def __missing__(self, key: tuple[str, str]) -> Link:
         a, b = key
         sim, topo = self.sim, self.sim.topo
-        lat, bw = topo.link(a, b)
-        lower, direction = (a, "up") if topo.parent.get(a) == b else (b, "down")
-        depth = topo.depth[lower]
-        level = self._level.get(depth)
+        t, rows = topo.tree, self._rows
+        if rows is None:
+            rows = self._rows = topo.row_of
+        r = rows[a]
+        p = t.parent[r]
+        if p >= 0 and t.names[p] == b:
+            lat, bw, lower, upper, direction = t.lat_up[r], t.bw_up[r], a, b, "up"
+        else:
+            r = rows[b]
+            p = t.parent[r]
+            if not (p >= 0 and t.names[p] == a):
+                raise KeyError(key)
+            lat, bw, lower, upper, direction = t.lat_down[r], t.bw_down[r], b, a, "down"
+        level = self._level.get(upper)
         if level is None:
-            level = self._level[depth] = topo.level_of(lower)
-        link = self[key] = self.link_cls(sim.env, a, b, lat, bw, level, direction,
+            level = self._level[upper] = topo.level_of(lower)
+        link = self[key] = self.link_cls(sim.env, a, b, float(lat), float(bw), level, direction,
                                          sim.trace, sim.ledger, sim.failures)
         return link
 
