@@ -50,24 +50,22 @@ class Links(dict):
         super().__init__()
         self.sim, self.link_cls = sim, link_cls
         self._level: dict[str, str] = {}      # upper end -> the level of its children's links
-        self._rows = None                     # the topology's name -> row map, when first used
+        self._rows = self._parent = None      # the topology's maps (name -> row, parent)
 
     def __missing__(self, key: tuple[str, str]) -> Link:
         a, b = key
         sim, topo = self.sim, self.sim.topo
-        t, rows = topo.tree, self._rows
+        t, rows, parent = topo.tree, self._rows, self._parent
         if rows is None:
-            rows = self._rows = topo.row_of
-        r = rows[a]
-        p = t.parent[r]
-        if p >= 0 and t.names[p] == b:
+            rows, parent = self._rows, self._parent = topo.row_of, topo.parent
+        if parent.get(a) == b:
+            r = rows[a]
             lat, bw, lower, upper, direction = t.lat_up[r], t.bw_up[r], a, b, "up"
-        else:
+        elif parent.get(b) == a:
             r = rows[b]
-            p = t.parent[r]
-            if not (p >= 0 and t.names[p] == a):
-                raise KeyError(key)
             lat, bw, lower, upper, direction = t.lat_down[r], t.bw_down[r], b, a, "down"
+        else:
+            raise KeyError(key)
         level = self._level.get(upper)
         if level is None:
             level = self._level[upper] = topo.level_of(lower)
@@ -117,6 +115,7 @@ class Simulation(FlatRounds, HierRounds, AsyncRounds, MobileRounds):
                             and mobility is None)
         self.closed_form_rounds = 0
         self.under = topo.leaves_under()     # node -> sorted ids of the clients below it
+        self._paths: dict[str, tuple[str, ...]] = {}     # aggregator -> path_up
 
     @property
     def nonfinite(self) -> dict[int, list[int]]:
@@ -150,6 +149,13 @@ class Simulation(FlatRounds, HierRounds, AsyncRounds, MobileRounds):
     def send(self, src: str, dst: str, nbytes: float):
         """Generator (use with `yield from`): the arrival time, or None if the message was lost."""
         return self.links[src, dst].send(nbytes)
+
+    def path_up(self, node: str) -> tuple[str, ...]:
+        """An aggregator, its parent, ..., cloud (aggregators do not move: cached)."""
+        path = self._paths.get(node)
+        if path is None:
+            path = self._paths[node] = tuple(self.topo.path_up(node))
+        return path
 
     def tier_rounds(self, node: str) -> int:
         """Aggregation rounds an aggregator runs per round of its parent."""
@@ -237,7 +243,7 @@ class Simulation(FlatRounds, HierRounds, AsyncRounds, MobileRounds):
             return self._fail(collector, k, rec, preagg)
         t_up, nbytes = env._now, float(work.up_bytes[i])
         hops = (name, parent) if (not relay or preagg is not None) else \
-            (name, *self.topo.path_up(self.attached(k)))      # mobility: to its edge now
+            (name, *self.path_up(self.attached(k)))           # mobility: to its edge now
         if moving:
             rec.edge = hops[1]
         for j in range(len(hops) - 1):
