@@ -226,8 +226,8 @@ class Simulation(FlatRounds, HierRounds, AsyncRounds, MobileRounds):
                           self.links[parent, name].send(down_bytes))
         if got is None:
             return self._fail(collector, k, rec, preagg)
-        add = self.trace.add
-        add(env._now, name, "compute_start", "", rec.steps)
+        add, record = self.trace.add, self.trace.record
+        record((env._now, name, "compute_start", "", rec.steps))
         ctime = float(work.ctime[i])
         crash = self.failures.crash_after(self.round, rec.edge_round, k, ctime)
         if crash is not None:
@@ -235,7 +235,7 @@ class Simulation(FlatRounds, HierRounds, AsyncRounds, MobileRounds):
             add(env._now, name, "crash", "", rec.steps)
             return self._fail(collector, k, rec, preagg)
         yield Timeout(env, ctime)
-        add(env._now, name, "compute_end", "", rec.steps)
+        record((env._now, name, "compute_end", "", rec.steps))
         if work.drop[i]:
             return None
         if not self.failures.client_up(k, env._now):

@@ -156,13 +156,13 @@ class Link:
         self.busy_until = start + tx
         if start > now:                                 # queued until the wire is free
             yield Timeout(env, start - now)
-        self.trace.add(env._now, self.src, "send", self.dst, nbytes)
+        self.trace.record((env._now, self.src, "send", self.dst, nbytes))
         self.ledger.add(self.tier, self.direction, nbytes)
         yield Timeout(env, tx + self.latency)           # transmission + propagation
         if self.failures is not None:
             return self._delivered(nbytes, start)
         now = env._now
-        self.trace.add(now, self.dst, "recv", self.src, nbytes)
+        self.trace.record((now, self.dst, "recv", self.src, nbytes))
         return now
 
     def _delivered(self, nbytes: float, start: float) -> float | None:

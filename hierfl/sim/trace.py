@@ -20,18 +20,26 @@ class Trace:
 
     def __init__(self, keep: bool = True):
         self.events: list[Event] = []
+        self.record = self.events.append      # the hot paths' add: one event tuple, no frame
         self.keep = keep
         self._flushed = 0
-        self.count = 0
+        self._written = 0                      # events dropped from memory once written
         self._names: dict[str, str] = {}       # node, kind or peer -> its text in the file
         self._plain = True                     # every name so far is its own text (unquoted)
 
+    @property
+    def count(self) -> int:
+        """Events recorded in all (those written and dropped from memory too)."""
+        return self._written + len(self.events)
+
+    @count.setter
+    def count(self, n: int) -> None:          # a resumed run: the events before the checkpoint
+        self._written = n - len(self.events)
+
     def add(self, time: float, node: str, kind: str, peer: str = "", value: float = 0) -> None:
-        self.count += 1
         self.events.append((time, node, kind, peer, value))
 
     def extend(self, events: list[Event]) -> None:
-        self.count += len(events)
         self.events.extend(events)
 
     def flush_to(self, fh: IO[str]) -> None:
@@ -58,7 +66,8 @@ class Trace:
         if self.keep:
             self._flushed = len(self.events)
         else:
-            self.events.clear()
+            self._written += len(self.events)
+            self.events.clear()               # in place: `record` appends to this list
         if len(names) > 500_000:
             names.clear()
             self._plain = True
