@@ -32,46 +32,12 @@ from .closed_form import RoundTiming, spawned
 from .failures import Failures
 from .flat import FlatRounds
 from .hier import HierRounds
-from .links import FairLink, Ledger, Link
+from .links import FairLink, Ledger, Link, Links
 from .mobility import MobileRounds, Mobility
 from .rounds import Collector
 from . import tasks
 from .trace import Trace
 from .work import Chosen, ClientRecord, RoundInfo, RoundRunner, Work
-
-
-class Links(dict):
-    """(src, dst) -> its Link, each made when first asked for (a million clients' links are not
-    all made up front; a link's state starts idle, whenever it is made). Read from the tree's
-    arrays directly, as `Topology.link` reads them; the level is looked up once per upper end
-    (all its children are at one depth)."""
-
-    def __init__(self, sim: "Simulation", link_cls: type):
-        super().__init__()
-        self.sim, self.link_cls = sim, link_cls
-        self._level: dict[str, str] = {}      # upper end -> the level of its children's links
-        self._rows = self._parent = None      # the topology's maps (name -> row, parent)
-
-    def __missing__(self, key: tuple[str, str]) -> Link:
-        a, b = key
-        sim, topo = self.sim, self.sim.topo
-        t, rows, parent = topo.tree, self._rows, self._parent
-        if rows is None:
-            rows, parent = self._rows, self._parent = topo.row_of, topo.parent
-        if parent.get(a) == b:
-            r = rows[a]
-            lat, bw, lower, upper, direction = t.lat_up[r], t.bw_up[r], a, b, "up"
-        elif parent.get(b) == a:
-            r = rows[b]
-            lat, bw, lower, upper, direction = t.lat_down[r], t.bw_down[r], b, a, "down"
-        else:
-            raise KeyError(key)
-        level = self._level.get(upper)
-        if level is None:
-            level = self._level[upper] = topo.level_of(lower)
-        link = self[key] = self.link_cls(sim.env, a, b, float(lat), float(bw), level, direction,
-                                         sim.trace, sim.ledger, sim.failures)
-        return link
 
 
 __all__ = ["Simulation", "ClientRecord", "RoundInfo", "Work", "Chosen"]

@@ -82,9 +82,11 @@ class FlatRounds:
                 pa = PreAgg(Collector(self.env, len(live), self.round_spec, opened=col.opened))
                 gens.append(self._preagg_up(node, pa, pos, work, col, partials))
         if bottom:                  # a node's children are all clients or all aggregators
-            index = self.index
+            ids = list(map(self.index.__getitem__, kids))
+            if self.mobility is None:                # their links, made together
+                self.links.of_clients(node, ids)
             gens.extend(self._client(k, pos[k], node, down_bytes, work, True, col, pa)
-                        for k in map(index.__getitem__, kids))
+                        for k in ids)
         else:
             gens.extend(self._flat_child(node, kid, chosen, pos, down_bytes, work, col,
                                          partials, preagg) for kid in kids)
