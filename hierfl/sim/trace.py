@@ -99,7 +99,8 @@ def _time_texts(times: list[float]) -> list[str]:
     """repr of each time, each distinct time formatted once (a float's repr is ~1 us; about
     half of a trace's events share their time with another). 0.0 == -0.0: where a zero is
     among them, each one is formatted for itself."""
-    texts = {t: repr(t) for t in set(times)}
+    distinct = list(set(times))
+    texts = dict(zip(distinct, map(repr, distinct)))
     if 0.0 in texts:
         return [repr(t) if t == 0.0 else texts[t] for t in times]
     return list(map(texts.__getitem__, times))
