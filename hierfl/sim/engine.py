@@ -32,35 +32,12 @@ from .closed_form import RoundTiming, spawned
 from .failures import Failures
 from .flat import FlatRounds
 from .hier import HierRounds
-from .links import FairLink, Ledger, Link
+from .links import FairLink, Ledger, Link, Links
 from .mobility import MobileRounds, Mobility
 from .rounds import Collector
 from . import tasks
 from .trace import Trace
 from .work import Chosen, ClientRecord, RoundInfo, RoundRunner, Work
-
-
-class Links(dict):
-    """(src, dst) -> its Link, each made when first asked for (a million clients' links are not
-    all made up front; a link's state starts idle, whenever it is made)."""
-
-    def __init__(self, sim: "Simulation", link_cls: type):
-        super().__init__()
-        self.sim, self.link_cls = sim, link_cls
-        self._level: dict[int, str] = {}      # depth of the lower end -> its link level
-
-    def __missing__(self, key: tuple[str, str]) -> Link:
-        a, b = key
-        sim, topo = self.sim, self.sim.topo
-        lat, bw = topo.link(a, b)
-        lower, direction = (a, "up") if topo.parent.get(a) == b else (b, "down")
-        depth = topo.depth[lower]
-        level = self._level.get(depth)
-        if level is None:
-            level = self._level[depth] = topo.level_of(lower)
-        link = self[key] = self.link_cls(sim.env, a, b, lat, bw, level, direction,
-                                         sim.trace, sim.ledger, sim.failures)
-        return link
 
 
 __all__ = ["Simulation", "ClientRecord", "RoundInfo", "Work", "Chosen"]
@@ -104,6 +81,7 @@ class Simulation(FlatRounds, HierRounds, AsyncRounds, MobileRounds):
                             and mobility is None)
         self.closed_form_rounds = 0
         self.under = topo.leaves_under()     # node -> sorted ids of the clients below it
+        self._paths: dict[str, tuple[str, ...]] = {}     # aggregator -> path_up
 
     @property
     def nonfinite(self) -> dict[int, list[int]]:
@@ -137,6 +115,13 @@ class Simulation(FlatRounds, HierRounds, AsyncRounds, MobileRounds):
     def send(self, src: str, dst: str, nbytes: float):
         """Generator (use with `yield from`): the arrival time, or None if the message was lost."""
         return self.links[src, dst].send(nbytes)
+
+    def path_up(self, node: str) -> tuple[str, ...]:
+        """An aggregator, its parent, ..., cloud (aggregators do not move: cached)."""
+        path = self._paths.get(node)
+        if path is None:
+            path = self._paths[node] = tuple(self.topo.path_up(node))
+        return path
 
     def tier_rounds(self, node: str) -> int:
         """Aggregation rounds an aggregator runs per round of its parent."""
@@ -207,8 +192,8 @@ class Simulation(FlatRounds, HierRounds, AsyncRounds, MobileRounds):
                           self.links[parent, name].send(down_bytes))
         if got is None:
             return self._fail(collector, k, rec, preagg)
-        add = self.trace.add
-        add(env._now, name, "compute_start", "", rec.steps)
+        add, record = self.trace.add, self.trace.record
+        record((env._now, name, "compute_start", "", rec.steps))
         ctime = float(work.ctime[i])
         crash = self.failures.crash_after(self.round, rec.edge_round, k, ctime)
         if crash is not None:
@@ -216,7 +201,7 @@ class Simulation(FlatRounds, HierRounds, AsyncRounds, MobileRounds):
             add(env._now, name, "crash", "", rec.steps)
             return self._fail(collector, k, rec, preagg)
         yield Timeout(env, ctime)
-        add(env._now, name, "compute_end", "", rec.steps)
+        record((env._now, name, "compute_end", "", rec.steps))
         if work.drop[i]:
             return None
         if not self.failures.client_up(k, env._now):
@@ -224,7 +209,7 @@ class Simulation(FlatRounds, HierRounds, AsyncRounds, MobileRounds):
             return self._fail(collector, k, rec, preagg)
         t_up, nbytes = env._now, float(work.up_bytes[i])
         hops = (name, parent) if (not relay or preagg is not None) else \
-            (name, *self.topo.path_up(self.attached(k)))      # mobility: to its edge now
+            (name, *self.path_up(self.attached(k)))           # mobility: to its edge now
         if moving:
             rec.edge = hops[1]
         for j in range(len(hops) - 1):

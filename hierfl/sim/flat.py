@@ -81,13 +81,15 @@ class FlatRounds:
             if live:
                 pa = PreAgg(Collector(self.env, len(live), self.round_spec, opened=col.opened))
                 gens.append(self._preagg_up(node, pa, pos, work, col, partials))
-        for kid in kids:
-            if self.topo.is_client(kid):
-                k = self.index[kid]
-                gens.append(self._client(k, pos[k], node, down_bytes, work, True, col, pa))
-            else:
-                gens.append(self._flat_child(node, kid, chosen, pos, down_bytes, work, col,
-                                             partials, preagg))
+        if bottom:                  # a node's children are all clients or all aggregators
+            ids = list(map(self.index.__getitem__, kids))
+            if self.mobility is None:                # their links, made together
+                self.links.of_clients(node, ids)
+            gens.extend(self._client(k, pos[k], node, down_bytes, work, True, col, pa)
+                        for k in ids)
+        else:
+            gens.extend(self._flat_child(node, kid, chosen, pos, down_bytes, work, col,
+                                         partials, preagg) for kid in kids)
         self.spawn(*gens)
 
     def _flat_child(self, parent: str, node: str, chosen, pos, down_bytes, work, col, partials,

@@ -115,8 +115,11 @@ class HierRounds:
                 opened = self.env.now
                 work = self.edge_train(node, t, kids, start)
                 col = Collector(self.env, int((~work.drop).sum()), policy)
+                ids = work.sel.tolist()
+                if self.mobility is None:            # their links, made together
+                    self.links.of_clients(node, ids)
                 self.spawn(*(self._client(k, i, node, db, work, False, col)
-                             for i, k in enumerate(work.sel.tolist())))
+                             for i, k in enumerate(ids)))
                 yield col.closed
                 settle(work.recs, work.drop, work.up_bytes, db, opened, self.env.now, self.topo)
                 es = self.edge_close(t, es, work, col.arrived)

@@ -156,13 +156,13 @@ class Link:
         self.busy_until = start + tx
         if start > now:                                 # queued until the wire is free
             yield Timeout(env, start - now)
-        self.trace.add(env._now, self.src, "send", self.dst, nbytes)
+        self.trace.record((env._now, self.src, "send", self.dst, nbytes))
         self.ledger.add(self.tier, self.direction, nbytes)
         yield Timeout(env, tx + self.latency)           # transmission + propagation
         if self.failures is not None:
             return self._delivered(nbytes, start)
         now = env._now
-        self.trace.add(now, self.dst, "recv", self.src, nbytes)
+        self.trace.record((now, self.dst, "recv", self.src, nbytes))
         return now
 
     def _delivered(self, nbytes: float, start: float) -> float | None:
@@ -230,3 +230,61 @@ class FairLink(Link):
         del self.active[tid]
         self._notify()
         return start, 0.0
+
+
+class Links(dict):
+    """(src, dst) -> its Link, each made when first asked for (a million clients' links are not
+    all made up front; a link's state starts idle, whenever it is made). Read from the tree's
+    arrays directly, as `Topology.link` reads them; the level is looked up once per upper end
+    (all its children are at one depth)."""
+
+    def __init__(self, sim, link_cls: type):
+        super().__init__()
+        self.sim, self.link_cls = sim, link_cls
+        self._level: dict[str, str] = {}      # upper end -> the level of its children's links
+        self._rows = self._parent = None      # the topology's maps (name -> row, parent)
+
+    def __missing__(self, key: tuple[str, str]) -> Link:
+        a, b = key
+        sim, topo = self.sim, self.sim.topo
+        t, rows, parent = topo.tree, self._rows, self._parent
+        if rows is None:
+            rows, parent = self._rows, self._parent = topo.row_of, topo.parent
+        if parent.get(a) == b:
+            r = rows[a]
+            lat, bw, lower, upper, direction = t.lat_up[r], t.bw_up[r], a, b, "up"
+        elif parent.get(b) == a:
+            r = rows[b]
+            lat, bw, lower, upper, direction = t.lat_down[r], t.bw_down[r], b, a, "down"
+        else:
+            raise KeyError(key)
+        level = self._level.get(upper)
+        if level is None:
+            level = self._level[upper] = topo.level_of(lower)
+        link = self[key] = self.link_cls(sim.env, a, b, float(lat), float(bw), level, direction,
+                                         sim.trace, sim.ledger, sim.failures)
+        return link
+
+    def of_clients(self, node: str, ids: list[int]) -> None:
+        """Make the links between `node` and its clients `ids` (both directions) that are not
+        made yet, all at once: the tree's arrays read once for them (what `__missing__` makes
+        one at a time; `node` must be their parent in the tree)."""
+        sim, topo, names = self.sim, self.sim.topo, self.sim.topo.clients
+        new = [k for k in ids if (node, names[k]) not in self or (names[k], node) not in self]
+        if not new:
+            return
+        t, rows = topo.tree, topo.client_rows[new]
+        level = self._level.get(node)
+        if level is None:
+            level = self._level[node] = topo.level_of(names[new[0]])
+        make, env, trace, ledger, failures = \
+            self.link_cls, sim.env, sim.trace, sim.ledger, sim.failures
+        for k, lat_up, bw_up, lat_down, bw_down in zip(
+                new, *(a[rows].tolist() for a in (t.lat_up, t.bw_up, t.lat_down, t.bw_down))):
+            name = names[k]
+            if (node, name) not in self:
+                self[node, name] = make(env, node, name, lat_down, bw_down, level, "down",
+                                        trace, ledger, failures)
+            if (name, node) not in self:
+                self[name, node] = make(env, name, node, lat_up, bw_up, level, "up",
+                                        trace, ledger, failures)

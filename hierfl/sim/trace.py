@@ -4,6 +4,7 @@ from __future__ import annotations
 import csv
 import hashlib
 import io
+import operator
 from typing import IO
 
 Event = tuple[float, str, str, str, float]
@@ -19,39 +20,57 @@ class Trace:
 
     def __init__(self, keep: bool = True):
         self.events: list[Event] = []
+        self.record = self.events.append      # the hot paths' add: one event tuple, no frame
         self.keep = keep
         self._flushed = 0
-        self.count = 0
-        self._tails: dict[tuple, str] = {}     # (node, kind, peer, value) -> ",n,k,p,v\r\n"
+        self._written = 0                      # events dropped from memory once written
+        self._names: dict[str, str] = {}       # node, kind or peer -> its text in the file
+        self._plain = True                     # every name so far is its own text (unquoted)
+
+    @property
+    def count(self) -> int:
+        """Events recorded in all (those written and dropped from memory too)."""
+        return self._written + len(self.events)
+
+    @count.setter
+    def count(self, n: int) -> None:          # a resumed run: the events before the checkpoint
+        self._written = n - len(self.events)
 
     def add(self, time: float, node: str, kind: str, peer: str = "", value: float = 0) -> None:
-        self.count += 1
         self.events.append((time, node, kind, peer, value))
 
     def extend(self, events: list[Event]) -> None:
-        self.count += len(events)
         self.events.extend(events)
 
     def flush_to(self, fh: IO[str]) -> None:
-        """Append the events not written yet, as csv.writer writes them (one write call)."""
-        out: list[str] = []
-        tails = self._tails
-        last, text = None, ""
-        for t, n, k, p, v in self.events[self._flushed:]:
-            tail = tails.get((n, k, p, v))      # everything after the time, cached
-            if tail is None:
-                tail = tails[n, k, p, v] = f"{_fields(n, k, p)}{_num(v)}\r\n"
-            if t != last:                         # consecutive events often share a time
-                last, text = t, repr(float(t))
-            out.append(text + tail)
-        fh.write("".join(out))
+        """Append the events not written yet, as csv.writer writes them (one write call). The
+        loops run in C (map, zip, join): times by repr, values and fields (quoted as csv.writer
+        quotes them) through maps of their few distinct texts."""
+        events = self.events if not self._flushed else self.events[self._flushed:]
+        names = self._names
+        fields = [list(map(get, events)) for get in _FIELDS]   # node, kind, peer, value
+        for column in fields[:3]:
+            new = set(column).difference(names)
+            if new:
+                names.update({s: _quoted(s) for s in new})
+                self._plain = self._plain and all(names[s] is s for s in new)
+            if not self._plain:
+                column[:] = map(names.__getitem__, column)
+        values = fields[3]
+        texts = {v: _num(v) for v in set(values)}
+        times = _time_texts(list(map(float, map(_TIME, events))))
+        rows = zip(times, *fields[:3], map(texts.__getitem__, values))
+        if events:
+            fh.write("\r\n".join(map(",".join, rows)) + "\r\n")
         fh.flush()
         if self.keep:
             self._flushed = len(self.events)
         else:
-            self.events.clear()
-        if len(tails) > 500_000:
-            tails.clear()
+            self._written += len(self.events)
+            self.events.clear()               # in place: `record` appends to this list
+        if len(names) > 500_000:
+            names.clear()
+            self._plain = True
 
     def fingerprint(self) -> str:
         """A hash of the event sequence (OMNeT++-style regression fingerprint)."""
@@ -61,16 +80,30 @@ class Trace:
         return hashlib.sha256(buf.getvalue().encode()).hexdigest()[:16]
 
 
+_TIME = operator.itemgetter(0)
+_FIELDS = tuple(map(operator.itemgetter, (1, 2, 3, 4)))
 _SPECIAL = frozenset(',"\r\n')          # characters csv.writer would quote
 
 
-def _fields(n: str, k: str, p: str) -> str:
-    """The CSV text between time and value, quoted as csv.writer would."""
-    if _SPECIAL.isdisjoint(n + k + p):
-        return f",{n},{k},{p},"
+def _quoted(name) -> str:
+    """One field as csv.writer writes it (the same object: a str that needs no quotes)."""
+    s = str(name)
+    if _SPECIAL.isdisjoint(s):
+        return s
     buf = io.StringIO()
-    csv.writer(buf).writerow(("", n, k, p, ""))
-    return buf.getvalue()[:-2]
+    csv.writer(buf).writerow((s, ""))
+    return buf.getvalue()[:-3]          # less the "," and "\r\n" of the empty field after it
+
+
+def _time_texts(times: list[float]) -> list[str]:
+    """repr of each time, each distinct time formatted once (a float's repr is ~1 us; about
+    half of a trace's events share their time with another). 0.0 == -0.0: where a zero is
+    among them, each one is formatted for itself."""
+    distinct = list(set(times))
+    texts = dict(zip(distinct, map(repr, distinct)))
+    if 0.0 in texts:
+        return [repr(t) if t == 0.0 else texts[t] for t in times]
+    return list(map(texts.__getitem__, times))
 
 
 def _num(v: float) -> str:
