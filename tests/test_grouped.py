@@ -145,3 +145,21 @@ def test_a_pickled_model_keeps_its_plan():
     loss, grad = model._loss_grad_vmap(w, x, y, m)
     loss2, grad2 = back._loss_grad_vmap(w, x, y, m)
     assert torch.equal(loss, loss2) and torch.equal(grad, grad2)
+
+
+@pytest.mark.parametrize("module,shape", [
+    (nn.Sequential(nn.Linear(8, 4), nn.ReLU(), nn.Flatten(), nn.Linear(32, 3)), (8, 8)),
+    (nn.Sequential(nn.Conv2d(1, 2, 3), nn.MaxPool2d(2), nn.Linear(3, 4), nn.Flatten(),
+                   nn.Linear(24, 3)), (1, 8, 8)),
+    (nn.Sequential(nn.MaxPool2d(2), nn.Flatten(), nn.Linear(16, 3)), (8, 8)),
+])
+def test_layers_on_inputs_of_another_rank_stay_on_functorch(module, shape):
+    """A dense layer on images' last dimension, or a pooling of unbatched (H, W) planes: vmap
+    broadcasts them, the plans would not (a bmm of 3-d rows, a pooling of the clients'
+    planes as one image), so such a module has no plan and trains as before."""
+    model = TorchModel(module, shape, "classification", "m", batching="vmap")
+    w, x, y, m = _batch(model, 3, 5, 3, torch.Generator().manual_seed(4))
+    loss, grad = model._loss_grad_vmap(w, x, y, m)               # raised with a plan
+    ref_loss, ref_grad = model._loss_grad_vmap(w, x, y, m, functorch=True)
+    assert torch.equal(loss, ref_loss) and torch.equal(grad, ref_grad)
+    assert float(grad.abs().max()) > 0 and model.grouped is None

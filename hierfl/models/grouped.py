@@ -112,6 +112,22 @@ def _known(m: nn.Module) -> bool:
     return type(m) in (nn.Linear, nn.ReLU)
 
 
+def _ranks_fit(layers: list[nn.Module], rank: int) -> bool:
+    """Whether each layer gets a sample of the rank its plan computes: a dense layer flat
+    rows (its plan is a bmm of (C, B, F)), a convolution or max-pooling (Cin, H, W) images
+    (a dense layer on images' last dimension, or a pooling of unbatched (H, W) planes, is
+    broadcast by vmap but not by these plans)."""
+    for m in layers:
+        if isinstance(m, nn.Linear) and rank != 1 or \
+                isinstance(m, (nn.Conv2d, nn.MaxPool2d)) and rank != 3:
+            return False
+        if isinstance(m, nn.Flatten):
+            rank = 1
+        elif isinstance(m, nn.Unflatten):
+            rank += len(m.unflattened_size) - 1
+    return True
+
+
 _PLANS: dict[type, Callable[..., Layer]] = {
     nn.Linear: _linear, nn.Conv2d: _conv, nn.MaxPool2d: _pool, nn.Flatten: _flatten,
     nn.Unflatten: _unflatten, nn.ReLU: _relu}
@@ -139,6 +155,8 @@ class GroupedStack:
         if not all(_known(m) and not m._forward_hooks and not m._forward_pre_hooks
                    for _, m in children):
             return None
+        if not _ranks_fit([m for _, m in children], len(input_shape)):
+            return None                   # a layer on inputs of another rank: vmap's own
         own = [f"{name}.{n}" for name, m in children for n, _ in m.named_parameters()]
         if own != [n for n, _ in module.named_parameters()]:
             return None                   # tied (shared) layers, or parameters of its own
