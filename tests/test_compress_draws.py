@@ -138,3 +138,15 @@ def test_subset_equals_the_plain_first_distinct_reference(k, p):
     short = Draws(0xC0FFEE, senders)._first_distinct(20, 40, m=21)     # rows that draw again
     assert [r.tolist() for r in short] == [_first_k_distinct(0xC0FFEE, int(s), 20, 40)
                                             for s in senders]
+
+
+@pytest.mark.parametrize("k,p,m", [(7, 610, None), (61, 610, None), (20, 40, 21), (1, 10, None)])
+def test_first_distinct_by_sort_equals_by_table(k, p, m):
+    """Large rows x p (a big model) find first draws by sorting, not by an (n, p) table: the
+    same coordinates, rows that draw again included, and both equal the plain reference."""
+    senders = np.array([0, 3, 77, 999, 65536, 4000000])
+    d = Draws(0xBEEF, senders)
+    by_table = d._first_distinct(k, p, m, table_max=1 << 30)
+    by_sort = d._first_distinct(k, p, m, table_max=0)
+    assert np.array_equal(by_table, by_sort)
+    assert by_sort[2].tolist() == _first_k_distinct(0xBEEF, 77, k, p)

@@ -54,6 +54,9 @@ def _counters(p: int) -> np.ndarray:
     return c
 
 
+TABLE_MAX = 1 << 23     # (rows x p) entries up to which `_firsts` scatters into a table
+
+
 class Draws:
     """The draws of a batch of senders (one row each) under a 32-bit key, or one key per row
     (an array: rows of several messages, each under its own key, in one batch)."""
@@ -97,24 +100,19 @@ class Draws:
         mask[np.arange(self.n)[:, None], self._first_distinct(p - k, p)] = False
         return torch.from_numpy(np.nonzero(mask)[1].reshape(self.n, k))
 
-    def _first_distinct(self, k: int, p: int, m: int | None = None) -> np.ndarray:
+    def _first_distinct(self, k: int, p: int, m: int | None = None,
+                        table_max: int = TABLE_MAX) -> np.ndarray:
         """The first k distinct coordinates of each row's draws (with replacement), in order:
-        each (row, coordinate)'s first draw number by one minimum scatter into an (n, p)
-        table, a draw is a first one where it is that number, and a row's first k of those
-        are where their running count is <= k; no sort, no per-row Python. `m`: draws made
-        at first (default: the mean needed + 4 standard deviations; rows short of k draw
-        more)."""
+        which draws are a coordinate's first (`_firsts`), and a row's first k of those are
+        where their running count is <= k; no per-row Python. `m`: draws made at first
+        (default: the mean needed + 4 standard deviations; rows short of k draw more)."""
         m = _draws_needed(k, p) if m is None else m
         out = np.empty((self.n, k), np.int64)
         todo = np.arange(self.n)
         while len(todo):
             h = _mix_tail(self.rows[todo, None] ^ _counters(m)).astype(np.uint64)
             c = (h * np.uint64(p) >> np.uint64(32)).astype(np.intp)     # the draws' coordinates
-            at = c + np.arange(0, len(todo) * p, p)[:, None]            # in the (n, p) table
-            step = np.arange(m, dtype=np.int32 if m > 32767 else np.int16)
-            table = np.full(len(todo) * p, m, step.dtype)
-            np.minimum.at(table, at.reshape(-1), np.broadcast_to(step, at.shape).reshape(-1))
-            first = table[at] == step                              # a coordinate's first draw
+            first = _firsts(c, p, table_max)
             count = np.cumsum(first, axis=1)
             enough = count[:, -1] >= k
             if enough.all():
@@ -124,6 +122,30 @@ class Draws:
             out[todo[enough]] = c[enough][keep].reshape(-1, k)
             todo, m = todo[~enough], 2 * m                 # rare: draw further for those
         return out
+
+
+def _firsts(c: np.ndarray, p: int, table_max: int = TABLE_MAX) -> np.ndarray:
+    """(n, m) bool: which of each row's draws `c` (coordinates in 0..p-1) is its coordinate's
+    first. Small (n x p <= table_max): each (row, coordinate)'s first draw number by one minimum
+    scatter into an (n, p) table, no sort. Large (a big model: the table would be n x p, a GB
+    at 200 x 1.7 M, where the draws are a few per cent of p): two sorts of (coordinate, draw
+    number) keys, memory (n, m). The same mask either way."""
+    n, m = c.shape
+    if n * p <= table_max:
+        at = c + np.arange(0, n * p, p)[:, None]                        # in the (n, p) table
+        step = np.arange(m, dtype=np.int32 if m > 32767 else np.int16)
+        table = np.full(n * p, m, step.dtype)
+        np.minimum.at(table, at.reshape(-1), np.broadcast_to(step, at.shape).reshape(-1))
+        return table[at] == step
+    bits = np.uint64(max(1, (m - 1).bit_length()))
+    key = np.sort(c.astype(np.uint64) << bits | np.arange(m, dtype=np.uint64), axis=1)
+    lead = np.empty(key.shape, bool)                 # first (lowest draw number) of its value
+    lead[:, 0] = True
+    np.not_equal(key[:, 1:] >> bits, key[:, :-1] >> bits, out=lead[:, 1:])
+    first = np.zeros(c.shape, bool)
+    rows = np.broadcast_to(np.arange(n)[:, None], key.shape)
+    first[rows[lead], (key[lead] & np.uint64((1 << int(bits)) - 1)).astype(np.intp)] = True
+    return first
 
 
 @functools.lru_cache(maxsize=64)
