@@ -23,7 +23,7 @@ def top_abs(x: torch.Tensor, k: int) -> torch.Tensor:
     n, p = x.shape
     if x.dtype != torch.float32 or n == 0 or k >= p:
         return x.abs().topk(k, dim=1, sorted=False).indices
-    mag = np.abs(x.numpy()).view(np.int32)
+    mag = np.abs(x.detach().numpy()).view(np.int32)
     kth = np.partition(mag, p - k, axis=1)[:, p - k]          # each row's k-th largest
     flat = np.flatnonzero(mag >= kth[:, None])
     if len(flat) == n * k and not (kth > _NAN_BITS).any():
