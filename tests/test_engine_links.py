@@ -17,14 +17,26 @@ from hierfl.topology.graph import build_topology
 from test_scale import MIXED, _spec
 
 
-def _links(topo) -> Links:
+def _links(topo, mobility=None) -> Links:
     sim = SimpleNamespace(env=simpy.Environment(), topo=topo, trace=Trace(),
-                          ledger=Ledger.for_levels(topo.levels), failures=None)
+                          ledger=Ledger.for_levels(topo.levels), failures=None,
+                          mobility=mobility)
     return Links(sim, Link)
 
 
 def _fields(link: Link) -> tuple:
     return (link.src, link.dst, link.latency, link.bandwidth, link.tier, link.direction)
+
+
+def test_links_of_moving_clients_are_made_as_asked_for(tmp_path):
+    """Where clients move, a client's parent in the tree is not its edge: nothing is made
+    together (the links come one at a time, from the edge the client is at)."""
+    sc = _spec(tmp_path, MIXED)
+    topo = build_topology(sc.topology, sc.seed, sc.topology_file)
+    links = _links(topo, mobility=object())
+    edge = topo.edges[0]
+    links.of_clients(edge, [k for k, c in enumerate(topo.clients) if topo.parent[c] == edge])
+    assert len(links) == 0
 
 
 def test_links_made_together_are_those_made_one_at_a_time(tmp_path):

@@ -83,8 +83,7 @@ class FlatRounds:
                 gens.append(self._preagg_up(node, pa, pos, work, col, partials))
         if bottom:                  # a node's children are all clients or all aggregators
             ids = list(map(self.index.__getitem__, kids))
-            if self.mobility is None:                # their links, made together
-                self.links.of_clients(node, ids)
+            self.links.of_clients(node, ids)            # their links, made together
             gens.extend(self._client(k, pos[k], node, down_bytes, work, True, col, pa)
                         for k in ids)
         else:

@@ -116,8 +116,7 @@ class HierRounds:
                 work = self.edge_train(node, t, kids, start)
                 col = Collector(self.env, int((~work.drop).sum()), policy)
                 ids = work.sel.tolist()
-                if self.mobility is None:            # their links, made together
-                    self.links.of_clients(node, ids)
+                self.links.of_clients(node, ids)            # their links, made together
                 self.spawn(*(self._client(k, i, node, db, work, False, col)
                              for i, k in enumerate(ids)))
                 yield col.closed

@@ -268,8 +268,11 @@ class Links(dict):
     def of_clients(self, node: str, ids: list[int]) -> None:
         """Make the links between `node` and its clients `ids` (both directions) that are not
         made yet, all at once: the tree's arrays read once for them (what `__missing__` makes
-        one at a time; `node` must be their parent in the tree)."""
+        one at a time; `node` must be their parent in the tree, so not where clients move:
+        with mobility they are made one at a time, as asked for)."""
         sim, topo, names = self.sim, self.sim.topo, self.sim.topo.clients
+        if sim.mobility is not None:
+            return
         new = [k for k in ids if (node, names[k]) not in self or (names[k], node) not in self]
         if not new:
             return
