@@ -163,3 +163,27 @@ def test_layers_on_inputs_of_another_rank_stay_on_functorch(module, shape):
     ref_loss, ref_grad = model._loss_grad_vmap(w, x, y, m, functorch=True)
     assert torch.equal(loss, ref_loss) and torch.equal(grad, ref_grad)
     assert float(grad.abs().max()) > 0 and model.grouped is None
+
+
+@pytest.mark.parametrize("args", [(2, 2, 0, 1, False), (3, 1, 1, 1, False), (2, 2, 0, 1, True),
+                                  (3, 2, 1, 2, True), ((2, 3), (1, 2), (1, 0), 1, False)])
+def test_pool_kernel_is_max_pool2d(args):
+    """The channels-last pooling gives max_pool2d's values, and its gradients bit for bit,
+    with ties (first maximum in window order), NaNs and overlapping windows."""
+    from torch.nn import functional as F
+
+    from hierfl.models.grouped import _MaxPool, _pair
+    k, s, p, d, ceil = args
+    g = torch.Generator().manual_seed(3)
+    x = torch.randint(0, 4, (6, 5, 9, 8), generator=g).float()     # many ties
+    x[0, 0, 1, 1] = float("nan")
+    x[1, 2, 3:5, 3:5] = float("nan")
+    a, b = x.clone().requires_grad_(), x.clone().requires_grad_()
+    ref = F.max_pool2d(a, k, s, p, d, ceil)
+    got = _MaxPool.apply(b, _pair(k), _pair(s), _pair(p), _pair(d), ceil)
+    assert got.is_contiguous() and torch.equal(ref.isnan(), got.isnan())
+    assert torch.equal(ref.nan_to_num(), got.nan_to_num())
+    grad = torch.randn(ref.shape, generator=g)
+    ref.backward(grad)
+    got.backward(grad)
+    assert b.grad.is_contiguous() and torch.equal(a.grad, b.grad)

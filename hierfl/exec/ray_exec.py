@@ -26,6 +26,7 @@ from collections import OrderedDict
 import numpy as np
 import torch
 
+from ..allocator import keep_freed_memory
 from ..learn.batches import Batch, BatchPlan
 from ..learn.solver import LocalProgram, SolveResult, solve
 from ..config.errors import ScenarioError
@@ -106,6 +107,7 @@ def solve_chunk(program: LocalProgram, rows: torch.Tensor, weights: torch.Tensor
                 gamma: float | None, check_every: int, measure: bool = True) -> SolveResult:
     """One chunk of clients, in a Ray worker: the batched solver, one torch thread."""
     torch.set_num_threads(1)
+    keep_freed_memory()
     plan = BatchPlan(rows, weights, _as_tensor(x), _as_tensor(y))
     with torch.no_grad():
         return solve(program, plan, full, budgets, lr, gamma, check_every, measure)

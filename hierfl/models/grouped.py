@@ -67,22 +67,51 @@ def _conv(m: nn.Conv2d, prefix: str) -> Layer:
     return run
 
 
+class _MaxPool(torch.autograd.Function):
+    """`max_pool2d` of (N, C, H, W) planes computed by its channels-last kernel (vectorised
+    over the planes: ~20x faster here than the per-plane kernel on 8x8 planes, which costs
+    ~26 ns per output), from and to the usual layout. The same values and the same indices:
+    both kernels scan a window in the same order and keep its first maximum (a NaN wins), so
+    the backward, a scatter of the gradients to those indices in output order, is the same
+    sums; the gradient comes back in the input's own layout, as max_pool2d's does."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, k, s, pad, dil, ceil) -> torch.Tensor:
+        xc = x.contiguous(memory_format=torch.channels_last)
+        out, idx = torch.ops.aten.max_pool2d_with_indices(xc, k, s, pad, dil, ceil)
+        ctx.save_for_backward(xc, idx)
+        ctx.args = (k, s, pad, dil, ceil)
+        return out.contiguous()
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        xc, idx = ctx.saved_tensors
+        g = torch.ops.aten.max_pool2d_with_indices_backward(
+            grad.contiguous(memory_format=torch.channels_last), xc, *ctx.args, idx)
+        return (g.contiguous(),) + (None,) * 5
+
+
 def _pool(m: nn.MaxPool2d, prefix: str, grouped: bool = False) -> Layer:
     """Max-pooling of every (H, W) plane, exact whatever the order of the planes: a
     convolution's output (clients in the channels) is pooled as it lies, and stays so for a
     convolution next (`grouped`), where vmap copies it to (C*B, ...) rows and back."""
+    args = tuple(_pair(v) for v in (m.kernel_size, m.stride or m.kernel_size, m.padding,
+                                    m.dilation)) + (bool(m.ceil_mode),)
+
     def run(h: torch.Tensor, p: dict[str, torch.Tensor]) -> torch.Tensor:
         c, b = h.shape[0], h.shape[1]
         rows = h.movedim(0, 1)
         if not rows.is_contiguous():
-            out = F.max_pool2d(h.reshape(c * b, *h.shape[2:]), m.kernel_size, m.stride,
-                               m.padding, m.dilation, m.ceil_mode)
+            out = _MaxPool.apply(h.reshape(c * b, *h.shape[2:]), *args)
             return out.view(c, b, *out.shape[1:])
-        out = F.max_pool2d(rows.reshape(b, c * h.shape[2], *h.shape[3:]), m.kernel_size,
-                           m.stride, m.padding, m.dilation, m.ceil_mode)
+        out = _MaxPool.apply(rows.reshape(b, c * h.shape[2], *h.shape[3:]), *args)
         out = out.view(b, c, h.shape[2], *out.shape[2:]).movedim(0, 1)
         return out if grouped else out.contiguous()
     return run
+
+
+def _pair(v) -> tuple[int, int]:
+    return (v, v) if isinstance(v, int) else tuple(v)
 
 
 def _flatten(m: nn.Flatten, prefix: str) -> Layer:

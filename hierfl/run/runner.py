@@ -17,6 +17,7 @@ from ..sim.engine import Simulation
 from ..sim.failures import Failures
 from ..sim.mobility import Mobility
 from ..sim.trace import Trace
+from ..allocator import keep_freed_memory
 from .checkpoint import CHECKPOINT, load_checkpoint, remove_stale_temps, restore, truncate
 from .fingerprint import (check_resume, differences, read_fingerprint, refuse, run_fingerprint,
                           write_fingerprint)
@@ -65,6 +66,7 @@ def run_algorithm(sc: Scenario, entry: AlgorithmEntry, world: World, out_dir: st
     `stop_after` pauses after that round (leaving a checkpoint, as an interruption would).
     `executor`: default, the scenario's (train.executor)."""
     torch.set_num_threads(sc.train.executor.threads)
+    keep_freed_memory()
     os.makedirs(out_dir, exist_ok=True)
     fp = fingerprint if fingerprint is not None else run_fingerprint(sc, world)
     if resume:
