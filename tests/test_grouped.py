@@ -15,6 +15,15 @@ from hierfl.models.grouped import GroupedStack
 from hierfl.models.torch_model import TorchModel
 
 
+@pytest.fixture(autouse=True, params=["channels-last pooling", "pooling by size"])
+def _pool_kernel(request, monkeypatch):
+    """Every test twice: all pooling on the channels-last kernel (`_MaxPool`), and as shipped
+    (it from POOL_CL_MIN elements, these small tensors mostly on max_pool2d itself)."""
+    from hierfl.models import grouped
+    if request.param == "channels-last pooling":
+        monkeypatch.setattr(grouped, "POOL_CL_MIN", 0)
+
+
 def _mlp(shape, classes):
     return nn.Sequential(nn.Linear(math.prod(shape), 12), nn.ReLU(),
                          nn.Linear(12, 9, bias=False), nn.ReLU(), nn.Linear(9, classes))
@@ -187,3 +196,26 @@ def test_pool_kernel_is_max_pool2d(args):
     ref.backward(grad)
     got.backward(grad)
     assert b.grad.is_contiguous() and torch.equal(a.grad, b.grad)
+
+
+def test_module_forward_pools_channels_last_with_the_same_bytes():
+    """The loop path and evaluation (`TorchModel._run`) pool on the channels-last kernel: the
+    outputs and the parameters' gradients equal the module's own forward bit for bit; a hook
+    registered on the module or a pooling layer afterwards is honoured (the module runs)."""
+    model = TorchModel(_odd_cnn((98,), 6), (98,), "classification", "odd")
+    assert model.pooled is not None
+    g = torch.Generator().manual_seed(5)
+    x = torch.rand(7, 98, generator=g)
+    x[:, :20] = 0.5                                         # ties in the pooling windows
+    own = model.module(x.reshape(7, *model.input_shape))
+    ga = torch.autograd.grad(own.square().sum(), model._plist)
+    got = model._run(x)
+    gb = torch.autograd.grad(got.square().sum(), model._plist)
+    assert torch.equal(own, got) and all(torch.equal(a, b) for a, b in zip(ga, gb))
+    calls = []
+    pool = next(m for m in model.module if isinstance(m, nn.MaxPool2d))
+    pool.register_forward_hook(lambda *a: calls.append(1))
+    model._run(x)
+    model.module.register_forward_pre_hook(lambda *a: calls.append(2))
+    model._run(x)
+    assert calls == [1, 2, 1]
