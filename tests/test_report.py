@@ -355,3 +355,33 @@ def test_report_html_renders_in_headless_chromium(runs, tmp_path):
                              page.read_text(), count=1))
     bad = render_check(chromium(tmp_path, broken.as_uri(), "--dump-dom").stdout)
     assert bad["data-status"] == "bad" and bad["data-loaded"] == str(n_img - 1)
+
+
+def test_timeline_figure_stays_the_same_size_at_any_scale(tmp_path):
+    """A round over 300 edges with 2 clients each: the figure draws the cloud, the first 24
+    aggregators and 40 clients, those under the drawn edges first, and says what it left out;
+    its size does not grow with the system (it drew every aggregator: ~1,000 rows at W8)."""
+    import matplotlib.image as mpimg
+
+    from hierfl.report.plots.timeline import _rows, timeline_figure
+    lines = ["time_s,node,kind,peer,value", "0.0,cloud,round_start,,1"]
+    for e in range(300):
+        lines.append(f"0.0,cloud,send,edge{e},100")
+        lines.append(f"1.0,edge{e},recv,cloud,100")
+        for c in (2 * e, 2 * e + 1):
+            lines += [f"1.0,edge{e},send,client{c},100", f"2.0,client{c},recv,edge{e},100",
+                      f"2.0,client{c},compute_start,,5", f"3.0,client{c},compute_end,,5",
+                      f"3.0,client{c},send,edge{e},50", f"4.0,edge{e},recv,client{c},50"]
+        lines += [f"4.0,edge{e},aggregate,,2", f"4.0,edge{e},send,cloud,50",
+                  f"5.0,cloud,recv,edge{e},50"]
+    lines += ["5.0,cloud,aggregate,,1", "5.0,cloud,round_end,,1"]
+    (tmp_path / "trace.csv").write_text("\n".join(lines) + "\n")
+    tl = timeline.load(str(tmp_path), 1)
+    rows, more_aggs, more_clients = _rows(tl, 24, 40)
+    assert rows[:25] == ["cloud"] + [f"edge{e}" for e in range(24)]
+    assert rows[25:] == [f"client{c}" for c in range(40)]     # under edge0..edge19
+    assert (more_aggs, more_clients) == (276, 560)
+    wide = mpimg.imread(timeline_figure(tl, "wide", str(tmp_path / "wide.png")))
+    tl.nodes = tl.nodes[:25] + [f"client{c}" for c in range(40)]
+    few = mpimg.imread(timeline_figure(tl, "few", str(tmp_path / "few.png")))
+    assert wide.shape == few.shape

@@ -9,13 +9,27 @@ from ..timeline import Timeline
 from .style import KIND_COLOURS, STYLE, W1, plt, save
 
 
-def timeline_figure(tl: Timeline, label: str, path: str, max_clients: int = 40) -> str:
+def _rows(tl: Timeline, max_aggregators: int,
+          max_clients: int) -> tuple[list[str], int, int]:
+    """The rows drawn: the root, the first `max_aggregators` aggregators (top tiers first),
+    then up to `max_clients` clients, those exchanging with a drawn aggregator first; and how
+    many aggregators and clients are left out (a figure of the same size at any scale)."""
+    root, aggs = tl.nodes[:1], [n for n in tl.nodes[1:] if n not in tl.clients]
+    clients = [n for n in tl.nodes if n in tl.clients]
+    shown = set(root + aggs[:max_aggregators])
+    near = {b.node for b in tl.bars if b.node in tl.clients and b.peer in shown}
+    ordered = [c for c in clients if c in near] + [c for c in clients if c not in near]
+    picked = set(ordered[:max_clients])
+    rows = root + aggs[:max_aggregators] + [c for c in clients if c in picked]
+    return rows, len(aggs) - min(len(aggs), max_aggregators), len(clients) - len(picked)
+
+
+def timeline_figure(tl: Timeline, label: str, path: str, max_clients: int = 40,
+                    max_aggregators: int = 24) -> str:
     """Gantt chart of one cloud round: per node, receive (download), compute, send (upload);
     white-grey background = idle. Aggregations are black ticks; handovers (mobility) red
-    triangles on the client's row."""
-    clients = [n for n in tl.nodes if n in tl.clients]
-    shown_clients = clients[:max_clients]
-    nodes = [n for n in tl.nodes if n not in tl.clients] + shown_clients
+    triangles on the client's row. At most `max_aggregators` and `max_clients` rows (`_rows`)."""
+    nodes, more_aggs, more_clients = _rows(tl, max_aggregators, max_clients)
     row = {n: i for i, n in enumerate(nodes)}
     span = max(tl.end - tl.start, 1e-12)
     with plt.rc_context(STYLE):
@@ -52,8 +66,9 @@ def timeline_figure(tl: Timeline, label: str, path: str, max_clients: int = 40) 
         ax.set_ylim(len(nodes) - 0.5, -0.5)
         ax.set_xlim(tl.start, tl.start + span * 1.01)
         ax.set_xlabel("simulated time (s)")
-        more = f"; {len(clients) - len(shown_clients)} more clients not shown" if len(
-            clients) > len(shown_clients) else ""
+        left = [f"{k} more {what}" for k, what in ((more_aggs, "aggregators"),
+                                                  (more_clients, "clients")) if k]
+        more = f"; {' and '.join(left)} not shown" if left else ""
         ax.set_title(f"{label}: cloud round {tl.round}{more}", fontsize=10)
         handles = [matplotlib.patches.Patch(color=KIND_COLOURS[k], label=lab) for k, lab in
                    (("download", "receive (download)"), ("compute", "compute"),
