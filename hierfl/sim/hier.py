@@ -114,7 +114,8 @@ class HierRounds:
             if bottom:
                 opened = self.env.now
                 work = self.edge_train(node, t, kids, start)
-                col = Collector(self.env, int((~work.drop).sum()), policy)
+                drops = work.drop.tolist()
+                col = Collector(self.env, len(drops) - sum(drops), policy)
                 ids = work.sel.tolist()
                 self.links.of_clients(node, ids)            # their links, made together
                 self.spawn(*(self._client(k, i, node, db, work, False, col)

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 import simpy
 from simpy.events import Timeout
 
+from .tasks import after
 from .trace import Trace
 
 if TYPE_CHECKING:
@@ -155,10 +156,10 @@ class Link:
         tx = nbytes / self.bandwidth
         self.busy_until = start + tx
         if start > now:                                 # queued until the wire is free
-            yield Timeout(env, start - now)
+            yield after(env, start - now)
         self.trace.record((env._now, self.src, "send", self.dst, nbytes))
         self.ledger.add(self.tier, self.direction, nbytes)
-        yield Timeout(env, tx + self.latency)           # transmission + propagation
+        yield after(env, tx + self.latency)             # transmission + propagation
         if self.failures is not None:
             return self._delivered(nbytes, start)
         now = env._now
