@@ -65,6 +65,25 @@ def test_links_made_together_are_those_made_one_at_a_time(tmp_path):
         one[topo.clients[0], "cloud"]             # no such link
 
 
+def test_links_of_a_round_made_together_under_each_clients_parent(tmp_path):
+    """A round's selection across aggregators (node None: each client's own parent), in
+    no tree order, some asked twice: the links made one at a time, an existing one kept."""
+    sc = _spec(tmp_path, MIXED)
+    topo = build_topology(sc.topology, sc.seed, sc.topology_file)
+    one, together = _links(topo), _links(topo)
+    ids = list(range(topo.n_clients))[::-3] + [1, 1]
+    c5 = topo.clients[5]
+    kept = together[topo.parent[c5], c5]
+    kept.busy_until = 2.5
+    together.of_clients(None, ids)
+    assert len(together) == 2 * len(set(ids) | {5}) - 1 + (5 in ids)
+    for k in set(ids):
+        c = topo.clients[k]
+        for key in ((topo.parent[c], c), (c, topo.parent[c])):
+            assert _fields(together[key]) == _fields(one[key]), key
+    assert together[topo.parent[c5], c5] is kept and kept.busy_until == 2.5
+
+
 def _csv_text(events) -> str:
     want = io.StringIO()
     w = csv.writer(want)

@@ -13,10 +13,11 @@ class Counter:
         self.env, self.inflight = env, 0
 
 
-def _world(spawn):
+def _world(spawn, timeout=simpy.Environment.timeout, run=simpy.Environment.run):
     """A parent spawning children in a row at 0 and at 1 (one of them spawning its own child
     at once), beside a bystander process: every step ties with another at the same instant.
-    `spawn(env, gens)` starts the children; returns the log of (time, who, what)."""
+    `spawn(env, gens)` starts the children, `timeout(env, d)` makes the children's waits,
+    `run(env)` runs it all; returns the log of (time, who, what)."""
     env = simpy.Environment()
     log = []
 
@@ -25,7 +26,7 @@ def _world(spawn):
         if sub is not None:
             spawn(env, [child(sub, (0.5,))])
         for d in delays:
-            yield env.timeout(d)
+            yield timeout(env, d)
             log.append((env.now, name, f"after {d}"))
         return name
 
@@ -46,7 +47,7 @@ def _world(spawn):
 
     env.process(bystander())
     env.process(parent())
-    env.run()
+    run(env)
     return log
 
 
@@ -66,6 +67,33 @@ def test_workers_run_in_the_order_of_simpy_processes():
     got = _world(workers)
     assert got == want
     assert len(got) > 20 and [c.inflight for c in counters.values()] == [0]
+
+
+def test_after_and_drain_keep_the_order_of_timeouts_and_run():
+    """tasks.after queues a timeout as Timeout does (time, priority, creation number) and
+    tasks.drain processes the queue as env.run() does: the same log, ties included."""
+    counters = {}
+
+    def workers(env, gens):
+        tasks.start(counters.setdefault(id(env), Counter(env)), gens)
+
+    want = _world(_processes)
+    assert _world(workers, tasks.after, tasks.drain) == want
+    assert _world(_processes, tasks.after) == want
+    assert [c.inflight for c in counters.values()] == [0]
+
+
+def test_drain_raises_a_failure_nobody_handled_and_leaves_the_clock_there():
+    def world(run):
+        env = simpy.Environment()
+        bad = env.event()
+        env.timeout(1.5).callbacks.append(lambda _: bad.fail(KeyError("nobody")))
+        env.timeout(3.0)                       # never reached: the run stops at the failure
+        with pytest.raises(KeyError) as err:
+            run(env)
+        return env.now, type(err.value.__cause__), len(env._queue)
+
+    assert world(tasks.drain) == world(simpy.Environment.run) == (1.5, KeyError, 1)
 
 
 def test_the_count_of_workers_alive():

@@ -20,7 +20,7 @@ from typing import Callable
 
 import numpy as np
 import simpy
-from simpy.events import NORMAL, URGENT, Timeout
+from simpy.events import NORMAL, URGENT
 
 from .. import seeding
 from ..config.errors import ScenarioError
@@ -36,6 +36,7 @@ from .links import FairLink, Ledger, Link, Links
 from .mobility import MobileRounds, Mobility
 from .rounds import Collector
 from . import tasks
+from .tasks import after
 from .trace import Trace
 from .work import Chosen, ClientRecord, RoundInfo, RoundRunner, Work
 
@@ -146,7 +147,10 @@ class Simulation(FlatRounds, HierRounds, AsyncRounds, MobileRounds):
         threshold = gc.get_threshold()
         gc.set_threshold(max(threshold[0], 50_000), *threshold[1:])
         try:
-            self.env.run(until=proc if self.asynchronous or self.mobility else None)
+            if self.asynchronous or self.mobility:
+                self.env.run(until=proc)
+            else:                                # env.run() without a frame per event
+                tasks.drain(self.env)
         finally:
             gc.set_threshold(*threshold)
 
@@ -200,7 +204,7 @@ class Simulation(FlatRounds, HierRounds, AsyncRounds, MobileRounds):
             yield env.timeout(crash)
             add(env._now, name, "crash", "", rec.steps)
             return self._fail(collector, k, rec, preagg)
-        yield Timeout(env, ctime)
+        yield after(env, ctime)
         record((env._now, name, "compute_end", "", rec.steps))
         if work.drop[i]:
             return None
@@ -209,7 +213,7 @@ class Simulation(FlatRounds, HierRounds, AsyncRounds, MobileRounds):
             return self._fail(collector, k, rec, preagg)
         t_up, nbytes = env._now, float(work.up_bytes[i])
         hops = (name, parent) if (not relay or preagg is not None) else \
-            (name, *self.path_up(self.attached(k)))           # mobility: to its edge now
+            (name, *self.path_up(self.attached(k) if moving else parent))  # moving: its edge now
         if moving:
             rec.edge = hops[1]
         for j in range(len(hops) - 1):

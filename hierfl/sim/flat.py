@@ -48,7 +48,8 @@ class FlatRounds:
             self._apply(timing)
             col.arrived.extend(timing.arrived)
             yield closed
-        else:
+        else:                                # the clients' links, made together
+            self.links.of_clients(None, sel.tolist())
             self._broadcast("cloud", chosen, pos, down_bytes, work, col, partials, preagg)
             yield col.closed
         settle(work.recs, work.drop, work.up_bytes, down_bytes, opened, self.env.now, self.topo)
@@ -82,8 +83,7 @@ class FlatRounds:
                 pa = PreAgg(Collector(self.env, len(live), self.round_spec, opened=col.opened))
                 gens.append(self._preagg_up(node, pa, pos, work, col, partials))
         if bottom:                  # a node's children are all clients or all aggregators
-            ids = list(map(self.index.__getitem__, kids))
-            self.links.of_clients(node, ids)            # their links, made together
+            ids = list(map(self.index.__getitem__, kids))   # links: made at the round's start
             gens.extend(self._client(k, pos[k], node, down_bytes, work, True, col, pa)
                         for k in ids)
         else:

@@ -43,7 +43,8 @@ class HierRounds:
             for kid in kids:                    # no failures: whoever was not dropped
                 got[kid] = ok.intersection(self.under[kid].tolist())
             yield closed
-        else:
+        else:                                   # the clients' links, made together
+            self.links.of_clients(None, chosen.ids.tolist())
             self.spawn(*(self._hier_child("cloud", kid, t, chosen, model, down, col, uploads,
                                           info, kid in reporting, got) for kid in kids))
             yield col.closed
@@ -114,9 +115,9 @@ class HierRounds:
             if bottom:
                 opened = self.env.now
                 work = self.edge_train(node, t, kids, start)
-                col = Collector(self.env, int((~work.drop).sum()), policy)
-                ids = work.sel.tolist()
-                self.links.of_clients(node, ids)            # their links, made together
+                drops = work.drop.tolist()
+                col = Collector(self.env, len(drops) - sum(drops), policy)
+                ids = work.sel.tolist()             # their links: made at the round's start
                 self.spawn(*(self._client(k, i, node, db, work, False, col)
                              for i, k in enumerate(ids)))
                 yield col.closed

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 import simpy
 from simpy.events import Timeout
 
+from .tasks import after
 from .trace import Trace
 
 if TYPE_CHECKING:
@@ -155,10 +156,10 @@ class Link:
         tx = nbytes / self.bandwidth
         self.busy_until = start + tx
         if start > now:                                 # queued until the wire is free
-            yield Timeout(env, start - now)
+            yield after(env, start - now)
         self.trace.record((env._now, self.src, "send", self.dst, nbytes))
         self.ledger.add(self.tier, self.direction, nbytes)
-        yield Timeout(env, tx + self.latency)           # transmission + propagation
+        yield after(env, tx + self.latency)             # transmission + propagation
         if self.failures is not None:
             return self._delivered(nbytes, start)
         now = env._now
@@ -265,29 +266,34 @@ class Links(dict):
                                          sim.trace, sim.ledger, sim.failures)
         return link
 
-    def of_clients(self, node: str, ids: list[int]) -> None:
-        """Make the links between `node` and its clients `ids` (both directions) that are not
-        made yet, all at once: the tree's arrays read once for them (what `__missing__` makes
-        one at a time; `node` must be their parent in the tree, so not where clients move:
-        with mobility they are made one at a time, as asked for)."""
+    def of_clients(self, node: str | None, ids: list[int]) -> None:
+        """Make the links between clients `ids` and their parent `node` (None: each client's
+        own parent, as for a whole round's selection), both directions, that are not made
+        yet, all at once: the tree's arrays read once for them (what `__missing__` makes one
+        at a time; `node` must be their parent in the tree, so not where clients move: with
+        mobility they are made one at a time, as asked for)."""
         sim, topo, names = self.sim, self.sim.topo, self.sim.topo.clients
         if sim.mobility is not None:
             return
-        new = [k for k in ids if (node, names[k]) not in self or (names[k], node) not in self]
+        parent = topo.parent
+        ups = [node] * len(ids) if node is not None else [parent[names[k]] for k in ids]
+        new = [(k, up) for k, up in zip(ids, ups)
+               if (up, names[k]) not in self or (names[k], up) not in self]
         if not new:
             return
-        t, rows = topo.tree, topo.client_rows[new]
-        level = self._level.get(node)
-        if level is None:
-            level = self._level[node] = topo.level_of(names[new[0]])
+        t, rows = topo.tree, topo.client_rows[[k for k, _ in new]]
+        levels = self._level
         make, env, trace, ledger, failures = \
             self.link_cls, sim.env, sim.trace, sim.ledger, sim.failures
-        for k, lat_up, bw_up, lat_down, bw_down in zip(
+        for (k, up), lat_up, bw_up, lat_down, bw_down in zip(
                 new, *(a[rows].tolist() for a in (t.lat_up, t.bw_up, t.lat_down, t.bw_down))):
             name = names[k]
-            if (node, name) not in self:
-                self[node, name] = make(env, node, name, lat_down, bw_down, level, "down",
-                                        trace, ledger, failures)
-            if (name, node) not in self:
-                self[name, node] = make(env, name, node, lat_up, bw_up, level, "up",
-                                        trace, ledger, failures)
+            level = levels.get(up)
+            if level is None:                  # all of an upper end's children: one depth
+                level = levels[up] = topo.level_of(name)
+            if (up, name) not in self:
+                self[up, name] = make(env, up, name, lat_down, bw_down, level, "down",
+                                      trace, ledger, failures)
+            if (name, up) not in self:
+                self[name, up] = make(env, name, up, lat_up, bw_up, level, "up",
+                                      trace, ledger, failures)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import simpy
+from simpy.events import PENDING
 
 from ..config.schema import RoundSpec
 
@@ -24,6 +25,9 @@ class Collector:
         self.late: list = []
         self.closed = env.event()
         self.opened = env.now if opened is None else opened
+        self.need = expected        # arrivals that close it (the policy is fixed)
+        if policy.policy == "first_k" and policy.k is not None:
+            self.need = min(policy.k, expected)
         limit = policy.deadline_s if policy.policy.startswith("deadline") else policy.timeout_s
         if expected == 0:
             self.closed.succeed()
@@ -38,19 +42,21 @@ class Collector:
     def _check(self) -> None:
         if self.closed.triggered:
             return
-        need = self.expected
-        if self.policy.policy == "first_k" and self.policy.k is not None:
-            need = min(self.policy.k, self.expected)
-        if len(self.arrived) >= need or len(self.arrived) + len(self.failed) >= self.expected:
+        if len(self.arrived) >= self.need or \
+                len(self.arrived) + len(self.failed) >= self.expected:
             self.closed.succeed()
 
     def arrive(self, who) -> bool:
-        """Record an arrival; False if the round had already closed (the work is wasted)."""
-        if self.closed.triggered:
+        """Record an arrival; False if the round had already closed (the work is wasted).
+        Once per message that reaches an aggregator: `_check` inline."""
+        closed, arrived = self.closed, self.arrived
+        if closed._value is not PENDING:          # triggered
             self.late.append(who)
             return False
-        self.arrived.append(who)
-        self._check()
+        arrived.append(who)
+        n = len(arrived)
+        if n >= self.need or n + len(self.failed) >= self.expected:
+            closed.succeed()
         return True
 
     def fail(self, who) -> None:

@@ -21,9 +21,10 @@ this is only a difference for code that would. A yielded non-event raises Attrib
 simpy's "Invalid yield value"."""
 from __future__ import annotations
 
+from heapq import heappop, heappush
 from typing import Generator, Iterable
 
-from simpy.events import URGENT, Event
+from simpy.events import NORMAL, URGENT, Event, Timeout
 
 
 class Worker:
@@ -62,3 +63,32 @@ def start(counter, gens: Iterable[Generator]) -> None:
     ev.callbacks = [Worker(counter, g).resume for g in gens]
     counter.inflight += len(ev.callbacks)
     env.schedule(ev, URGENT)
+
+
+_new = object.__new__
+
+
+def after(env, delay: float) -> Timeout:
+    """`Timeout(env, delay)` (delay >= 0) in one frame: its fields set and the event queued
+    as `Environment.schedule` queues it (the time now + delay, NORMAL, the next creation
+    number); Timeout.__init__ and schedule are two Python frames per message and computation."""
+    ev = _new(Timeout)
+    ev.env, ev.callbacks, ev._value, ev._delay, ev._ok = env, [], None, delay, True
+    heappush(env._queue, (env._now + delay, NORMAL, next(env._eid), ev))
+    return ev
+
+
+def drain(env) -> None:
+    """`env.run()` (no `until`): `Environment.step` until nothing is scheduled, its body
+    inline (one Python frame per event less). The same order, callbacks and failures; the
+    StopSimulation handling of step is for `until`, which this does not take."""
+    queue = env._queue
+    while queue:
+        env._now, _, _, event = heappop(queue)
+        callbacks, event.callbacks = event.callbacks, None
+        for callback in callbacks:
+            callback(event)
+        if not event._ok and not hasattr(event, "_defused"):
+            exc = type(event._value)(*event._value.args)
+            exc.__cause__ = event._value
+            raise exc
