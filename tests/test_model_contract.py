@@ -87,3 +87,24 @@ def test_a_model_name_is_registered_once(tmp_path, capsys):
     with pytest.raises(ValueError, match="'_once' is taken by .*test_model_contract"):
         hierfl.register_model("_once")(lambda input_shape, num_classes: None)
     hierfl.register_model("cnn")(MODELS["cnn"].factory)         # the built-in, imported
+
+
+@pytest.mark.parametrize("model, says", [
+    ({"hidden": [16, 32]}, "model.hidden = [16, 32]: char_lstm layers share one width: give "
+                           "equal widths, one per layer (e.g. [256, 256])"),
+    ({"hidden": [16], "layers": 3}, "model.layers = 3: hidden [16] gives 1 layer(s): give "
+                                    "layers or one width per layer, not both"),
+])
+def test_char_lstm_widths(tmp_path, capsys, model, says):
+    data = {"name": "npz", "path": "text.npz"}
+    import numpy as np
+    g = np.random.default_rng(0)
+    arrays = {}
+    for k in range(6):
+        arrays[f"x_{k}"] = g.integers(0, 10, (4, 12))
+        arrays[f"y_{k}"] = g.integers(0, 10, 4)
+    np.savez(tmp_path / "text.npz", **arrays)
+    rc, err = _validate(tmp_path, capsys, {"name": "char_lstm", "embed": 4, **model},
+                        data=data)
+    assert rc == 2 and "Traceback" not in err
+    assert says in err
