@@ -127,3 +127,18 @@ def test_quickstart_validates(processes):
     assert proc.returncode == 0, proc.stderr
     assert "Traceback" not in proc.stderr
     assert "quickstart" in proc.stdout and "30 clients" in proc.stdout
+
+
+def test_a_scenario_error_crosses_processes_whole():
+    """A sweep point's error comes back from its worker process pickled: it kept its problems
+    (it came back as one problem per character of the message, printed a character a line)."""
+    import pickle
+
+    from hierfl.config.errors import NO_VALUE, Problem, ScenarioError
+    exc = ScenarioError([Problem("p.yaml", "model.name", "m", "gives (1, 6)", 5),
+                         Problem("p.yaml", "seed", NO_VALUE, "is required", 2)])
+    back = pickle.loads(pickle.dumps(exc))
+    assert type(back) is ScenarioError and back.problems == exc.problems
+    assert back.problems[1].value is NO_VALUE
+    assert str(back) == str(exc) == "p.yaml:5: model.name = 'm': gives (1, 6)\n" \
+        "p.yaml:2: seed: is required"

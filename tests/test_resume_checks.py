@@ -82,6 +82,52 @@ def test_edited_scenario_is_refused_and_out_untouched(tmp_path):
     assert not os.path.exists(out / "fedavg" / "checkpoint.npz")
 
 
+DAMPED = """\
+from dataclasses import dataclass
+import hierfl
+from hierfl.algorithms.base import Capabilities, State, stack_start, weighted_mean
+from hierfl.learn.solver import TermsProgram
+
+@dataclass(frozen=True)
+class P:
+    pass
+
+class Damped(hierfl.Algorithm):
+    name = "damped"
+    Params = P
+    caps = Capabilities(linear_aggregate=True, drops_stragglers=True)
+
+    def local(self, state, clients, start, ctx):
+        return TermsProgram(self.setup.model, stack_start(start, len(clients)))
+
+    def server_update(self, state, clients, up, ctx):
+        if len(clients) == 0:
+            return state
+        mean = weighted_mean(up.tensors[0], self.weights(clients))
+        return State(state.w + ETA * (mean - state.w), state.server, state.clients)
+
+hierfl.register_algorithm(Damped)
+"""
+
+
+def test_edited_plugin_is_refused(tmp_path):
+    """A plugin's algorithm edited between the pause and the resume would make a run of two
+    algorithms: the fingerprint holds each plugin file's digest."""
+    (tmp_path / "damped.py").write_text("ETA = 0.5\n" + DAMPED)
+    path = _write(tmp_path, {**_doc(), "plugins": ["damped.py"],
+                             "algorithms": [{"name": "damped"}]})
+    out = tmp_path / "o"
+    r = _cli(path, "--out", str(out), "--stop-after", "2")
+    assert r.returncode == 0, r.stderr
+    (tmp_path / "damped.py").write_text("ETA = 0.9\n" + DAMPED)
+    r = _cli(path, "--out", str(out), "--resume")
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert "changed since" in r.stderr and "plugins.damped.py " in r.stderr
+    (tmp_path / "damped.py").write_text("ETA = 0.5\n" + DAMPED)
+    r = _cli(path, "--out", str(out), "--resume")    # undone: it resumes
+    assert r.returncode == 0, r.stderr
+
+
 def test_seed_override_on_resume_is_refused(tmp_path):
     path = _write(tmp_path, _doc())
     out = tmp_path / "o"

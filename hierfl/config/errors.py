@@ -30,6 +30,9 @@ class _NoValue:
     def __repr__(self) -> str:
         return "(no value)"
 
+    def __reduce__(self) -> str:
+        return "NO_VALUE"           # unpickled as this module's one instance
+
 
 NO_VALUE = _NoValue()
 
@@ -60,6 +63,10 @@ class ScenarioError(Exception):
     def __init__(self, problems: list[Problem]):
         self.problems = list(problems)
         super().__init__("\n".join(str(p) for p in self.problems))
+
+    def __reduce__(self):
+        """Pickled as its problems (a sweep point's error comes back from a worker process)."""
+        return type(self), (self.problems,)
 
     @classmethod
     def one(cls, file: str, key: str, value: object, message: str,

@@ -28,11 +28,16 @@ class CharLSTM(nn.Module):
 
 @register_model("char_lstm")
 def char_lstm(input_shape: tuple[int, ...], num_classes: int, embed: int = 8,
-              hidden: list[int] | int = 256, layers: int = 2) -> nn.Module:
+              hidden: list[int] | int = 256, layers: int | None = None) -> nn.Module:
     if isinstance(hidden, list):           # `hidden: [256, 256]`: equal widths, one per layer
         if not hidden or len(set(hidden)) != 1:
-            raise ModelOptionError("hidden", "char_lstm layers share one width: give an integer")
+            raise ModelOptionError("hidden", "char_lstm layers share one width: give equal "
+                                   "widths, one per layer (e.g. [256, 256])")
+        if layers is not None and layers != len(hidden):
+            raise ModelOptionError("layers", f"hidden {hidden} gives {len(hidden)} layer(s): "
+                                   "give layers or one width per layer, not both")
         layers, hidden = len(hidden), hidden[0]
+    layers = 2 if layers is None else layers
     for key, v, top in (("embed", embed, 4096), ("hidden", hidden, 8192), ("layers", layers, 16)):
         if not isinstance(v, int) or isinstance(v, bool) or not 0 < v <= top:
             raise ModelOptionError(key, f"{key} must be an integer in 1..{top}")

@@ -77,9 +77,21 @@ def register_model(name: str, task: str = "classification") -> Callable[[Factory
         raise ValueError(f"task must be classification or regression, not {task!r}")
 
     def deco(factory: Factory) -> Factory:
+        have = MODELS.get(name)
+        if have is not None and _where(have.target) != _where(factory):
+            raise ValueError(f"model name {name!r} is taken by {_where(have.target)}; choose "
+                             "another name")
         MODELS[name] = ModelEntry(name, factory, task)
         return factory
     return deco
+
+
+def _where(target: "Factory | str") -> str:
+    """A factory as "module:function" (the same function defined again, e.g. a plugin file
+    imported anew in this process, is the same factory)."""
+    if isinstance(target, str):
+        return target
+    return f"{getattr(target, '__module__', '?')}:{getattr(target, '__qualname__', target)}"
 
 
 def given_options(spec: ModelSpec) -> dict[str, Any]:
@@ -111,7 +123,6 @@ def build_model(spec: ModelSpec, dim: int, out_dim: int, n_classes: int,
     from torch import nn
 
     from .functional import Model
-    from .torch_model import TorchModel
 
     entry = MODELS.get(spec.name)
     if entry is None:
@@ -124,19 +135,46 @@ def build_model(spec: ModelSpec, dim: int, out_dim: int, n_classes: int,
         torch.manual_seed(0)                      # generator (init() redraws from the seed)
         made = entry.factory(shape, outputs, **given_options(spec))
     if isinstance(made, nn.Module):
-        return TorchModel(made, shape, entry.task, spec.name)
+        return _torch_model(made, shape, entry.task, spec.name)
     if not isinstance(made, Model):
-        raise TypeError(f"model factory {spec.name!r} returned {type(made).__name__}, "
-                        f"not a torch.nn.Module")
+        raise ValueError(f"model factory {spec.name!r} returned {type(made).__name__}, "
+                         f"not a torch.nn.Module")
     return made
+
+
+def _torch_model(module: "nn.Module", shape: tuple[int, ...], task: str,
+                 name: str) -> "TorchModel":
+    """The module behind the stacked interface; a module that fails on one input is a
+    ValueError naming the model."""
+    from .torch_model import TorchModel
+    try:
+        model = TorchModel(module, shape, task, name)
+    except ValueError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the user's module: any failure is named
+        raise ValueError(f"model {name!r} fails on one input of shape {(1, *shape)}: "
+                         f"{type(exc).__name__}: {exc}") from None
+    return model
+
+
+def _check_scores(model: "Model | TorchModel", n_classes: int) -> None:
+    """A torch classifier gives one score per class for one input."""
+    if model.task != "classification" or not hasattr(model, "out_shape"):
+        return
+    out = tuple(model.out_shape) if model.out_shape is not None else None
+    if out != (1, n_classes):
+        raise ValueError(f"model {model.name!r} gives outputs of shape {out} for one input, "
+                         f"not {(1, n_classes)}: one score per class")
 
 
 def scenario_model(file: str, spec: ModelSpec, data: Any) -> "Model | TorchModel":
     """`build_model` for a scenario's data (its `input_shape` where it has one), a factory's
     rejection reported as a ScenarioError naming the model key."""
     try:
-        return build_model(spec, data.dim, data.out_dim, data.n_classes,
-                           getattr(data, "input_shape", None))
+        model = build_model(spec, data.dim, data.out_dim, data.n_classes,
+                            getattr(data, "input_shape", None))
+        _check_scores(model, data.n_classes)
+        return model
     except ValueError as exc:
         key = exc.key if isinstance(exc, ModelOptionError) else "name"
         value = given_options(spec).get(key, spec.name)

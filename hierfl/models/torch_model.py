@@ -69,7 +69,8 @@ class TorchModel:
         self.shapes = [tuple(p.shape) for _, p in named]
         self.sizes = [p.numel() for _, p in named]
         self.n_params = int(sum(self.sizes))
-        self.fwd_flops, self.act_per_sample = _measure(module, self.input_shape, named[0][1])
+        self.fwd_flops, self.act_per_sample, self.out_shape = _measure(module, self.input_shape,
+                                                                        named[0][1])
         recurrent = any(isinstance(m, nn.RNNBase) for m in module.modules())
         if batching == "auto":
             batching = "loop" if recurrent or self.fwd_flops > VMAP_MAX_FLOPS else "vmap"
@@ -316,8 +317,8 @@ def _owned(grads: list[torch.Tensor]) -> list[torch.Tensor]:
 
 # ------------------------------------------------------------------------------- measurement
 def _measure(module: nn.Module, input_shape: tuple[int, ...],
-             like: torch.Tensor) -> tuple[float, int]:
-    """(forward FLOPs of one sample, activation elements of one sample): one forward pass on a
+             like: torch.Tensor) -> tuple[float, int, tuple | None]:
+    """(forward FLOPs, activation elements, output shape, of one sample): one forward pass on a
     zero input (zero indices for embeddings) under FlopCounterMode, with hooks summing the
     outputs of every submodule. Products are counted as 2 m n k (a 5x5 convolution from Cin
     to Cout channels on an H x W output: 2 Cin Cout 25 H W); biases, activations, pooling and
@@ -340,11 +341,11 @@ def _measure(module: nn.Module, input_shape: tuple[int, ...],
             warnings.simplefilter("ignore")
             with torch.backends.mkldnn.flags(enabled=False), \
                     FlopCounterMode(display=False) as counter:
-                module(x)
+                y = module(x)
     finally:
         for h in handles:
             h.remove()
-    return float(counter.get_total_flops()), max(1, acts[0])
+    return float(counter.get_total_flops()), max(1, acts[0]), getattr(y, "shape", None)
 
 
 # ------------------------------------------------------------------------------- initialisation

@@ -1,7 +1,8 @@
 """What determines a run's numbers, as plain data: the resolved scenario and topology, the seed,
-the rounds, the drawn system and data, and the versions of hierfl, torch and numpy. A checkpoint
-and OUT/fingerprint.json record it; `--resume` refuses to continue a run whose fingerprint
-differs, naming what changed (`train.local.lr 0.05 -> 0.5`, `seed 3 -> 99`)."""
+the rounds, the drawn system and data, the versions of hierfl, torch and numpy, and the digest
+of each plugin file. A checkpoint and OUT/fingerprint.json record it; `--resume` refuses to
+continue a run whose fingerprint differs, naming what changed (`train.local.lr 0.05 -> 0.5`,
+`seed 3 -> 99`, `plugins.my_fl.py 3f2a... -> 9c1b...`)."""
 from __future__ import annotations
 
 import hashlib
@@ -16,6 +17,7 @@ from ..config.errors import ScenarioError
 from ..outputs import atomic_text
 from ..outputs.manifest import NEUTRAL, without
 from ..outputs.summary import scenario_dict, topology_dict
+from ..plugins import bundle
 
 FINGERPRINT = "fingerprint.json"
 # keys that name, place or time a run without changing a number of it; data and graph paths
@@ -46,6 +48,12 @@ def run_fingerprint(sc: Any, world: Any = None) -> dict:
     fp: dict[str, Any] = {"scenario": json.loads(json.dumps(without(scenario_dict(sc), IGNORED))),
                           "versions": {"hierfl": _version(), "torch": torch.__version__,
                                        "numpy": np.__version__}}
+    if bundle():                # plugin code moves numbers as hierfl's own does: its digest
+        fp["plugins"] = {}
+        for path, source in bundle():
+            key = os.path.basename(path)
+            fp["plugins"][path if key in fp["plugins"] else key] = \
+                hashlib.sha256(source.encode()).hexdigest()[:32]
     if world is not None:
         topo = json.dumps(topology_dict(world.topo), sort_keys=True).encode()
         fp["system"] = {"topology": hashlib.sha256(topo).hexdigest()[:32],

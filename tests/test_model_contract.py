@@ -1,0 +1,110 @@
+"""A model factory breaking its contract (returning no nn.Module, a module that fails on one
+input or gives other than one score per class, a name that is taken) and char_lstm's widths:
+each a validation error naming the model key, exit 2, no traceback."""
+from __future__ import annotations
+
+import pytest
+from torch import nn
+
+import hierfl
+from conftest import make_scenario, scenario_doc
+from hierfl import cli, plugins
+from hierfl.models.registry import MODELS
+
+FACTORIES = '''\
+import math
+from torch import nn
+import hierfl
+
+@hierfl.register_model("text")
+def text(input_shape, num_classes):
+    return "a string"
+
+@hierfl.register_model("wrong_in")
+def wrong_in(input_shape, num_classes):
+    return nn.Sequential(nn.Flatten(), nn.Linear(math.prod(input_shape) + 2, num_classes))
+
+@hierfl.register_model("wrong_out")
+def wrong_out(input_shape, num_classes):
+    return nn.Sequential(nn.Flatten(), nn.Linear(math.prod(input_shape), num_classes + 3))
+'''
+
+TOPO = {"edges": {"count": 2, "link": {"latency_s": 0.05, "bandwidth_Bps": 1.0e8}},
+        "clients": {"count": 6, "compute_flops": 1.0e9,
+                    "link": {"latency_s": 0.02, "bandwidth_Bps": 2.0e6}}}
+
+
+@pytest.fixture(autouse=True)
+def clean_registries():
+    saved, loaded = dict(MODELS), dict(plugins._LOADED)
+    plugins._LOADED.clear()
+    yield
+    MODELS.clear()
+    MODELS.update(saved)
+    plugins._LOADED.clear()
+    plugins._LOADED.update(loaded)
+
+
+def _validate(tmp_path, capsys, model, plugin=FACTORIES, data=None):
+    (tmp_path / "factories.py").write_text(plugin)
+    doc = scenario_doc(name="m", seed=2, topology=TOPO, model=model, plugins=["factories.py"],
+                       data=data or {"name": "synthetic", "dim": 5, "classes": 3,
+                                     "samples": 30},
+                       train={"rounds": 1, "clients_per_round": 2})
+    rc = cli.main(["validate", make_scenario(tmp_path, doc, name="m")])
+    return rc, capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name, says", [
+    ("text", "model.name = 'text': model factory 'text' returned str, not a torch.nn.Module"),
+    ("wrong_in", "model.name = 'wrong_in': model 'wrong_in' fails on one input of shape "
+                 "(1, 5): RuntimeError: mat1 and mat2 shapes cannot be multiplied"),
+    ("wrong_out", "model.name = 'wrong_out': model 'wrong_out' gives outputs of shape (1, 6) "
+                  "for one input, not (1, 3): one score per class"),
+])
+def test_a_factory_breaking_its_contract_is_a_validation_error(tmp_path, capsys, name, says):
+    rc, err = _validate(tmp_path, capsys, {"name": name})
+    assert rc == 2 and "Traceback" not in err
+    assert says in err
+
+
+def test_a_model_name_is_registered_once(tmp_path, capsys):
+    rc, err = _validate(tmp_path, capsys, {"name": "logreg"}, plugin=(
+        "import hierfl\nfrom torch import nn\n\n@hierfl.register_model('cnn')\n"
+        "def cnn(input_shape, num_classes):\n    return nn.Linear(5, num_classes)\n"))
+    assert rc == 2 and "Traceback" not in err
+    assert "factories.py:4" in err and "model name 'cnn' is taken by hierfl.models.cnn:cnn" \
+        "; choose another name" in err
+
+    def factory(input_shape, num_classes):
+        return nn.Linear(5, num_classes)
+    hierfl.register_model("_once")(factory)
+    hierfl.register_model("_once")(factory)                     # the same factory again: fine
+
+    def factory(input_shape, num_classes):                      # noqa: F811 - redefined anew,
+        return nn.Linear(5, num_classes)                        # as a module imported again
+    hierfl.register_model("_once")(factory)
+    with pytest.raises(ValueError, match="'_once' is taken by .*test_model_contract"):
+        hierfl.register_model("_once")(lambda input_shape, num_classes: None)
+    hierfl.register_model("cnn")(MODELS["cnn"].factory)         # the built-in, imported
+
+
+@pytest.mark.parametrize("model, says", [
+    ({"hidden": [16, 32]}, "model.hidden = [16, 32]: char_lstm layers share one width: give "
+                           "equal widths, one per layer (e.g. [256, 256])"),
+    ({"hidden": [16], "layers": 3}, "model.layers = 3: hidden [16] gives 1 layer(s): give "
+                                    "layers or one width per layer, not both"),
+])
+def test_char_lstm_widths(tmp_path, capsys, model, says):
+    data = {"name": "npz", "path": "text.npz"}
+    import numpy as np
+    g = np.random.default_rng(0)
+    arrays = {}
+    for k in range(6):
+        arrays[f"x_{k}"] = g.integers(0, 10, (4, 12))
+        arrays[f"y_{k}"] = g.integers(0, 10, 4)
+    np.savez(tmp_path / "text.npz", **arrays)
+    rc, err = _validate(tmp_path, capsys, {"name": "char_lstm", "embed": 4, **model},
+                        data=data)
+    assert rc == 2 and "Traceback" not in err
+    assert says in err
