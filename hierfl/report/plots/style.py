@@ -45,12 +45,14 @@ def palette(labels: Iterable[str]) -> dict[str, str]:
     return out
 
 
-def save(fig: plt.Figure, path: str, rect: tuple[float, float, float, float] | None = None) -> str:
-    """PNG and SVG of `fig` (laid out tightly within `rect`, figure coordinates)."""
+def save(fig: plt.Figure, path: str, rect: tuple[float, float, float, float] | None = None,
+         svg: bool = True) -> str:
+    """PNG and (`svg`) SVG of `fig` (laid out tightly within `rect`, figure coordinates)."""
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     fig.tight_layout(rect=rect)      # figure.dpi = savefig.dpi: the PNG reuses its renderer
     fig.savefig(path, metadata={"Software": None}, pil_kwargs={"compress_level": PNG_LEVEL})
-    fig.savefig(os.path.splitext(path)[0] + ".svg", metadata={"Date": None})
+    if svg:
+        fig.savefig(os.path.splitext(path)[0] + ".svg", metadata={"Date": None})
     plt.close(fig)
     return path
 

@@ -58,8 +58,9 @@ def _layout(aggs: list[str], par: dict[str, str], dep: dict[str, int],
     return x
 
 
-def topology_summary_figure(summary: dict, path: str) -> str | None:
-    """The tree down to the aggregators; the clients of each bottom aggregator as one marker."""
+def topology_summary_figure(summary: dict, path: str, svg: bool = True) -> str | None:
+    """The tree down to the aggregators; the clients of each bottom aggregator as one marker
+    (`svg`: an SVG beside the PNG, as every report figure has)."""
     nodes = summary["topology"]["nodes"]
     names, parents, roles = nodes["name"], nodes["parent"], nodes["role"]
     role = np.asarray(roles)
@@ -104,7 +105,7 @@ def topology_summary_figure(summary: dict, path: str) -> str | None:
         tier_axis(ax, max_d, len(bottom), 0.5)
         ax.set_title(f"{int(is_client.sum())} clients, {len(aggs)} aggregators (bottom row: the "
                      f"{span(count)} clients of each aggregator, area ∝ count)", fontsize=9)
-        return save(fig, path)
+        return save(fig, path, svg=svg)
 
 
 def span(values: np.ndarray) -> str:
