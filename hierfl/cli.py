@@ -196,14 +196,8 @@ def cmd_topology(args: argparse.Namespace) -> int:
     print(f"topology {args.file} (seed {args.seed})")
     print(summary(topo))
     if args.png:
-        from .report.plots.system_scale import MANY_CLIENTS, topology_summary_figure
-        if topo.n_clients > MANY_CLIENTS:         # the tree down to the aggregators, as the
-            drawn = topology_summary_figure(      # report draws it
-                {"topology": {"nodes": topo.node_table()}}, args.png, svg=False)
-            print(f"drawing: {drawn} (more than {MANY_CLIENTS} clients: the tree down to the "
-                  "aggregators, each one's clients as one marker)")
-        else:
-            print(f"drawing: {draw(topo, args.png)}")
+        from .report.plots.system_scale import tree_png
+        print(f"drawing: {tree_png(topo, args.png, draw)}")
     else:
         print("drawing: none written (give --png PATH to draw the tree)")
     return 0

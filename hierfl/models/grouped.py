@@ -108,32 +108,22 @@ def _pool_args(m: nn.MaxPool2d) -> tuple:
 
 
 def _hooked(m: nn.Module) -> bool:
-    """Whether calling `m` runs hooks (its own or every module's), which a plan would skip."""
+    """Whether calling `m` runs hooks (its own or every module's) or a compiled forward
+    (`Module.compile`), which a plan would skip."""
     from torch.nn.modules import module as mm
     return bool(m._forward_hooks or m._forward_pre_hooks or mm._global_forward_hooks or
-                mm._global_forward_pre_hooks)
+                mm._global_forward_pre_hooks or getattr(m, "_compiled_call_impl", None))
 
 
-def pooled_layers(module: nn.Module) -> list[tuple[nn.Module, tuple | None]] | None:
-    """A Sequential with max-pooling layers as [(layer, its `_MaxPool` arguments or None)],
-    so that its own forward (the loop path, evaluation) can pool on the channels-last kernel
-    and run every other layer as it is (`run_pooled`); None for any other module."""
-    if type(module) is not nn.Sequential:
-        return None
-    out = [(m, _pool_args(m) if type(m) is nn.MaxPool2d and not m.return_indices else None)
-           for m in module._modules.values()]
-    return out if any(a is not None for _, a in out) else None
-
-
-def run_pooled(module: nn.Module, layers: list[tuple[nn.Module, tuple | None]],
-               x: torch.Tensor) -> torch.Tensor:
-    """`module(x)` with its max-pooling of batched CPU images by `_MaxPool` (the same values
-    and gradients as the layer's own); the module itself wherever a hook is registered."""
-    if _hooked(module):
+def run_pooled(module: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    """`module(x)`, a Sequential's max-pooling of batched CPU images by `max_pool` (the same
+    values and gradients as the layer's own; the layers are read as it runs, so a copy of the
+    model runs its own); the module itself wherever a hook is registered."""
+    if type(module) is not nn.Sequential or _hooked(module):
         return module(x)
-    for m, args in layers:
-        x = max_pool(x, args) if args is not None and x.dim() == 4 and not _hooked(m) \
-            else m(x)
+    for m in module._modules.values():
+        x = max_pool(x, _pool_args(m)) if type(m) is nn.MaxPool2d and not m.return_indices \
+            and x.dim() == 4 and not _hooked(m) else m(x)
     return x
 
 

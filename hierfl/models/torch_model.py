@@ -43,7 +43,7 @@ from torch import nn
 from torch.func import functional_call, grad_and_value, vmap
 from torch.utils.flop_counter import FlopCounterMode
 
-from .grouped import GroupedStack, pooled_layers, run_pooled
+from .grouped import GroupedStack, run_pooled
 
 Batching = Literal["auto", "loop", "vmap"]
 RowUpdate = Callable[[int], "Callable[[torch.Tensor, torch.Tensor, float], None] | None"]
@@ -76,7 +76,6 @@ class TorchModel:
             batching = "loop" if recurrent or self.fwd_flops > VMAP_MAX_FLOPS else "vmap"
         self.batching = batching
         self.grouped = GroupedStack.plan(module, self.input_shape)
-        self.pooled = pooled_layers(module)     # its own forward, pooling channels-last
 
     # --------------------------------------------------------------------------- parameters
     def init(self, gen: torch.Generator, zeros: bool = False) -> torch.Tensor:
@@ -111,8 +110,7 @@ class TorchModel:
         return params
 
     def _run(self, x: torch.Tensor) -> torch.Tensor:
-        x = x.reshape(x.shape[0], *self.input_shape)
-        return self.module(x) if self.pooled is None else run_pooled(self.module, self.pooled, x)
+        return run_pooled(self.module, x.reshape(x.shape[0], *self.input_shape))
 
     # --------------------------------------------------------------------------- forward / loss
     def forward(self, w: torch.Tensor, x: torch.Tensor) -> torch.Tensor:

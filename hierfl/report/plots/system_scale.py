@@ -108,6 +108,16 @@ def topology_summary_figure(summary: dict, path: str, svg: bool = True) -> str |
         return save(fig, path, svg=svg)
 
 
+def tree_png(topo, path: str, small) -> str:
+    """`hierfl topology --png`: a topology of at most MANY_CLIENTS clients drawn by `small`
+    (every node), a larger one down to its aggregators as the report draws it (a PNG only)."""
+    if topo.n_clients <= MANY_CLIENTS:
+        return small(topo, path)
+    topology_summary_figure({"topology": {"nodes": topo.node_table()}}, path, svg=False)
+    return (f"{path} (more than {MANY_CLIENTS} clients: the tree down to the aggregators, "
+            "each one's clients as one marker)")
+
+
 def span(values: np.ndarray) -> str:
     """"500" or "480–520": the range of integer counts."""
     lo, hi = int(np.min(values)), int(np.max(values))
