@@ -385,3 +385,14 @@ def test_timeline_figure_stays_the_same_size_at_any_scale(tmp_path):
     tl.nodes = tl.nodes[:25] + [f"client{c}" for c in range(40)]
     few = mpimg.imread(timeline_figure(tl, "few", str(tmp_path / "few.png")))
     assert wide.shape == few.shape
+
+
+def test_timeline_joins_a_rows_overlapping_bars_when_there_are_many():
+    """Above MERGE_FROM bars of a kind each row's overlapping bars are drawn as one polygon
+    (an aggregator's row holds one transfer per client), disjoint ones stay apart."""
+    from hierfl.report.plots.timeline import _merged
+    items = [(0.0, 2.0, 1.0, 0.4), (1.0, 3.0, 1.0, 0.4), (5.0, 1.0, 1.0, 0.4),
+             (4.5, 0.2, 2.0, 0.8), (0.5, 0.5, 1.0, 0.4), (6.0, 1.0, 1.0, 0.4)]
+    got = _merged(items)
+    want = [(0.0, 4.0, 1.0, 0.4), (5.0, 2.0, 1.0, 0.4), (4.5, 0.2, 2.0, 0.8)]
+    assert len(got) == len(want) and all(a == pytest.approx(b) for a, b in zip(got, want))

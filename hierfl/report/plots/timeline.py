@@ -9,6 +9,27 @@ from ..timeline import Timeline
 from .style import KIND_COLOURS, STYLE, W1, plt, save
 
 
+MERGE_FROM = 2000      # bars of one kind above which overlapping ones are drawn as one
+
+
+def _merged(items: list[tuple[float, float, float, float]]
+            ) -> list[tuple[float, float, float, float]]:
+    """(x, width, y, height) bars with each row's overlapping ones joined (an aggregator's
+    row holds one transfer per client: 10,000 polygons a row at W9, drawn and written to the
+    SVG one by one)."""
+    a = np.array(items, float)
+    out = []
+    for y, h in sorted({(r[2], r[3]) for r in items}):
+        row = a[(a[:, 2] == y) & (a[:, 3] == h)]
+        row = row[np.argsort(row[:, 0], kind="stable")]
+        s, e = row[:, 0], row[:, 0] + row[:, 1]
+        new = np.r_[True, s[1:] > np.maximum.accumulate(e)[:-1]]
+        firsts = np.flatnonzero(new)
+        ends = np.maximum.reduceat(e, firsts)
+        out += [(float(x), float(z - x), y, h) for x, z in zip(s[firsts], ends)]
+    return out
+
+
 def _rows(tl: Timeline, max_aggregators: int,
           max_clients: int) -> tuple[list[str], int, int]:
     """The rows drawn: the root, the first `max_aggregators` aggregators (top tiers first),
@@ -52,6 +73,8 @@ def timeline_figure(tl: Timeline, label: str, path: str, max_clients: int = 40,
                     off, h = geometry[kind] if b.node not in tl.clients else (-0.4, 0.8)
                     items.append((b.start, max(b.end - b.start, span * 1e-3), row[b.node] + off,
                                   h))
+            if len(items) > MERGE_FROM:
+                items = _merged(items)
             if items:
                 ax.add_collection(PolyCollection(rects(items), facecolors=KIND_COLOURS[kind],
                                                  edgecolors="none", alpha=0.9))
