@@ -14,6 +14,7 @@ goes back to the system: up to 128 MB more may stay resident after a peak.
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 import platform
 
@@ -21,21 +22,15 @@ M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3      # glibc's mallopt parameters (m
 MMAP_THRESHOLD = 32 << 20
 TRIM_THRESHOLD = 128 << 20
 
-_done: list[bool] = []
-
-
+@functools.cache
 def keep_freed_memory() -> bool:
-    """Set the thresholds once per process; whether they are set."""
-    if _done:
-        return _done[0]
-    ok = False
-    if os.environ.get("HIERFL_MALLOC", "") != "system" and platform.system() == "Linux" \
-            and platform.libc_ver()[0] == "glibc":
-        try:
-            libc = ctypes.CDLL("libc.so.6")
-            ok = bool(libc.mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD)) and \
-                bool(libc.mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD))
-        except (OSError, AttributeError):
-            ok = False
-    _done.append(ok)
-    return ok
+    """Set the thresholds (once per process: cached); whether they are set."""
+    if os.environ.get("HIERFL_MALLOC", "") == "system" or platform.system() != "Linux" \
+            or platform.libc_ver()[0] != "glibc":
+        return False
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        return bool(libc.mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD)) and \
+            bool(libc.mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD))
+    except (OSError, AttributeError):
+        return False

@@ -126,10 +126,22 @@ def test_unknown_modules_stay_on_functorch(module):
     assert float(grad.abs().max()) > 0
 
 
-def test_a_hooked_module_has_no_plan():
+def test_a_hooked_module_is_not_run_by_its_plan():
+    """A hook on the module or a layer, registered before or after the model is built, sends
+    the vmap path through functorch (which calls the module, so the hook runs)."""
     module = nn.Sequential(nn.Linear(4, 2))
     module[0].register_forward_hook(lambda *a: None)
-    assert GroupedStack.plan(module, (4,)) is None
+    assert not GroupedStack.plan(module, (4,)).usable()
+    model = TorchModel(nn.Sequential(nn.Linear(4, 3), nn.ReLU(), nn.Linear(3, 2)), (4,),
+                       "classification", "m", batching="vmap")
+    assert model.grouped.usable()
+    calls = []
+    model.module[2].register_forward_hook(lambda *a: calls.append(1))
+    assert not model.grouped.usable()
+    g = torch.Generator().manual_seed(0)
+    w, x, y, m = _batch(model, 3, 4, 2, g)
+    model.loss_grad(w, x, y, m)
+    assert calls                                          # functorch called the module
     assert GroupedStack.plan(nn.Linear(4, 2), (4,)) is None             # not a Sequential
     assert GroupedStack.plan(nn.Sequential(nn.Flatten(0), nn.Linear(4, 2)), (4,)) is None
 

@@ -210,14 +210,12 @@ class GroupedStack:
 
     @classmethod
     def plan(cls, module: nn.Module, input_shape: tuple[int, ...]) -> "GroupedStack | None":
-        """The plan of a Sequential of known layers, each with parameters of its own and no
-        hooks, or None."""
-        if type(module) is not nn.Sequential or module._forward_hooks or \
-                module._forward_pre_hooks:
+        """The plan of a Sequential of known layers, each with parameters of its own, or None
+        (hooks are looked for when it is used: `usable`)."""
+        if type(module) is not nn.Sequential:
             return None
         children = list(module._modules.items())     # as forward runs them (repeats kept)
-        if not all(_known(m) and not m._forward_hooks and not m._forward_pre_hooks
-                   for _, m in children):
+        if not all(_known(m) for _, m in children):
             return None
         if not _ranks_fit([m for _, m in children], len(input_shape)):
             return None                   # a layer on inputs of another rank: vmap's own
@@ -232,6 +230,12 @@ class GroupedStack:
             else:
                 layers.append(_PLANS[type(m)](m, name + "."))
         return cls(module, layers, input_shape)
+
+    def usable(self) -> bool:
+        """Whether the plan computes what calling the module would: no hook registered on it
+        or a layer (now, not only when planned) and no compiled forward."""
+        return not _hooked(self.module) and not any(
+            _hooked(m) for m in self.module._modules.values())
 
     def forward(self, params: dict[str, torch.Tensor], x: torch.Tensor) -> torch.Tensor:
         """Outputs (C, B, o) of every client's module at its parameters (views (C, *shape))

@@ -213,7 +213,7 @@ here than on the vmap path, so there the two paths differ by more than the last 
         params = self.unflatten(w)
         step = self._chunk(c)
         loss, g = w.new_zeros(c), w.new_zeros(c, self.n_params)
-        if functorch or self.grouped is None or x.dtype != w.dtype:
+        if functorch or self.grouped is None or x.dtype != w.dtype or not self.grouped.usable():
             grads_of = vmap(grad_and_value(self._client_loss))
         else:
             params = {n: v.detach().requires_grad_(True) for n, v in params.items()}
