@@ -3,12 +3,17 @@
 client-rounds, steps, compute and upload time, bytes uploaded and drops."""
 from __future__ import annotations
 
-import csv
 import math
 import os
 from dataclasses import dataclass, field
 
+import numpy as np
+
+from .cells import read_columns
+from .metrics import floats
+
 NUMERIC = ("client", "steps", "compute_s", "upload_s", "up_bytes", "dropped", "energy_j")
+CLASS_COLUMNS = ("device_class", "link_class")
 
 
 @dataclass
@@ -30,44 +35,60 @@ def class_label(device: str, link: str) -> str:
 
 
 def read_class_totals(folders: list[str]) -> dict[str, ClassTotals]:
-    """Per class label, the totals over the clients.csv files of `folders` (several seeds of an
-    algorithm pool); {} when no file has the class columns or every class is empty."""
-    out: dict[str, ClassTotals] = {}
-    any_class = False
-    files: list[tuple[dict[str, int], int, int, list[list[str]]]] = []
+    """Per class label (in order of first appearance), the totals over the clients.csv files of
+    `folders` (several seeds of an algorithm pool); {} when no file has the class columns or
+    every class is empty. Rows are summed in file order, so the sums are those of adding the
+    rows one by one."""
+    files = []
     for folder in folders:
         p = os.path.join(folder, "clients.csv")
         if not os.path.isfile(p):
             continue
-        with open(p, newline="") as fh:
-            reader = csv.reader(fh)
-            head = next(reader, [])
-            if "device_class" not in head or "link_class" not in head:
-                continue
-            idx = {k: head.index(k) for k in NUMERIC if k in head}
-            di, li = head.index("device_class"), head.index("link_class")
-            rows = [r for r in reader if len(r) > max(di, li)]
-        any_class = any_class or any(r[di] or r[li] for r in rows)
-        files.append((idx, di, li, rows))
-    if not any_class:            # no class anywhere: nothing to sum (a run without mix)
-        return {}
-    for idx, di, li, rows in files:
-        _add_rows(out, idx, di, li, rows)
+        head, cols = read_columns(p, NUMERIC + CLASS_COLUMNS, CLASS_COLUMNS)
+        if all(k in head for k in CLASS_COLUMNS):
+            files.append(cols)
+    if not any((f[k] != b"").any() for f in files for k in CLASS_COLUMNS):
+        return {}               # no class anywhere: nothing to sum (a run without mix)
+    which, labels = _classes(np.concatenate([f["device_class"] for f in files]),
+                             np.concatenate([f["link_class"] for f in files]))
+    out = {label: ClassTotals() for label in labels}
+    totals = list(out.values())
+    for t, n in zip(totals, np.bincount(which, minlength=len(totals)).tolist()):
+        t.rounds = n
+    for k in NUMERIC:
+        if not any(k in f for f in files):
+            continue
+        v = np.concatenate([floats(f[k]) if k in f else np.full(len(f["device_class"]), np.nan)
+                            for f in files])
+        ok = np.isfinite(v)
+        if k == "client":
+            _add_clients(totals, which[ok], v[ok])
+            continue
+        sums = np.bincount(which, weights=np.where(ok, v, 0.0), minlength=len(totals))
+        counts = np.bincount(which[ok], minlength=len(totals))
+        for t, s, n in zip(totals, sums.tolist(), counts.tolist()):
+            t.sums[k], t.counts[k] = s, n
     return out
 
 
-def _add_rows(out: dict[str, ClassTotals], idx: dict[str, int], di: int, li: int,
-              rows: list[list[str]]) -> None:
-    for row in rows:
-        t = out.setdefault(class_label(row[di], row[li]), ClassTotals())
-        t.rounds += 1
-        for k, i in idx.items():
-            try:
-                v = float(row[i])
-            except (ValueError, IndexError):
-                continue
-            if k == "client":
-                t.clients.add(int(v))
-            elif math.isfinite(v):
-                t.sums[k] += v
-                t.counts[k] += 1
+def _classes(device: np.ndarray, link: np.ndarray) -> tuple[np.ndarray, list[str]]:
+    """Each row's class (its position in the labels) and the class labels in order of first
+    appearance; (device, link) pairs with the same label are one class, as in `class_label`."""
+    d_names, d_row = np.unique(device, return_inverse=True)
+    l_names, l_row = np.unique(link, return_inverse=True)
+    pairs, first, pair_row = np.unique(d_row * len(l_names) + l_row, return_index=True,
+                                       return_inverse=True)
+    position: dict[str, int] = {}
+    pair_class = np.empty(len(pairs), np.int64)
+    for j in np.argsort(first, kind="stable").tolist():    # pairs as they first appear
+        d, k = divmod(int(pairs[j]), len(l_names))
+        label = class_label(d_names[d].decode("utf-8", "replace"),
+                            l_names[k].decode("utf-8", "replace"))
+        pair_class[j] = position.setdefault(label, len(position))
+    return pair_class[pair_row], list(position)
+
+
+def _add_clients(totals: list[ClassTotals], which: np.ndarray, ids: np.ndarray) -> None:
+    pairs = np.unique(np.stack([which, ids.astype(np.int64)]), axis=1)
+    for j, k in pairs.T.tolist():
+        totals[j].clients.add(k)

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .cells import read_columns
 from .columns import SCORES
 from .manifest import manifest_labels
 from .summary import comparable, read_summary
@@ -177,27 +178,22 @@ CLIENT_FIELDS = ("round", "edge_round", "client", "steps", "budget", "straggler"
 
 def read_clients(folder: str) -> dict[str, np.ndarray]:
     """The numeric columns of OUT/<label>/clients.csv the figures need, as float arrays (one
-    entry per client per aggregation round), streamed; {} when the file is absent."""
+    entry per client per aggregation round); {} when the file is absent."""
     p = os.path.join(folder, "clients.csv")
     if not os.path.isfile(p):
         return {}
-    with open(p, newline="") as fh:
-        reader = csv.reader(fh)
-        head = next(reader, [])
-        idx = {k: head.index(k) for k in CLIENT_FIELDS if k in head}
-        if not idx:
-            return {}
-        width = max(idx.values()) + 1
-        rows = [r if len(r) >= width else r + [""] * (width - len(r)) for r in reader]
-    out = {}
-    for k, i in idx.items():         # numpy parses a column at once; "" is nan
-        col = np.array([r[i] for r in rows], dtype=str) if rows else np.zeros(0, str)
-        col = np.where(col == "", "nan", col)
-        try:
-            out[k] = col.astype(float)
-        except ValueError:          # a cell that is not a number: nan, as _num says
-            out[k] = np.array([math.nan if (v := _num(c)) is None else v for c in col], float)
-    return out
+    return {k: floats(v) for k, v in read_columns(p, CLIENT_FIELDS)[1].items()}
+
+
+def floats(cells: np.ndarray) -> np.ndarray:
+    """CSV cells (a bytes array, `read_columns`) as floats: "" is nan, and so is a cell that
+    is not a number (as `_num`)."""
+    col = np.where(cells == b"", b"nan", cells)    # numpy parses a column at once
+    try:
+        return col.astype(float)
+    except ValueError:
+        return np.array([math.nan if (v := _num(c.decode("utf-8", "replace"))) is None else v
+                         for c in cells.tolist()], float)
 
 
 def concat_clients(parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:

@@ -100,6 +100,24 @@ def steps_figure(groups: list[Group], colours: dict[str, str],
         return save(fig, path)
 
 
+def client_speeds(names: list, flops: list, roles: list) -> np.ndarray | None:
+    """FLOP/s by client number (nan where no node "client<number>" has the role "client"), from
+    the summary's node columns; None when there is none. Vectorised: 10^6 nodes at city scale."""
+    n = min(len(names), len(flops), len(roles))
+    if not n:
+        return None
+    name = np.array(names[:n], dtype=str)
+    tail = np.strings.slice(name, len("client"), None)
+    ok = (np.array(roles[:n], dtype=str) == "client") & np.strings.startswith(name, "client") \
+        & np.strings.isdecimal(tail) & (np.strings.str_len(tail) > 0)
+    if not ok.any():
+        return None
+    ids = tail[ok].astype(np.int64)
+    by_id = np.full(int(ids.max()) + 1, math.nan)
+    by_id[ids] = np.asarray(flops[:n], dtype=float)[ok]
+    return by_id
+
+
 def steps_speed_figure(groups: list[Group], colours: dict[str, str],
                        clients: dict[str, dict[str, np.ndarray]], summary: dict | None,
                        path: str) -> str | None:
@@ -108,16 +126,12 @@ def steps_speed_figure(groups: list[Group], colours: dict[str, str],
     names, flops = nodes.get("name"), nodes.get("flops")
     if not names or not flops:
         return None
-    speed = {int(n[len("client"):]): f for n, f, r in zip(names, flops, nodes.get("role", []))
-             if r == "client" and n.startswith("client") and n[len("client"):].isdigit()}
+    by_id = client_speeds(names, flops, nodes.get("role", []))
     data = [(g, clients[g.label]) for g in groups
             if "client" in clients.get(g.label, {}) and "steps" in clients[g.label]]
-    if not data or not speed:
+    if not data or by_id is None:
         return None
-    ids = np.fromiter(speed, np.int64, len(speed))
-    by_id = np.full(int(ids.max()) + 1, math.nan)
-    by_id[ids] = np.fromiter(speed.values(), float, len(speed))
-    many = len(speed) > MANY_POINTS
+    many = int(np.count_nonzero(~np.isnan(by_id))) > MANY_POINTS
     with plt.rc_context(STYLE):
         fig, ax = plt.subplots(figsize=(W1, H1))
         for g, c in data:

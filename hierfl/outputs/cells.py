@@ -1,0 +1,95 @@
+"""Some columns of a CSV file, read at once: the cells of each as a numpy array of UTF-8 bytes.
+
+A clients.csv of 10^5-10^6 client-rounds (city-scale runs) costs seconds through `csv.reader`
+and a Python loop per row and column. The files hierfl writes have no quoted cells and one cell
+per column on every line, so the cells are found with numpy: the positions of the commas and
+newlines of the whole file, checked to be w - 1 commas then a newline on every line, give each
+cell's start and length, and a column's cells are gathered into one fixed-width bytes array
+(what numpy's parsers read at once). Any other file (quotes, carriage returns, a blank line, a
+line with more or fewer cells, no newline at the end, mixed line ends) is read by
+`csv.reader`, with the same cells."""
+from __future__ import annotations
+
+import csv
+from typing import Iterable
+
+import numpy as np
+
+WIDEST = 256          # longer cells: the csv module (a fixed-width array would be mostly pad)
+
+
+def read_columns(path: str, names: Iterable[str], whole: tuple[str, ...] = ()
+                 ) -> tuple[list[str], dict[str, np.ndarray]]:
+    """(header, {name: cells in row order as a bytes array}) for the columns of `names` that the
+    header has (the first of a repeated name), in the order of `names`. A row without a cell of
+    a column named in `whole` is left out; a shorter row reads b"" for its missing cells."""
+    names = list(names)
+    with open(path, "rb") as fh:
+        buf = fh.read()
+    nl = buf.find(b"\n")
+    crlf = nl > 0 and buf[nl - 1] == 13           # the csv module's "\r\n" line ends
+    if nl < 0 or b'"' in buf or not buf.endswith(b"\n") or \
+            buf.count(b"\r") != (buf.count(b"\n") if crlf else 0) or \
+            crlf and buf.count(b"\r\n") != buf.count(b"\n"):
+        return _read_slow(path, names, whole)     # quotes, lone or mixed carriage returns
+    head = buf[:nl - crlf].decode("utf-8").split(",") if nl - crlf else []
+    idx = _indices(head, names)
+    body = np.frombuffer(buf, np.uint8, offset=nl + 1)
+    if not idx or not body.size:
+        return head, {k: np.zeros(0, "S1") for k in idx}
+    w, end = len(head), 13 if crlf else 10
+    ends = np.flatnonzero((body == 44) | (body == end))     # "," and the line ends
+    n = ends.size // w
+    if ends.size != n * w or np.count_nonzero(body[ends] == end) != n or \
+            not (body[ends[w - 1::w]] == end).all():
+        return _read_slow(path, names, whole)   # a line with more or fewer cells, a blank line
+    starts = np.empty_like(ends)
+    starts[0] = 0
+    starts[1:] = ends[:-1] + 1
+    if crlf:
+        starts[w::w] += 1                         # past the "\n" of the line end
+    if w == 1 and (starts == ends).any():
+        return _read_slow(path, names, whole)   # a blank line: no row for csv.reader
+    cols = {}
+    for k, i in idx.items():
+        s, e = starts[i::w], ends[i::w]
+        cols[k] = _gather(body, s, e - s)
+        if cols[k] is None:
+            return _read_slow(path, names, whole)
+    return head, cols
+
+
+def _gather(body: np.ndarray, start: np.ndarray, length: np.ndarray) -> np.ndarray | None:
+    """The cells body[start:start + length] as one fixed-width bytes array (None: too wide)."""
+    width = int(length.max()) if length.size else 1
+    if width > WIDEST:
+        return None
+    width = max(width, 1)
+    at = np.arange(width)
+    chars = body[np.minimum(start[:, None] + at, body.size - 1)]
+    chars[at >= length[:, None]] = 0
+    return np.ascontiguousarray(chars).view(f"S{width}").ravel()
+
+
+def _indices(head: list[str], names: list[str]) -> dict[str, int]:
+    return {k: head.index(k) for k in names if k in head}
+
+
+def _read_slow(path: str, names: list[str], whole: tuple[str, ...]
+               ) -> tuple[list[str], dict[str, np.ndarray]]:
+    with open(path, newline="", encoding="utf-8") as fh:
+        reader = csv.reader(fh)
+        head = next(reader, [])
+        idx = _indices(head, names)
+        if not idx:
+            return head, {}
+        need = max((head.index(k) for k in whole if k in head), default=-1) + 1
+        width = max(idx.values()) + 1
+        rows = [r if len(r) >= width else r + [""] * (width - len(r))
+                for r in reader if len(r) >= need]
+    return head, {k: _bytes([r[i] for r in rows]) for k, i in idx.items()}
+
+
+def _bytes(cells: list[str]) -> np.ndarray:
+    return np.array([c.encode("utf-8") for c in cells], dtype="S") if cells else \
+        np.zeros(0, "S1")

@@ -1,0 +1,146 @@
+"""outputs/cells.py reads a CSV's columns with numpy; every file must give the cells csv.reader
+gives (the fast path and its fall-back), and the readers built on it (read_clients,
+read_class_totals) the values of a plain row-by-row reading."""
+from __future__ import annotations
+
+import csv
+import math
+
+import numpy as np
+import pytest
+
+from hierfl.outputs.cells import read_columns
+from hierfl.outputs.classes import NUMERIC, class_label, read_class_totals
+from hierfl.outputs.metrics import read_clients
+
+
+def reference(path, names, whole=()):
+    """What csv.reader gives: the cells of the named columns, "" for a short row's missing
+    cells, rows without a cell of a `whole` column left out."""
+    with open(path, newline="", encoding="utf-8") as fh:
+        rows = list(csv.reader(fh))
+    head = rows[0] if rows else []
+    idx = {k: head.index(k) for k in names if k in head}
+    need = max((head.index(k) for k in whole if k in head), default=-1) + 1
+    body = [r for r in rows[1:] if len(r) >= need]
+    return head, {k: [r[i] if i < len(r) else "" for r in body] for k, i in idx.items()}
+
+
+def write(path, text: bytes):
+    path.write_bytes(text)
+    return str(path)
+
+
+CASES = {
+    "lf": b"a,b,c\n1,2.5,x\n3,,y\n",
+    "crlf": b"a,b,c\r\n1,2.5,x\r\n3,,\r\n",
+    "quoted": b'a,b,c\r\n1,"2,5",x\r\n3,4,"y ""z"""\r\n',
+    "blank line": b"a,b,c\n1,2,3\n\n4,5,6\n",
+    "short row": b"a,b,c\n1,2\n4,5,6\n",
+    "long row": b"a,b,c\n1,2,3,4\n4,5,6\n",
+    "no final newline": b"a,b,c\n1,2,3\n4,5,6",
+    "mixed line ends": b"a,b,c\r\n1,2,3\n4,5,6\r\n",
+    "lone cr": b"a,b,c\n1,2\r,3\n",
+    "header only": b"a,b,c\n",
+    "empty": b"",
+    "utf-8": "a,b,c\n1,téléphone,ç\n2,手机,\n".encode(),
+    "empty cells": b"a,b,c\n,,\n,,\n",
+    "one column": b"b\n1\n\n2\n",
+    "wide cell": b"a,b,c\n1," + b"9" * 300 + b",x\n2,3,y\n",
+    "repeated name": b"a,b,b\n1,2,3\n",
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_read_columns_gives_what_csv_reader_gives(tmp_path, case):
+    p = write(tmp_path / "f.csv", CASES[case])
+    for names, whole in ((("a", "b", "c", "zz"), ()), (("c", "a"), ("c",)), (("b",), ("b",))):
+        head, got = read_columns(p, names, whole)
+        want_head, want = reference(p, names, whole)
+        assert head == want_head
+        assert list(got) == list(want)
+        for k in want:
+            assert [c.decode() for c in got[k].tolist()] == want[k], (case, k)
+
+
+def test_fast_path_is_taken_for_hierfl_files(tmp_path, monkeypatch):
+    """The files hierfl writes (no quotes, "\\r\\n" or "\\n" line ends) never reach csv.reader."""
+    import hierfl.outputs.cells as cells
+
+    def no(*a, **k):
+        raise AssertionError("csv.reader path")
+    monkeypatch.setattr(cells, "_read_slow", no)
+    for text in (CASES["lf"], CASES["crlf"], CASES["utf-8"], CASES["empty cells"]):
+        p = write(tmp_path / "f.csv", text)
+        assert read_columns(p, ["a", "b", "c"])[1]["a"].size == text.count(b"\n") - 1
+
+
+def rows_clients(rng, n):
+    dev = rng.choice(["", "phone", "laptop", "(default)", "tablet, big"], n)
+    link = rng.choice(["", "lte", "wifi"], n)
+    head = ["round", "client", "steps", "compute_s", "upload_s", "up_bytes", "dropped",
+            "energy_j", "device_class", "link_class", "gamma"]
+    rows = []
+    for i in range(n):
+        rows.append([i // 7, int(rng.integers(0, 40)), int(rng.integers(0, 10)),
+                     repr(float(rng.exponential())), "" if i % 5 == 0 else repr(-rng.random()),
+                     "nan" if i % 11 == 0 else "48.0", "inf" if i % 13 == 0 else i % 2,
+                     repr(float(rng.normal() * 1e-300)), dev[i], link[i],
+                     "" if i % 3 else "x1"])
+    return head, rows
+
+
+def plain_totals(paths):
+    """read_class_totals as a row-by-row loop (the rule of its docstring)."""
+    out = {}
+    for p in paths:
+        with open(p, newline="") as fh:
+            r = csv.reader(fh)
+            head = next(r)
+            di, li = head.index("device_class"), head.index("link_class")
+            for row in r:
+                t = out.setdefault(class_label(row[di], row[li]),
+                                   {"rounds": 0, "clients": set(), "sums": {}, "counts": {}})
+                t["rounds"] += 1
+                for k in NUMERIC:
+                    try:
+                        v = float(row[head.index(k)])
+                    except ValueError:
+                        continue
+                    if k == "client":
+                        t["clients"].add(int(v))
+                    elif math.isfinite(v):
+                        t["sums"][k] = t["sums"].get(k, 0.0) + v
+                        t["counts"][k] = t["counts"].get(k, 0) + 1
+    return out
+
+
+@pytest.mark.parametrize("lineterminator", ["\r\n", "\n"])
+def test_class_totals_and_clients_equal_a_row_by_row_reading(tmp_path, lineterminator):
+    rng = np.random.default_rng(3)
+    paths = []
+    for s in range(2):              # two seeds of an algorithm, pooled in file order
+        head, rows = rows_clients(rng, 500)
+        (tmp_path / str(s)).mkdir()
+        p = tmp_path / str(s) / "clients.csv"
+        with open(p, "w", newline="") as fh:
+            w = csv.writer(fh, lineterminator=lineterminator)
+            w.writerow(head)
+            w.writerows(rows)
+        paths.append(str(p))
+    got = read_class_totals([str(tmp_path / "0"), str(tmp_path / "1")])
+    want = plain_totals(paths)
+    assert list(got) == list(want)          # classes in order of first appearance
+    assert "(default) / lte" in got         # "" and "(default)" are one class
+    for label, t in got.items():
+        w = want[label]
+        assert t.rounds == w["rounds"] and t.clients == w["clients"]
+        for k in NUMERIC[1:]:
+            assert t.counts[k] == w["counts"].get(k, 0)
+            assert t.sums[k] == w["sums"].get(k, 0.0)       # the same additions, same order
+    cl = read_clients(str(tmp_path / "0"))
+    with open(paths[0], newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    assert np.array_equal(cl["gamma"], np.full(500, math.nan), equal_nan=True)   # "x1": nan
+    assert np.array_equal(cl["compute_s"], [float(r["compute_s"]) for r in rows])
+    assert np.array_equal(cl["dropped"], [float(r["dropped"]) for r in rows])
