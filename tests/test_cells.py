@@ -144,3 +144,36 @@ def test_class_totals_and_clients_equal_a_row_by_row_reading(tmp_path, linetermi
     assert np.array_equal(cl["gamma"], np.full(500, math.nan), equal_nan=True)   # "x1": nan
     assert np.array_equal(cl["compute_s"], [float(r["compute_s"]) for r in rows])
     assert np.array_equal(cl["dropped"], [float(r["dropped"]) for r in rows])
+
+
+def dict_reader_round(path, round_):
+    """read_round's rule through csv.DictReader, row by row."""
+    out, inside = [], False
+    with open(path, newline="") as fh:
+        for row in csv.DictReader(fh):
+            ev = (float(row["time_s"]), row["node"], row["kind"], row["peer"] or "",
+                  float(row["value"] or 0))
+            inside = inside or ev[2] == "round_start" and int(ev[4]) == round_
+            if inside:
+                out.append(ev)
+                if ev[2] == "round_end" and int(ev[4]) == round_:
+                    break
+    return out
+
+
+def test_read_round_reads_as_dict_reader(tmp_path):
+    from hierfl.outputs.trace import read_round
+    text = ("time_s,node,kind,peer,value\r\n0,cloud,round_start,,1\r\n0.5,edge0,send,c1,48\r\n"
+            "\r\n0.7,c1,recv,edge0\r\n0.9,cloud,round_end,,1\r\n1.0,cloud,round_start,,2\r\n"
+            "1.2,c1,compute_start,,\r\n1.5,cloud,round_end,,2\r\n")
+    p = write(tmp_path / "trace.csv", text.encode())
+    for r in (1, 2, 3):
+        assert read_round(p, r) == dict_reader_round(p, r)
+    assert [e[2] for e in read_round(p, 1)] == ["round_start", "send", "recv", "round_end"]
+    dup = write(tmp_path / "dup.csv", b"time_s,node,kind,peer,value,node\n0,a,round_start,,1,b\n")
+    assert read_round(dup, 1) == dict_reader_round(dup, 1) == [(0.0, "b", "round_start", "", 1.0)]
+    bad = write(tmp_path / "bad.csv", b"time_s,node,kind,value\n0,a,round_start,1\n")
+    with pytest.raises(KeyError):
+        dict_reader_round(bad, 1)
+    with pytest.raises(KeyError):
+        read_round(bad, 1)
