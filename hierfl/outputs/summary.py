@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from .files import atomic_text
+from .jsontext import dumps_indent1
 
 SUMMARY = "summary.json"
 SCENARIO_COPY = "scenario.yaml"
@@ -118,7 +119,8 @@ def write_run_summary(sc: Any, world: Any, out: str | None = None) -> str:
                 and os.path.isfile(topo_file):
             shutil.copyfile(topo_file, os.path.join(out, TOPOLOGY_COPY))
     path = os.path.join(out, SUMMARY)
-    atomic_text(path, json.dumps(build_summary(sc, world), indent=1, sort_keys=True) + "\n")
+    atomic_text(path, dumps_indent1(build_summary(sc, world)) + "\n")   # json.dumps(indent=1,
+    #                                              sort_keys=True)'s text (outputs/jsontext.py)
     return path
 
 
