@@ -63,3 +63,50 @@ def test_the_keys_a_set_reads_stay_accepted(tmp_path):
     assert d.n_classes == 20
     assert main(["validate", scenario(str(tmp_path), "{name: synthetic, alpha: 0.5, beta: 0.5, "
                                       "dim: 5, classes: 3, test_fraction: 0.3}", 4)]) == 0
+
+
+# ------------------------------------------------------------- an IDX file plain and gzipped
+def test_same_data_plain_and_gzipped_reads_the_plain_one_with_a_note(tmp_path, capsys):
+    write_mnist(str(tmp_path / "gz"), gz=True)
+    want = _arrays(scenario(str(tmp_path), "{name: mnist, root: gz}", 4))
+    write_mnist(str(tmp_path / "both"), gz=True)
+    write_mnist(str(tmp_path / "both"), gz=False)
+    # a gzip file of two members: its trailer covers only the second, the bytes are the same
+    name = str(tmp_path / "both" / "t10k-labels-idx1-ubyte")
+    with open(name, "rb") as f:
+        raw = f.read()
+    with open(name + ".gz", "wb") as f:
+        f.write(gzip.compress(raw[:100]) + gzip.compress(raw[100:]))
+    capsys.readouterr()
+    got = _arrays(scenario(str(tmp_path), "{name: mnist, root: both}", 4))
+    assert np.array_equal(got.x, want.x) and np.array_equal(got.y_test, want.y_test)
+    err = capsys.readouterr().err
+    assert f"note: {name} and t10k-labels-idx1-ubyte.gz hold the same data; reading " \
+           "t10k-labels-idx1-ubyte" in err
+    assert err.count("note:") == 4
+
+
+@pytest.mark.parametrize("how,needle", [
+    ("byte", "they first differ at byte 20"),
+    ("shorter", "train-labels-idx1-ubyte.gz is longer: the other ends at byte 1000"),
+])
+def test_different_data_plain_and_gzipped_is_an_error_naming_both(tmp_path, capsys, how, needle):
+    root = tmp_path / "mn"
+    write_mnist(str(root), gz=True)
+    labels = root / "train-labels-idx1-ubyte"
+    with gzip.open(str(labels) + ".gz", "rb") as f:
+        raw = bytearray(f.read())
+    if how == "byte":
+        raw[20] = (raw[20] + 1) % 10          # another label: still a well-formed file
+    else:
+        raw = raw[:1000]
+    labels.write_bytes(bytes(raw))
+    _exit2(capsys, scenario(str(tmp_path), "{name: mnist, root: mn}", 4), "data.root",
+           f"{labels}: both it and train-labels-idx1-ubyte.gz are here and they hold different "
+           f"data ({needle}); hierfl does not guess")
+
+
+def test_root_that_is_a_file(tmp_path, capsys):
+    (tmp_path / "mn").write_text("not a folder")
+    _exit2(capsys, scenario(str(tmp_path), "{name: mnist, root: mn}", 4),
+           "mn: is a file, not a folder")

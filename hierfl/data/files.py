@@ -27,18 +27,25 @@ def fetch_hint(name: str, root: str) -> str:
 
 
 def find(root: str, name: str, subdirs: tuple[str, ...] = (), gz: bool = True) -> str | None:
-    """`root/name` or (when gz) `root/name.gz`, also under `subdirs` of root, or None."""
+    """`root/name` or (when gz) `root/name.gz`, also under `subdirs` of root, or None. When
+    both are there they must hold the same data (twins.py: else a DataFileError)."""
     for d in ("", *subdirs):
-        for candidate in (name, name + ".gz") if gz else (name,):
-            path = os.path.join(root, d, candidate)
-            if os.path.isfile(path):
-                return path
+        path = os.path.join(root, d, name)
+        have = [p for p in ((path, path + ".gz") if gz else (path,)) if os.path.isfile(p)]
+        if len(have) == 2:
+            from .twins import one_of
+            return one_of(*have)
+        if have:
+            return have[0]
     return None
 
 
 def require(root: str, name: str, set_name: str, subdirs: tuple[str, ...] = (),
             gz: bool = True) -> str:
     """The path of a set's file, or a DataFileError that names the command that fetches it."""
+    if os.path.isfile(root):
+        raise DataFileError(root, f"is a file, not a folder: root: names the folder that holds "
+                            f"{set_name}'s files")
     if not os.path.isdir(root):
         raise DataFileError(root, f"no such folder; {fetch_hint(set_name, root)}")
     path = find(root, name, subdirs, gz)
