@@ -110,3 +110,68 @@ def test_root_that_is_a_file(tmp_path, capsys):
     (tmp_path / "mn").write_text("not a folder")
     _exit2(capsys, scenario(str(tmp_path), "{name: mnist, root: mn}", 4),
            "mn: is a file, not a folder")
+
+
+# ------------------------------------------------------------------------------ LEAF
+def test_a_leaf_user_without_test_rows_is_named(tmp_path, capsys):
+    users = femnist_users(4)
+    names = sorted(users)
+    test = {u: users[u] for u in names if u != names[2]}
+    write_leaf(str(tmp_path / "lf"), [leaf_doc(users)], [leaf_doc(test)])
+    _exit2(capsys, scenario(str(tmp_path), "{name: leaf, path: lf}", 4), "data.path",
+           f"lf/train/part_0.json: user {names[2]!r} has training rows here but none in ",
+           "lf/test/*.json (1 of the 4 users drawn lack them)", "-t sample")
+
+
+def test_leaf_split_by_user_is_refused(tmp_path, capsys):
+    write_leaf(str(tmp_path / "lf"), [leaf_doc(femnist_users(4))],
+               [leaf_doc(femnist_users(3, seed=1, prefix="t"))])
+    _exit2(capsys, scenario(str(tmp_path), "{name: leaf, path: lf}", 4),
+           "lf/test: holds no rows of the 4 users drawn", "-t user split")
+
+
+@pytest.mark.parametrize("split,scale,shift,found", [("train", 255.0, 0.0, "[0, 255]"),
+                                                      ("test", 1.0, -0.5, "[-0.5, 0.5]")])
+def test_femnist_values_outside_0_1_are_an_error(tmp_path, capsys, split, scale, shift, found):
+    users = femnist_users(4)
+    u = sorted(users)[1]
+    bad = dict(users)
+    bad[u] = ((np.array(users[u][0]) * scale + shift).tolist(), users[u][1])
+    write_leaf(str(tmp_path / "lf"), [leaf_doc(bad if split == "train" else users)],
+               [leaf_doc(bad if split == "test" else users)])
+    _exit2(capsys, scenario(str(tmp_path), "{name: leaf, path: lf}", 4),
+           f"lf/{split}/part_0.json: user {u!r}: values in {found}, but FEMNIST's pixels are in "
+           "[0, 1]")
+
+
+def test_femnist_in_range_but_not_pixels_stays_float(tmp_path):
+    users = {u: ((np.array(x) * 0.999).tolist(), y) for u, (x, y) in femnist_users(4).items()}
+    write_leaf(str(tmp_path / "lf"), [leaf_doc(users)], [leaf_doc(users)])
+    d = _arrays(scenario(str(tmp_path), "{name: leaf, path: lf}", 4))
+    assert d.x.dtype == np.float32 and d.input_shape == (1, 28, 28)
+    assert 0 <= d.x.min() and d.x.max() <= 0.999
+
+
+def test_leaf_values_beyond_float32_and_bad_user_names(tmp_path, capsys):
+    g = np.random.default_rng(0)
+    users = {f"u{i}": (g.normal(size=(5, 60)).tolist(), g.integers(0, 10, 5).tolist())
+             for i in range(4)}
+    bad = {**users, "u2": ([[1e300] * 60] * 5, users["u2"][1])}
+    write_leaf(str(tmp_path / "lf"), [leaf_doc(users)], [leaf_doc(bad)])
+    path = scenario(str(tmp_path), "{name: leaf, path: lf}", 4)
+    _exit2(capsys, path, "lf/test/part_0.json: user 'u2': x holds values up to 1e+300, beyond "
+           "float32's range")
+    doc = leaf_doc(users)
+    doc["users"][0] = 7
+    write_leaf(str(tmp_path / "lf"), [doc], [leaf_doc(users)])
+    _exit2(capsys, path, "lf/train/part_0.json: user names must be strings (users holds 7)")
+
+
+def test_a_test_label_out_of_range_names_its_file(tmp_path, capsys):
+    users = femnist_users(4)
+    u = sorted(users)[0]
+    bad = {**users, u: (users[u][0], [70] * len(users[u][1]))}
+    shutil.rmtree(tmp_path / "lf", ignore_errors=True)
+    write_leaf(str(tmp_path / "lf"), [leaf_doc(users)], [leaf_doc(bad)])
+    _exit2(capsys, scenario(str(tmp_path), "{name: leaf, path: lf}", 4),
+           f"lf/test/part_0.json: user {u!r}: label 70 is out of range 0..61")
