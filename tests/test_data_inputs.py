@@ -175,3 +175,24 @@ def test_a_test_label_out_of_range_names_its_file(tmp_path, capsys):
     write_leaf(str(tmp_path / "lf"), [leaf_doc(users)], [leaf_doc(bad)])
     _exit2(capsys, scenario(str(tmp_path), "{name: leaf, path: lf}", 4),
            f"lf/test/part_0.json: user {u!r}: label 70 is out of range 0..61")
+
+
+# ------------------------------------------------------------------------- a failed point
+def test_a_failed_sweep_point_names_a_file_that_is_there(tmp_path, capsys):
+    users = femnist_users(4)
+    u = sorted(users)[3]
+    bad = {**users, u: (users[u][0], [99] * len(users[u][1]))}   # found only when loading
+    write_leaf(str(tmp_path / "lf"), [leaf_doc(bad)], [leaf_doc(users)])
+    scenario(str(tmp_path), "{name: leaf, path: lf}", 4, rounds=1)
+    (tmp_path / "sw.yaml").write_text("base: s.yaml\ngrid:\n  seed: [5]\noutput: swout\n")
+    assert main(["sweep", str(tmp_path / "sw.yaml"), "--workers", "1"]) == 1
+    err = capsys.readouterr().err
+    kept = tmp_path / "swout" / "seed=5" / "point.yaml"
+    assert f"point seed=5 failed: ScenarioError: {kept}: data.path" in err, err
+    assert "label 99 is out of range" in err and ".staging" not in err
+    assert kept.is_file() and not (kept.parent / "DONE").exists()
+    assert main(["validate", str(kept)]) == 2          # the kept scenario shows the error again
+    assert "label 99 is out of range" in capsys.readouterr().err
+    write_leaf(str(tmp_path / "lf"), [leaf_doc(users)], [leaf_doc(users)])
+    assert main(["sweep", str(tmp_path / "sw.yaml"), "--workers", "1"]) == 0   # runs it again
+    assert (kept.parent / "DONE").is_file()
