@@ -106,6 +106,25 @@ def test_different_data_plain_and_gzipped_is_an_error_naming_both(tmp_path, caps
            f"data ({needle}); hierfl does not guess")
 
 
+def test_cifar_files_in_root_and_in_the_archive_folder(tmp_path, capsys):
+    """`hierfl data fetch` writes the .bin files in root; a hand-unpacked archive left them in
+    cifar-10-batches-bin/ too: the same bytes are read once, different ones are an error."""
+    files = write_cifar_set(str(tmp_path / "c"))
+    shutil.copytree(tmp_path / "c", tmp_path / "c" / "cifar-10-batches-bin")
+    path = scenario(str(tmp_path), "{name: cifar10, root: c}", 4)
+    capsys.readouterr()
+    d = _arrays(path)
+    assert len(d.y) + len(d.y_test) == sum(len(v[0]) for v in files.values())
+    assert capsys.readouterr().err.count("note:") == 6
+    other = tmp_path / "c" / "cifar-10-batches-bin" / "data_batch_4.bin"
+    with open(other, "r+b") as f:
+        f.seek(3073 * 3 + 100)
+        f.write(b"\x00\x01")
+    _exit2(capsys, path, f"{tmp_path / 'c' / 'data_batch_4.bin'}: both it and "
+           "cifar-10-batches-bin/data_batch_4.bin are here and they hold different data (they "
+           "first differ at byte 9319")
+
+
 def test_root_that_is_a_file(tmp_path, capsys):
     (tmp_path / "mn").write_text("not a folder")
     _exit2(capsys, scenario(str(tmp_path), "{name: mnist, root: mn}", 4),

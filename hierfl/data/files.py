@@ -28,16 +28,14 @@ def fetch_hint(name: str, root: str) -> str:
 
 def find(root: str, name: str, subdirs: tuple[str, ...] = (), gz: bool = True) -> str | None:
     """`root/name` or (when gz) `root/name.gz`, also under `subdirs` of root, or None. When
-    both are there they must hold the same data (twins.py: else a DataFileError)."""
-    for d in ("", *subdirs):
-        path = os.path.join(root, d, name)
-        have = [p for p in ((path, path + ".gz") if gz else (path,)) if os.path.isfile(p)]
-        if len(have) == 2:
-            from .twins import one_of
-            return one_of(*have)
-        if have:
-            return have[0]
-    return None
+    more than one is there they must hold the same data (twins.py: else a DataFileError)."""
+    names = (name, name + ".gz") if gz else (name,)
+    paths = [os.path.join(root, d, n) for d in ("", *subdirs) for n in names]
+    have = [p for p in paths if os.path.isfile(p)]
+    if len(have) > 1:
+        from .twins import one_of
+        return one_of(have)
+    return have[0] if have else None
 
 
 def require(root: str, name: str, set_name: str, subdirs: tuple[str, ...] = (),

@@ -1,10 +1,12 @@
-"""A file that is there twice, plain and gzipped (`train-images-idx3-ubyte` and
-`train-images-idx3-ubyte.gz`: torchvision keeps both, so does `gunzip -k`). When the two hold
-the same bytes, the plain one is read and a note says so; when they differ, hierfl does not
-guess which one is meant: a DataFileError names both and where they first differ.
+"""A data file that is there more than once: plain and gzipped (`train-images-idx3-ubyte` and
+`train-images-idx3-ubyte.gz`: torchvision keeps both, so does `gunzip -k`), or in the root and
+in the archive's folder under it (`data_batch_1.bin` and `cifar-10-batches-bin/data_batch_1.bin`:
+`hierfl data fetch` after a hand-unpacked archive). When they hold the same bytes, the first
+(in the root, plain) is read and a note says so; when they differ, hierfl does not guess which
+one is meant: a DataFileError names both and where they first differ.
 
-"The same bytes" is first judged cheaply: the CRC-32 and length of the plain file against those
-a gzip file records in its trailer. Only when these disagree (different data, or a gzip file of
+"The same bytes" is first judged cheaply: CRC-32 and length, computed for a plain file and read
+from the trailer of a gzip file. Only when these disagree (different data, or a gzip file of
 several members, whose trailer covers only the last) are both read through to find the first
 difference, or that there is none."""
 from __future__ import annotations
@@ -45,8 +47,9 @@ def _read(f, path: str) -> bytes:
         raise DataFileError(path, f"cannot read ({exc})") from None
 
 
-def _first_difference(a: str, b: str) -> str | None:
-    """Where the decompressed bytes of a and b first differ, in words; None when they do not."""
+def _first_difference(a: str, b: str, b_name: str) -> str | None:
+    """Where the decompressed bytes of a and b (called b_name) first differ, in words; None when
+    they do not."""
     at = 0
     with open_file(a) as fa, open_file(b) as fb:
         while True:
@@ -54,8 +57,8 @@ def _first_difference(a: str, b: str) -> str | None:
             if x != y:
                 n = min(len(x), len(y))
                 if x[:n] == y[:n]:
-                    longer = a if len(x) > len(y) else b
-                    return f"{os.path.basename(longer)} is longer: the other ends at byte {at + n}"
+                    longer = "it" if len(x) > len(y) else b_name
+                    return f"{longer} is longer: the other ends at byte {at + n}"
                 k = next(i for i in range(n) if x[i] != y[i])
                 return f"they first differ at byte {at + k}"
             if not x:
@@ -64,26 +67,29 @@ def _first_difference(a: str, b: str) -> str | None:
 
 
 @functools.lru_cache(maxsize=64)
-def _judge(plain: str, packed: str, stamp: tuple) -> None:
-    """Raises when plain and packed differ, else notes (once per process) that plain is read."""
+def _judge(first: str, other: str, stamp: tuple) -> None:
+    """Raises when first and other differ, else notes (once per process) that first is read."""
+    name = os.path.relpath(other, os.path.dirname(first))
     try:
-        same = _digest(plain) == _digest(packed)
+        same = _digest(first) == _digest(other)
     except OSError as exc:
-        raise DataFileError(packed, f"cannot read ({exc})") from None
-    why = None if same else _first_difference(plain, packed)
+        raise DataFileError(other, f"cannot read ({exc})") from None
+    why = None if same else _first_difference(first, other, name)
     if why is not None:
-        raise DataFileError(plain, f"both it and {os.path.basename(packed)} are here and they "
-                            f"hold different data ({why}); hierfl does not guess which one is "
-                            "meant: remove or rename the other")
-    print(f"note: {plain} and {os.path.basename(packed)} hold the same data; reading "
-          f"{os.path.basename(plain)}", file=sys.stderr)
+        raise DataFileError(first, f"both it and {name} are here and they hold different data "
+                            f"({why}); hierfl does not guess which one is meant: remove or "
+                            "rename the other")
+    print(f"note: {first} and {name} hold the same data; reading {os.path.basename(first)}",
+          file=sys.stderr)
 
 
-def one_of(plain: str, packed: str) -> str:
-    """The file to read of two that should hold the same data (plain; checked, see above)."""
-    try:
-        stamp = tuple((s.st_size, s.st_mtime_ns) for s in map(os.stat, (plain, packed)))
-    except OSError as exc:
-        raise DataFileError(plain, f"cannot read ({exc})") from None
-    _judge(plain, packed, stamp)
-    return plain
+def one_of(paths: list[str]) -> str:
+    """The file to read of several that should hold the same data: the first, once every other
+    one is checked to hold its bytes (see above)."""
+    for other in paths[1:]:
+        try:
+            stamp = tuple((s.st_size, s.st_mtime_ns) for s in map(os.stat, (paths[0], other)))
+        except OSError as exc:
+            raise DataFileError(other, f"cannot read ({exc})") from None
+        _judge(paths[0], other, stamp)
+    return paths[0]
