@@ -106,6 +106,16 @@ def test_different_data_plain_and_gzipped_is_an_error_naming_both(tmp_path, caps
            f"data ({needle}); hierfl does not guess")
 
 
+def test_a_damaged_gzip_twin_is_named(tmp_path, capsys):
+    root = tmp_path / "mn"
+    write_mnist(str(root), gz=True)
+    write_mnist(str(root))
+    packed = root / "t10k-images-idx3-ubyte.gz"
+    packed.write_bytes(packed.read_bytes()[:5])        # too short to have a gzip trailer
+    _exit2(capsys, scenario(str(tmp_path), "{name: mnist, root: mn}", 4),
+           f"{packed}: cannot read (Compressed file ended")
+
+
 def test_cifar_files_in_root_and_in_the_archive_folder(tmp_path, capsys):
     """`hierfl data fetch` writes the .bin files in root; a hand-unpacked archive left them in
     cifar-10-batches-bin/ too: the same bytes are read once, different ones are an error."""

@@ -6,9 +6,10 @@ in the archive's folder under it (`data_batch_1.bin` and `cifar-10-batches-bin/d
 one is meant: a DataFileError names both and where they first differ.
 
 "The same bytes" is first judged cheaply: CRC-32 and length, computed for a plain file and read
-from the trailer of a gzip file. Only when these disagree (different data, or a gzip file of
-several members, whose trailer covers only the last) are both read through to find the first
-difference, or that there is none."""
+from the trailer of a gzip file (what it records of the bytes it was made from: a gzip file is
+not decompressed when its plain twin, the one read, matches them). Only when these disagree
+(different data, a damaged trailer, or a gzip file of several members, whose trailer covers
+only the last) are both read through to find the first difference, or that there is none."""
 from __future__ import annotations
 
 import functools
@@ -28,9 +29,12 @@ def _gzipped(path: str) -> bool:
 
 
 def _digest(path: str) -> tuple[int, int]:
-    """(CRC-32, length mod 2**32) of the bytes the file holds once decompressed."""
+    """(CRC-32, length mod 2**32) of the bytes the file holds once decompressed (a gzip file's
+    as its trailer records them; (-1, -1), never equal, when it is too short to have one)."""
     with open(path, "rb") as f:
         if _gzipped(path):
+            if os.path.getsize(path) < 18:          # a gzip header and trailer take 18 bytes
+                return -1, -1
             f.seek(-8, os.SEEK_END)
             crc, size = struct.unpack("<II", f.read(8))
             return crc, size
