@@ -196,6 +196,19 @@ def test_leaf_values_beyond_float32_and_bad_user_names(tmp_path, capsys):
     _exit2(capsys, path, "lf/train/part_0.json: user names must be strings (users holds 7)")
 
 
+def test_a_user_listed_twice_and_a_path_that_is_a_file(tmp_path, capsys):
+    users = femnist_users(4)
+    doc = leaf_doc(users)
+    doc["users"].append(doc["users"][2])
+    doc["num_samples"].append(doc["num_samples"][2])
+    write_leaf(str(tmp_path / "lf"), [doc], [leaf_doc(users)])
+    _exit2(capsys, scenario(str(tmp_path), "{name: leaf, path: lf}", 4),
+           f"lf/train/part_0.json: user {doc['users'][2]!r} is listed twice in users")
+    (tmp_path / "file").write_text("{}")
+    _exit2(capsys, scenario(str(tmp_path), "{name: leaf, path: file}", 4),
+           "file: is a file, not a folder: path: names the folder")
+
+
 def test_a_test_label_out_of_range_names_its_file(tmp_path, capsys):
     users = femnist_users(4)
     u = sorted(users)[0]

@@ -46,6 +46,9 @@ HOW_TO = "`hierfl data fetch leaf` prints how to generate them"
 def split_files(path: str, split: str) -> list[str]:
     """The JSON files of one split (train or test), sorted by name."""
     folder = os.path.join(path, split)
+    if os.path.isfile(path):
+        raise DataFileError(path, "is a file, not a folder: path: names the folder that holds "
+                            "LEAF's train/ and test/")
     if not os.path.isdir(folder):
         raise DataFileError(folder, f"no such folder (LEAF writes train/ and test/); {HOW_TO}")
     names = sorted(glob.glob(os.path.join(glob.escape(folder), "*.json")))
@@ -73,6 +76,9 @@ def read_json(path: str) -> dict:
     odd = [u for u in users if not isinstance(u, str)]
     if odd:
         raise DataFileError(path, f"user names must be strings (users holds {odd[0]!r})")
+    if len(set(users)) != len(users):
+        twice = next(u for i, u in enumerate(users) if u in users[:i])
+        raise DataFileError(path, f"user {twice!r} is listed twice in users")
     for u, n in zip(users, counts):
         d = data.get(u)
         if not isinstance(d, dict) or not isinstance(d.get("x"), list) or \
