@@ -112,7 +112,8 @@ def test_mnist_run_learns(tmp_path, capsys):
                                                ("cifar100", "coarse", "")])
 def test_cifar_records_pixel_for_pixel(tmp_path, name, label, subdir):
     files = write_cifar_set(str(tmp_path / "c" / subdir), name)
-    d = _data(scenario(str(tmp_path), f"{{name: {name}, root: c, label: {label}}}", 4))
+    given = f", label: {label}" if name == "cifar100" else ""     # cifar10 has one label
+    d = _data(scenario(str(tmp_path), f"{{name: {name}, root: c{given}}}", 4))
     train = [f for f in files if f not in ("test_batch.bin", "test.bin")]
     lab = np.concatenate([files[f][0] for f in train])
     pix = np.concatenate([files[f][1] for f in train]).reshape(-1, 3072)

@@ -215,3 +215,22 @@ def test_killed_sweep_keeps_finished_points_and_resumes(cluster, tmp_path):
     assert not (out / ".staging").exists()
     rows = read_csv(str(out / "points.csv"))
     assert sorted({r["point"] for r in rows}) == pts
+
+
+def test_failed_point_on_ray_names_its_kept_scenario(cluster, tmp_path):
+    """A point that fails in a Ray worker (its folder there is a temporary one, gone): the error
+    names OUTPUT/<point>/point.yaml, which the driver keeps (without DONE)."""
+    from datasets_util import femnist_users, leaf_doc, scenario, write_leaf
+
+    users = femnist_users(4)
+    u = sorted(users)[0]
+    write_leaf(str(tmp_path / "lf"), [leaf_doc({**users, u: (users[u][0][:1], [99])})],
+               [leaf_doc(users)])                    # found only when the data are loaded
+    scenario(str(tmp_path), "{name: leaf, path: lf}", 4, rounds=1)
+    (tmp_path / "sw.yaml").write_text("base: s.yaml\ngrid:\n  seed: [2]\noutput: out\n")
+    sw = sweep_mod.load_sweep(str(tmp_path / "sw.yaml"))
+    failed = sweep_mod.run_sweep(sw, "ray", address="local", progress=False)
+    kept = tmp_path / "out" / "seed=2" / "point.yaml"
+    assert list(failed) == ["seed=2"] and f"ScenarioError: {kept}: data.path" in failed["seed=2"]
+    assert "label 99 is out of range" in failed["seed=2"]
+    assert kept.read_text() == sw.points[0].text and not (kept.parent / "DONE").exists()

@@ -12,6 +12,15 @@ from .files import DataFileError, fetch_hint
 
 LABELLED = ("synthetic", "synthetic_iid", "digits", "mnist", "fashion_mnist", "cifar10",
             "cifar100", "leaf")
+# the keys of data: each built-in set reads (besides name); another key given is a problem, not
+# silently ignored (options: is the registry's, checked there)
+READS = {"synthetic": ("alpha", "beta", "dim", "classes", "samples", "max_samples",
+                       "test_fraction"),
+         "synthetic_iid": ("dim", "classes", "samples", "max_samples", "test_fraction"),
+         "digits": ("partition", "test_fraction"), "npz": ("path", "test_fraction"),
+         "mnist": ("root", "partition"), "fashion_mnist": ("root", "partition"),
+         "cifar10": ("root", "partition"), "cifar100": ("root", "partition", "label"),
+         "leaf": ("path", "users")}
 ROOT_SETS = ("mnist", "fashion_mnist", "cifar10", "cifar100")
 # (training rows, features, classes) of the official files (resource estimate before loading)
 OFFICIAL = {"mnist": (60_000, 784, 10), "fashion_mnist": (60_000, 784, 10),
@@ -30,11 +39,33 @@ def shape(data: DataSpec, n_clients: int) -> tuple[float, int, int] | None:
     return rows / max(n_clients, 1), dim, classes
 
 
+def key_problems(name: str, given: object) -> Found:
+    """(key, value, message) for each key of the raw `data:` mapping `given` that the built-in
+    set `name` does not read (cifar10 with label:, digits with root:, ...)."""
+    reads = READS.get(name)
+    if reads is None or not isinstance(given, dict):
+        return []
+    found: Found = []
+    for key, value in given.items():
+        if key in ("name", "options") or key in reads or value is None:
+            continue
+        other = {"path": "root", "root": "path"}.get(str(key))
+        if other in reads:
+            what = "file" if name == "npz" else "folder"
+            msg = f"{name} reads the {what} {other}:, not {key}:"
+        else:
+            users = [n for n, keys in READS.items() if key in keys]
+            msg = (f"{name} does not use {key}:" + (f" (it is for {', '.join(users)})"
+                   if users else "") + f"; {name} reads {', '.join(reads)}")
+        found.append((f"data.{key}", value, msg))
+    return found
+
+
 def _image_problems(data: DataSpec, base_dir: str, n_clients: int | None) -> Found:
     from .images import client_problem, source
 
     if data.path is not None:
-        return [("data.path", data.path, f"{data.name} reads the folder root:, not path:")]
+        return []                   # key_problems says so
     if not data.root:
         return [("data.root", None, f"{data.name} needs root: (the folder of its files); "
                  f"{fetch_hint(data.name, 'DIR')}")]
@@ -50,8 +81,6 @@ def _leaf_problems(data: DataSpec, base_dir: str, n_clients: int | None) -> Foun
     from .leaf import split_files
 
     found: Found = []
-    if data.root is not None:
-        found.append(("data.root", data.root, "leaf reads the folder path:, not root:"))
     if not data.path:
         return found + [("data.path", None, "leaf needs path: (the folder holding LEAF's "
                          "train/ and test/ JSON files)")]
@@ -73,7 +102,4 @@ def data_problems(data: DataSpec, base_dir: str, n_clients: int | None) -> Found
         return _image_problems(data, base_dir, n_clients)
     if data.name == "leaf":
         return _leaf_problems(data, base_dir, n_clients)
-    if data.root is not None:
-        return [("data.root", data.root, f"{data.name} has no files to find: root: is for "
-                 f"{', '.join(ROOT_SETS)}")]
     return []

@@ -27,18 +27,23 @@ def fetch_hint(name: str, root: str) -> str:
 
 
 def find(root: str, name: str, subdirs: tuple[str, ...] = (), gz: bool = True) -> str | None:
-    """`root/name` or (when gz) `root/name.gz`, also under `subdirs` of root, or None."""
-    for d in ("", *subdirs):
-        for candidate in (name, name + ".gz") if gz else (name,):
-            path = os.path.join(root, d, candidate)
-            if os.path.isfile(path):
-                return path
-    return None
+    """`root/name` or (when gz) `root/name.gz`, also under `subdirs` of root, or None. When
+    more than one is there they must hold the same data (twins.py: else a DataFileError)."""
+    names = (name, name + ".gz") if gz else (name,)
+    paths = [os.path.join(root, d, n) for d in ("", *subdirs) for n in names]
+    have = [p for p in paths if os.path.isfile(p)]
+    if len(have) > 1:
+        from .twins import one_of
+        return one_of(have)
+    return have[0] if have else None
 
 
 def require(root: str, name: str, set_name: str, subdirs: tuple[str, ...] = (),
             gz: bool = True) -> str:
     """The path of a set's file, or a DataFileError that names the command that fetches it."""
+    if os.path.isfile(root):
+        raise DataFileError(root, f"is a file, not a folder: root: names the folder that holds "
+                            f"{set_name}'s files")
     if not os.path.isdir(root):
         raise DataFileError(root, f"no such folder; {fetch_hint(set_name, root)}")
     path = find(root, name, subdirs, gz)

@@ -42,9 +42,11 @@ def gather_data_options(raw: dict) -> dict:
     return {**raw, "data": {"name": data["name"], "options": {**given, **rest}}}
 
 
-def data_checks(p: Problems, data: DataSpec) -> bool:
-    """A known data set name and only options its loader takes; False when the name is unknown
-    (the other data checks are then skipped)."""
+def data_checks(p: Problems, data: DataSpec, given: object = None) -> bool:
+    """A known data set name, only keys (of the raw mapping `given`) a built-in set reads and
+    only options a registered set's loader takes; False when the name is unknown (the other data
+    checks are then skipped)."""
+    from ..data.check import key_problems
     from ..data.registry import name_problem, option_problems
 
     msg = name_problem(data.name)
@@ -53,6 +55,8 @@ def data_checks(p: Problems, data: DataSpec) -> bool:
         return False
     for key, msg in option_problems(data):
         p.add(f"data.{key}", data.options.get(key, data.options), msg)
+    for key, value, msg in key_problems(data.name, given):
+        p.add(key, value, msg)
     return True
 
 

@@ -304,7 +304,7 @@ def _cross_checks(raw: dict, p: Problems, base_dir: str, topo: Any, data: DataSp
                 p.add("data.path", data.path, msg)
     from ..data.check import LABELLED, data_problems
     from .extend import data_checks
-    if data is not None and not data_checks(p, data):
+    if data is not None and not data_checks(p, data, raw.get("data")):
         data = None                      # unknown name: its other checks would be noise
     if data is not None:
         for key, value, msg in data_problems(data, base_dir, n):

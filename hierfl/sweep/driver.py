@@ -1,10 +1,13 @@
 """Running a sweep: each point in a private staging folder (a process pool here, or Ray tasks
 that send the folder back zipped), its report, then a DONE marker, then one rename into
-OUTPUT/<point>; a killed sweep keeps its finished points and a rerun runs only the rest. One
-driver per output folder (a lock). At the end the summary is written (summary.py)."""
+OUTPUT/<point>; a killed sweep keeps its finished points and a rerun runs only the rest. A
+failed point's folder is kept too, without DONE (its point.yaml, which its error names, and what
+it wrote), and a rerun runs it again. One driver per output folder (a lock). At the end the
+summary is written (summary.py)."""
 from __future__ import annotations
 
 import concurrent.futures as cf
+import dataclasses
 import json
 import math
 import multiprocessing
@@ -25,12 +28,14 @@ from .summary import is_done, summarize
 
 
 def execute_point(text: str, folder: str, report: bool = True, plugins: tuple = (),
-                  borrowed: dict[str, tuple[str, str | bytes]] | None = None) -> dict:
+                  borrowed: dict[str, tuple[str, str | bytes]] | None = None,
+                  shown: str | None = None) -> dict:
     """Run one point into `folder` (created): its scenario, every algorithm, the report, then
     the DONE marker (atomically, last). `borrowed`: {label: (owner point, the owner's folder
     for it, or a zip of it)}: those algorithms are not rerun but copied (reuse.py). Importable by spawned
     processes and Ray workers, which first import the driver's plugins (`plugins.bundle()`:
-    --plugin files and the like)."""
+    --plugin files and the like). `shown`: the path a ScenarioError names for the point's
+    scenario (where the driver keeps it; default: folder's point.yaml, which may be gone)."""
     from ..plugins import ensure
     from ..report import write_report
     from ..run import run_scenario
@@ -41,13 +46,19 @@ def execute_point(text: str, folder: str, report: bool = True, plugins: tuple = 
     os.makedirs(folder, exist_ok=True)
     f = os.path.join(folder, POINT_FILE)
     atomic_text(f, text)
-    sc = load(f, out=folder)
-    if borrowed:
-        run_borrowing(sc, {lb: blob for lb, (_, blob) in borrowed.items()})
-    else:
-        run_scenario(sc, progress=False, keep_trace=False)
-    if report:
-        write_report(folder, sc.name, sc.report.target_accuracy)
+    try:
+        sc = load(f, out=folder)
+        if borrowed:
+            run_borrowing(sc, {lb: blob for lb, (_, blob) in borrowed.items()})
+        else:
+            run_scenario(sc, progress=False, keep_trace=False)
+        if report:
+            write_report(folder, sc.name, sc.report.target_accuracy)
+    except ScenarioError as exc:
+        if shown is None:
+            raise
+        raise ScenarioError([dataclasses.replace(p, file=shown) if p.file == f else p
+                             for p in exc.problems]) from None
     info = {"wall_s": time.time() - t0, "host": os.uname().nodename, "pid": os.getpid(),
             "reused": {lb: owner for lb, (owner, _) in (borrowed or {}).items()}}
     atomic_text(os.path.join(folder, DONE), json.dumps(info) + "\n")
@@ -55,12 +66,13 @@ def execute_point(text: str, folder: str, report: bool = True, plugins: tuple = 
 
 
 def ray_point(text: str, report: bool = True, plugins: tuple = (),
-              borrowed: dict[str, tuple[str, str | bytes]] | None = None) -> tuple[bytes, dict]:
+              borrowed: dict[str, tuple[str, str | bytes]] | None = None,
+              shown: str | None = None) -> tuple[bytes, dict]:
     """A point in a Ray worker: run it in a private temporary folder and send the folder back
     (as a zip), so the cluster needs no shared file system (only the data files, if any)."""
     with tempfile.TemporaryDirectory(prefix="hierfl-point-") as tmp:
         folder = os.path.join(tmp, "point")
-        info = execute_point(text, folder, report, plugins, borrowed)
+        info = execute_point(text, folder, report, plugins, borrowed, shown)
         return zip_tree(folder), info
 
 
@@ -71,6 +83,24 @@ def _commit(staging: str, final: str) -> None:
     if os.path.lexists(final):
         shutil.rmtree(final)
     os.replace(staging, final)
+
+
+def _keep_failed(sw: Sweep, pt: Point, staging: str | None) -> None:
+    """A failed point's folder in OUTPUT/<point>, without DONE: its staging folder when there is
+    one (what it wrote), else its point.yaml alone (a Ray worker's folder is not sent back)."""
+    final = os.path.join(sw.output, pt.name)
+    if os.path.lexists(final):
+        shutil.rmtree(final)
+    if staging is not None and os.path.isdir(staging):
+        os.replace(staging, final)
+    else:
+        os.makedirs(final)
+    if not os.path.isfile(os.path.join(final, POINT_FILE)):
+        atomic_text(os.path.join(final, POINT_FILE), pt.text)
+
+
+def _shown(sw: Sweep, pt: Point) -> str:
+    return os.path.join(sw.output, pt.name, POINT_FILE)
 
 
 def _check_resume(sw: Sweep) -> None:
@@ -157,7 +187,7 @@ def _run_local(sw: Sweep, ready: _Ready, workers: int, staging: str,
             for pt, borrowed in items:
                 folder = os.path.join(staging, f"{pt.name}.{uuid.uuid4().hex[:8]}")
                 futs[pool.submit(execute_point, pt.text, folder, sw.point_reports, bundle(),
-                                 borrowed)] = (pt, folder, borrowed)
+                                 borrowed, _shown(sw, pt))] = (pt, folder, borrowed)
         try:
             submit(retry + ready.take())
             retry = []
@@ -173,9 +203,11 @@ def _run_local(sw: Sweep, ready: _Ready, workers: int, staging: str,
                             retry.append((pt, borrowed))
                         else:
                             failed[pt.name] = f"worker process died: {exc}"
+                            _keep_failed(sw, pt, folder)
                         continue
                     except Exception as exc:  # noqa: BLE001 - one point's failure is reported
                         failed[pt.name] = f"{type(exc).__name__}: {exc}"
+                        _keep_failed(sw, pt, folder)
                         continue
                     _commit(folder, os.path.join(sw.output, pt.name))
                     done(pt, info)
@@ -203,8 +235,8 @@ def _run_ray(sw: Sweep, ready: _Ready, workers: int | None, address: str, stagin
     while queue or pending:
         while queue and len(pending) < limit:
             pt, borrowed = queue.pop(0)
-            pending[task.options(num_cpus=pt.threads).remote(pt.text, sw.point_reports,
-                                                             bundle(), borrowed)] = pt
+            pending[task.options(num_cpus=pt.threads).remote(
+                pt.text, sw.point_reports, bundle(), borrowed, _shown(sw, pt))] = pt
         if not pending:
             break
         finished, _ = ray.wait(list(pending), num_returns=1)
@@ -214,6 +246,7 @@ def _run_ray(sw: Sweep, ready: _Ready, workers: int | None, address: str, stagin
                 blob, info = ray.get(ref)
             except Exception as exc:  # noqa: BLE001 - a failed point is reported, others go on
                 failed[pt.name] = f"{type(exc).__name__}: {str(exc).strip().splitlines()[-1]}"
+                _keep_failed(sw, pt, None)
                 continue
             folder = os.path.join(staging, f"{pt.name}.{uuid.uuid4().hex[:8]}")
             unzip_tree(blob, folder)
@@ -267,6 +300,10 @@ def run_sweep(sw: Sweep, backend: str = "local", address: str = "local",
         shutil.rmtree(staging, ignore_errors=True)
         for name, err in failed.items():
             _log(True, f"point {name} failed: {err}")
+        kept = [n for n in failed if os.path.isdir(os.path.join(sw.output, n))]
+        if kept:
+            _log(True, f"failed points keep their folder, without {DONE} ({sw.output}/<point>: "
+                 f"{POINT_FILE} and what it wrote); a rerun of the sweep runs them again")
         summarize(sw)
         return failed
     finally:
