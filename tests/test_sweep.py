@@ -228,3 +228,34 @@ def test_killed_local_worker_loses_no_finished_point(tmp_path):
     pid = [json.loads((out / p.name / "DONE").read_text())["pid"] for p in s.points]
     assert pid[0] == killed[0] and pid[1] != killed[0]    # point 2 ran again, elsewhere
     assert all(sw.is_done(str(out), p) for p in s.points)
+
+
+def test_sweep_over_data_name_leaves_out_base_keys_for_the_other_sets(tmp_path):
+    """The base's alpha:/beta: are for its synthetic points: a synthetic_iid point (which reads
+    neither) is written without them instead of failing validation (quickstart over
+    data.name: [synthetic, synthetic_iid] ran before data: keys were checked)."""
+    f = _files(tmp_path, "data.name: [synthetic, synthetic_iid]")
+    base = (tmp_path / "base.yaml").read_text().replace(
+        "data: {name: synthetic, dim: 8, classes: 3}",
+        "data: {name: synthetic, alpha: 0.5, beta: 0.25, dim: 8, classes: 3}")
+    (tmp_path / "base.yaml").write_text(base)
+    s = sw.load_sweep(f)
+    other = tmp_path / "elsewhere"
+    other.mkdir()
+    got = {}
+    for pt in s.points:                       # each point's scenario validates on its own
+        (other / "p.yaml").write_text(pt.text)
+        got[pt.name] = load(str(other / "p.yaml")).data
+    syn, iid = got["name=synthetic"], got["name=synthetic_iid"]
+    assert (syn.alpha, syn.beta, syn.dim) == (0.5, 0.25, 8)
+    assert iid.name == "synthetic_iid" and iid.dim == 8 and "alpha" not in \
+        s.points[1].text and "beta" not in s.points[1].text
+
+
+def test_sweep_over_data_name_still_refuses_a_key_no_swept_set_reads(tmp_path):
+    f = _files(tmp_path, "data.name: [synthetic_iid, digits]")
+    base = (tmp_path / "base.yaml").read_text().replace(
+        "data: {name: synthetic, dim: 8, classes: 3}", "data: {name: synthetic_iid, alpha: 0.5}")
+    (tmp_path / "base.yaml").write_text(base)
+    with pytest.raises(ScenarioError, match="does not use alpha"):
+        sw.load_sweep(f)

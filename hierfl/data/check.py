@@ -61,6 +61,17 @@ def key_problems(name: str, given: object) -> Found:
     return found
 
 
+def for_other_sets(name: object, given: object, names: list) -> list[str]:
+    """The keys of the raw `data:` mapping `given` that the built-in set `name` does not read
+    but another of `names` does: a sweep over data.name leaves them out of `name`'s points (the
+    base's alpha: is for its synthetic points, not for its synthetic_iid ones)."""
+    reads = READS.get(name) if isinstance(name, str) else None
+    if reads is None or not isinstance(given, dict):
+        return []
+    others = {k for n in names if isinstance(n, str) and n != name for k in READS.get(n, ())}
+    return [k for k in given if k not in reads and k in others]
+
+
 def _image_problems(data: DataSpec, base_dir: str, n_clients: int | None) -> Found:
     from .images import client_problem, source
 

@@ -81,10 +81,12 @@ def _self_contained(raw: dict, base_file: str) -> dict:
 
 
 def point_raw(base_raw: dict, base_file: str, values: tuple[tuple[str, Any], ...],
-              paths: list[list[str | int]]) -> dict:
+              paths: list[list[str | int]], data_names: list | None = None) -> dict:
     """The base scenario with a point's values: a value for `topology` itself (another file,
     relative to the base scenario, or a mapping) is set before the topology is inlined, every
-    other value after, so that `topology.clients.count` works on a topology file too."""
+    other value after, so that `topology.clients.count` works on a topology file too.
+    `data_names`: the values of a grid's data.name; a base data: key that the point's set does
+    not read but another of them does is left out (check.for_other_sets)."""
     raw = copy.deepcopy(base_raw)
     for (_, v), pth in zip(values, paths):
         if pth == ["topology"]:
@@ -93,6 +95,13 @@ def point_raw(base_raw: dict, base_file: str, values: tuple[tuple[str, Any], ...
     for (_, v), pth in zip(values, paths):
         if pth != ["topology"]:
             set_path(raw, pth, v)
+    data = raw.get("data")
+    if data_names and isinstance(data, dict):
+        from ..data.check import for_other_sets
+        gridded = {pth[1] for pth in paths if len(pth) > 1 and pth[0] == "data"}
+        for key in for_other_sets(data.get("name"), data, data_names):
+            if key not in gridded:           # a grid's own value is meant for this point
+                del data[key]
     return _self_contained(raw, base_file)       # a data.path value, relative to the base too
 
 
@@ -169,10 +178,12 @@ def _points(path: str, base_file: str, base_raw: dict, grid: Grid, tmp: str
     combos = grid.combos
     names = point_names(grid.keys, grid.paths, grid.lists, combos)
     f = os.path.join(tmp, POINT_FILE)
+    data_sets = [v for pth, vs in zip(grid.paths, grid.lists) if pth == ["data", "name"]
+              for v in vs]                # a sweep over data sets
     for i in _check_order(grid):
         name, values = names[i], grid.values(combos[i])
         try:
-            text = yaml.safe_dump(point_raw(base_raw, base_file, values, grid.paths),
+            text = yaml.safe_dump(point_raw(base_raw, base_file, values, grid.paths, data_sets),
                                   sort_keys=False, default_flow_style=None)
             with open(f, "w", encoding="utf-8") as fh:
                 fh.write(text)
