@@ -177,3 +177,15 @@ def test_read_round_reads_as_dict_reader(tmp_path):
         dict_reader_round(bad, 1)
     with pytest.raises(KeyError):
         read_round(bad, 1)
+
+
+def test_client_numbers_beyond_int64_are_kept_apart(tmp_path):
+    """A client cell past int64's range (1e20, 2e20) is the integer it reads as, as when rows
+    were added one by one (a cast to int64 made them one wrong number)."""
+    text = "client,steps,device_class,link_class\n"
+    ids = ["1e20", "2e20", "-3e19", "5", "9.3e18", "-9.3e18", "9223372036854775807", "1.5"]
+    p = write(tmp_path / "clients.csv", (text + "".join(f"{c},1,phone,lte\n" for c in ids)
+                                         ).encode())
+    got = read_class_totals([str(tmp_path)])["phone / lte"]
+    assert got.clients == plain_totals([p])["phone / lte"]["clients"]
+    assert len(got.clients) == len(ids)

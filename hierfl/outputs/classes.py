@@ -89,6 +89,11 @@ def _classes(device: np.ndarray, link: np.ndarray) -> tuple[np.ndarray, list[str
 
 
 def _add_clients(totals: list[ClassTotals], which: np.ndarray, ids: np.ndarray) -> None:
-    pairs = np.unique(np.stack([which, ids.astype(np.int64)]), axis=1)
+    """Each finite client cell as int(value) in its class's set; numbers past int64's range
+    (no cast to int64 holds them) one by one."""
+    small = np.abs(ids) < 2.0 ** 63
+    pairs = np.unique(np.stack([which[small], ids[small].astype(np.int64)]), axis=1)
     for j, k in pairs.T.tolist():
         totals[j].clients.add(k)
+    for j, v in zip(which[~small].tolist(), ids[~small].tolist()):
+        totals[j].clients.add(int(v))
