@@ -16,6 +16,7 @@ from typing import Iterable
 import numpy as np
 
 WIDEST = 256          # longer cells: the csv module (a fixed-width array would be mostly pad)
+CHUNK = 1 << 18       # bytes of a column gathered at once
 
 
 def read_columns(path: str, names: Iterable[str], whole: tuple[str, ...] = ()
@@ -66,9 +67,14 @@ def _gather(body: np.ndarray, start: np.ndarray, length: np.ndarray) -> np.ndarr
         return None
     width = max(width, 1)
     at = np.arange(width)
-    chars = body[np.minimum(start[:, None] + at, body.size - 1)]
-    chars[at >= length[:, None]] = 0
-    return np.ascontiguousarray(chars).view(f"S{width}").ravel()
+    out = np.empty((len(start), width), np.uint8)
+    step = max(1, CHUNK // width)           # positions of CHUNK bytes at a time, not of all
+    for i in range(0, len(start), step):    # (8 bytes per byte of the column: one long cell)
+        s, n = start[i:i + step, None], length[i:i + step, None]
+        chars = body[np.minimum(s + at, body.size - 1)]
+        chars[at >= n] = 0
+        out[i:i + step] = chars
+    return out.view(f"S{width}").ravel()
 
 
 def _indices(head: list[str], names: list[str]) -> dict[str, int]:
