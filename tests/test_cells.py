@@ -208,3 +208,16 @@ def test_a_long_cell_does_not_multiply_the_memory_of_its_column(tmp_path):
     assert cols["device_class"].dtype == np.dtype("S250") and len(cols["device_class"]) == 20_001
     assert cols["device_class"][-1] == b"x" * 250 and cols["device_class"][0] == b"phone"
     assert peak < 16e6, peak
+
+
+def test_a_cell_that_is_not_utf8_is_an_error_as_with_csv_reader(tmp_path):
+    """The old row-by-row reading failed on a byte that is not UTF-8 (the report says it cannot
+    read the run's files); the numpy path must not read it as a replacement character."""
+    (tmp_path / "a").mkdir()
+    write(tmp_path / "a" / "clients.csv",
+          b"client,steps,device_class,link_class\r\n1,2,ph\xe9,lte\r\n2,3,,\r\n")
+    with pytest.raises(UnicodeDecodeError):
+        read_class_totals([str(tmp_path / "a")])
+    write(tmp_path / "a" / "clients.csv", b"client,steps\r\n1,\xe9\r\n")
+    with pytest.raises(UnicodeDecodeError):
+        read_clients(str(tmp_path / "a"))

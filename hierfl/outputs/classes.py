@@ -82,8 +82,8 @@ def _classes(device: np.ndarray, link: np.ndarray) -> tuple[np.ndarray, list[str
     pair_class = np.empty(len(pairs), np.int64)
     for j in np.argsort(first, kind="stable").tolist():    # pairs as they first appear
         d, k = divmod(int(pairs[j]), len(l_names))
-        label = class_label(d_names[d].decode("utf-8", "replace"),
-                            l_names[k].decode("utf-8", "replace"))
+        label = class_label(d_names[d].decode("utf-8"),
+                            l_names[k].decode("utf-8"))
         pair_class[j] = position.setdefault(label, len(position))
     return pair_class[pair_row], list(position)
 

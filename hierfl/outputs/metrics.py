@@ -192,7 +192,7 @@ def floats(cells: np.ndarray) -> np.ndarray:
     try:
         return col.astype(float)
     except ValueError:
-        return np.array([math.nan if (v := _num(c.decode("utf-8", "replace"))) is None else v
+        return np.array([math.nan if (v := _num(c.decode("utf-8"))) is None else v
                          for c in cells.tolist()], float)
 
 
