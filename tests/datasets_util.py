@@ -107,3 +107,14 @@ def scenario(folder: str, data: str, n_clients: int = 6, model: str = "{name: lo
                 f"local: {{steps: 3, batch_size: 8, lr: 0.1}}, checkpoint_every: 0{train}}}\n"
                 f"algorithms: [{{name: fedavg}}]\noutput: out\n")
     return path
+
+
+def validate_exit2(capsys, path: str, *needles: str) -> str:
+    """`hierfl validate path` exits 2 with a message (no traceback) holding every needle."""
+    from hierfl.cli import main
+    assert main(["validate", path]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    for n in needles:
+        assert n in err, (n, err)
+    return err

@@ -11,20 +11,11 @@ import shutil
 import numpy as np
 import pytest
 
-from datasets_util import (femnist_users, leaf_doc, scenario, write_cifar_set, write_leaf,
-                           write_mnist)
+from datasets_util import (femnist_users, leaf_doc, scenario, validate_exit2 as _exit2,
+                           write_cifar_set, write_leaf, write_mnist)
 from hierfl.cli import main
 from hierfl.scenario.load import load
 from hierfl.data import load_arrays
-
-
-def _exit2(capsys, path: str, *needles: str) -> str:
-    assert main(["validate", path]) == 2
-    err = capsys.readouterr().err
-    assert "Traceback" not in err
-    for n in needles:
-        assert n in err, (n, err)
-    return err
 
 
 def _arrays(path: str):

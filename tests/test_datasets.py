@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from datasets_util import (digits_28, femnist_users, leaf_doc, scenario, shakespeare_users,
-                           write_cifar_set, write_leaf, write_mnist)
+                           validate_exit2 as _exit2, write_cifar_set, write_leaf, write_mnist)
 from hierfl import seeding
 from hierfl.cli import main
 from hierfl.config.schema import DataSpec, PartitionSpec
@@ -33,15 +33,6 @@ from hierfl.scenario.load import load
 def _data(path: str) -> FederatedData:
     sc = load(path)
     return load_data(sc, sc.topology.clients.count)
-
-
-def _exit2(capsys, path: str, *needles: str) -> str:
-    assert main(["validate", path]) == 2
-    err = capsys.readouterr().err
-    assert "Traceback" not in err
-    for n in needles:
-        assert n in err, (n, err)
-    return err
 
 
 # ----------------------------------------------------------------------------- IDX
