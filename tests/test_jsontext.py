@@ -31,12 +31,13 @@ def tree(rng, depth):
     r = rng.random()
     if depth == 0 or r < 0.3:
         kind = str(rng.choice(["float", "int", "str", "other"]))
-        n = int(rng.choice([0, 3, LONG, LONG + 1, 500]))
+        n = int(rng.choice([0, 3, LONG, LONG + 1, 300]))
         mixed = rng.random() < 0.2
         return [scalar(rng, str(rng.choice(["float", "int", "str", "other"])) if mixed
                        else kind) for _ in range(n)]
-    if r < 0.5:
-        return [tree(rng, depth - 1) for _ in range(int(rng.integers(0, 80)))]
+    if r < 0.5:                      # a long list of lists only next to the leaves
+        n = int(rng.choice([0, 2, 5] + ([LONG + 1] if depth == 1 else [])))
+        return [tree(rng, depth - 1) for _ in range(n)]
     keys = [str(k) for k in rng.choice(["a", "b", "nodes", "Z", "é", "x y", '"q"'],
                                        int(rng.integers(0, 5)), replace=False)]
     d = {k: tree(rng, depth - 1) for k in keys}
