@@ -75,13 +75,11 @@ def _compact(d: dict) -> str:
 
 
 def _topology_fact(nodes: dict) -> str:
-    roles = nodes["role"]                 # numpy: 10^6 nodes at city scale
-    n = min(len(roles), len(nodes["depth"]))
-    agg = np.array(roles[:n], dtype=str) != "client"
-    aggs, per = np.unique(np.array(nodes["depth"][:n])[agg], return_counts=True)
-    n = min(len(roles), len(nodes["flops"]))
-    flops = np.sort(np.array(nodes["flops"][:n], dtype=float)[
-        np.array(roles[:n], dtype=str) == "client"])
+    client = np.array(nodes["role"], dtype=str) == "client"    # numpy: 10^6 nodes at city scale
+    n = min(len(client), len(nodes["depth"]))
+    aggs, per = np.unique(np.array(nodes["depth"][:n])[~client[:n]], return_counts=True)
+    n = min(len(client), len(nodes["flops"]))
+    flops = np.sort(np.array(nodes["flops"][:n], dtype=float)[client[:n]])
     return (f"1 cloud, {' + '.join(map(str, per.tolist()))} aggregators in {len(aggs)} tier(s), "
             f"{len(flops)} clients; client speed {flops[0] / 1e9:.3g}–{flops[-1] / 1e9:.3g} "
             f"GFLOP/s (median {flops[len(flops) // 2] / 1e9:.3g})")

@@ -109,7 +109,7 @@ def client_speeds(names: list, flops: list, roles: list) -> np.ndarray | None:
     name = np.array(names[:n], dtype=str)
     tail = np.strings.slice(name, len("client"), None)
     ok = (np.array(roles[:n], dtype=str) == "client") & np.strings.startswith(name, "client") \
-        & np.strings.isdecimal(tail) & (np.strings.str_len(tail) > 0)
+        & np.strings.isdecimal(tail)                  # (false for "")
     if not ok.any():
         return None
     ids = tail[ok].astype(np.int64)
