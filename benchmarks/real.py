@@ -16,7 +16,8 @@ Per workload, three ways of doing the same FedAvg rounds, alternated in one proc
   row of a minibatch, the zero-weight padding of short last batches included, as before
   `TorchModel.real_rows`;
 - "functorch" (--kinds ...,functorch): the batched executor with a vmap-path model's gradients
-  taken through `torch.func.vmap` itself, as before models/grouped.py (the same bytes).
+  taken through `torch.func.vmap` itself, as before models/grouped.py (the same bytes for an
+  MLP; a CNN's convolutions equal to rounding: see models/grouped.py).
 Data are random tensors of the right shapes, made in memory (no download). The figure compared
 is training time: the loop's rounds against hierfl's `executor.run` time on the same rounds
 (the last round is hierfl's measured one: it also takes the full-data gradients of the achieved

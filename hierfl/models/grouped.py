@@ -1,18 +1,23 @@
 """C clients' copies of a plain `nn.Sequential` (convolutions, max-pooling, ReLU, dense layers) as
-the grouped kernels that `vmap(grad(functional_call))` lowers to, called directly, with plain
-autograd instead of the functorch layer.
+grouped kernels called directly, with plain autograd instead of the functorch layer.
 
 Under `torch.func.vmap` a convolution whose input and weight are both batched over clients
 becomes one convolution with `groups` multiplied by C (the clients moved into the channels:
 (B, C*Cin, H, W) against (C*Cout, Cin, k, k)), its bias a separate broadcast add; max-pooling
 runs on the (C*B, ...) rows; a dense layer is `bias * 1 + bmm(h, W^T)` (functorch's
 decomposition of `addmm`) whose weight gradient is taken as (grad^T h) (autograd's column-major
-rule for `weight.t()`). `GroupedStack` issues exactly these calls on the same layouts, so its
-losses and gradients are the vmap path's bit for bit (tests/test_grouped.py compares them with
-`torch.equal`; the golden digests of scenarios/digits_cnn.yaml are unchanged). What it saves is
-functorch's per-call work: wrapping every tensor at two levels, the pytree traffic and the
-module re-parametrisation of `functional_call` (W6s, the 8x8 digits CNN, 20 clients of batch
-20: see benchmarks/README.md, "Real workloads").
+rule for `weight.t()`). `GroupedStack` issues the same calls for dense layers, ReLU and pooling
+(an MLP's losses and gradients are the vmap path's bit for bit, tests/test_grouped.py compares
+them with `torch.equal`). Convolutions are the same grouped convolution computed faster
+(`_GroupedConv`): on oneDNN's channels-last kernels, which the ReLU and the pooling after them
+keep, and for images of no more positions than the kernel has taps (the 8x8 digits CNN's second
+convolution, on 4x4) the weight gradient as a convolution of the input by the output's gradient,
+where oneDNN's own takes a slow gemm path. These are the same sums in another order, so a CNN's
+gradients agree with functorch's to rounding (~1e-7 relative measured; the tests hold them to
+1e-5), not bit for bit. What this saves: functorch's per-call work (wrapping every tensor at
+two levels, the pytree traffic and the module re-parametrisation of `functional_call`) and, for
+the digits CNN's convolutions, ~11 -> ~5.6 ms a step of 20 clients of batch 20 (oneDNN's own
+timings, ONEDNN_VERBOSE=1; W6s: see benchmarks/README.md, "Real workloads").
 
 Only the layers listed in `_PLANS` are known; a module with any other layer (or not a
 `Sequential`) gets no plan and stays on vmap."""
@@ -54,17 +59,70 @@ def _linear(m: nn.Linear, prefix: str) -> Layer:
 
 
 def _conv(m: nn.Conv2d, prefix: str) -> Layer:
+    args = (m.stride, m.padding, m.dilation)
+
     def run(h: torch.Tensor, p: dict[str, torch.Tensor]) -> torch.Tensor:
         c, b = h.shape[0], h.shape[1]
         w = p[prefix + "weight"]
         x = h.movedim(0, 1).reshape(b, c * h.shape[2], *h.shape[3:])
-        out = F.conv2d(x, w.reshape(c * w.shape[1], *w.shape[2:]), None, m.stride, m.padding,
-                       m.dilation, c)
+        out = _GroupedConv.apply(x, w.reshape(c * w.shape[1], *w.shape[2:]), c, *args)
         out = out.view(b, c, w.shape[1], *out.shape[2:]).movedim(1, 0)
         if m.bias is None:
             return out
         return out + p[prefix + "bias"].view(c, 1, -1, 1, 1)
     return run
+
+
+class _GroupedConv(torch.autograd.Function):
+    """The grouped convolution of (B, G*Cin, H, W) images by (G*Cout, Cin, k, k) weights, on
+    oneDNN's channels-last kernels (input, output and gradients stay channels-last), with the
+    weight gradient of images smaller than the kernel's window taken as a convolution of the
+    input by the output's gradient (`_weight_grad_swapped`)."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, w: torch.Tensor, groups: int, stride, padding,
+                dilation) -> torch.Tensor:
+        xc = x.contiguous(memory_format=torch.channels_last)
+        ctx.save_for_backward(xc, w)
+        ctx.args = (groups, stride, padding, dilation)
+        return F.conv2d(xc, w, None, stride, padding, dilation, groups)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        xc, w = ctx.saved_tensors
+        groups, stride, padding, dilation = ctx.args
+        gc = grad.contiguous(memory_format=torch.channels_last)
+        need_x, need_w = ctx.needs_input_grad[:2]
+        swapped = need_w and _swaps(gc, w, stride, dilation)
+        gx, gw, _ = torch.ops.aten.convolution_backward(
+            gc, xc, w, None, list(stride), list(padding), list(dilation), False, [0, 0],
+            groups, [need_x, need_w and not swapped, False])
+        if swapped:
+            gw = _weight_grad_swapped(xc, gc, groups, padding)
+        return gx, gw, None, None, None, None
+
+
+def _swaps(grad: torch.Tensor, w: torch.Tensor, stride, dilation) -> bool:
+    """Whether the weight gradient is taken by `_weight_grad_swapped`: unit stride and
+    dilation, outputs of no more positions than the kernel has taps."""
+    return tuple(stride) == (1, 1) and tuple(dilation) == (1, 1) and \
+        grad.shape[2] * grad.shape[3] <= w.shape[2] * w.shape[3]
+
+
+def _weight_grad_swapped(xc: torch.Tensor, gc: torch.Tensor, groups: int,
+                         padding) -> torch.Tensor:
+    """dW[g o, i] = sum_b corr(x[b, g i], dY[b, g o]) as one grouped convolution: the input's
+    channels i as the batch, (group, image) as the channels, the output's gradient as the
+    kernel (G*Cout, B, OH, OW); the result (Cin, G*Cout, kh, kw) transposed."""
+    b, _, h, wd = xc.shape
+    cin = xc.shape[1] // groups
+    cout = gc.shape[1] // groups
+    cl = torch.channels_last
+    xs = xc.view(b, groups, cin, h, wd).permute(2, 1, 0, 3, 4) \
+        .reshape(cin, groups * b, h, wd).contiguous(memory_format=cl)
+    ks = gc.view(b, groups, cout, *gc.shape[2:]).permute(1, 2, 0, 3, 4) \
+        .reshape(groups * cout, b, *gc.shape[2:]).contiguous(memory_format=cl)
+    return F.conv2d(xs, ks, None, 1, padding, 1, groups).transpose(0, 1).contiguous()
 
 
 POOL_CL_MIN = 1 << 15    # elements from which the channels-last kernel is the faster (below:
@@ -136,6 +194,10 @@ def _pool(m: nn.MaxPool2d, prefix: str, grouped: bool = False) -> Layer:
     def run(h: torch.Tensor, p: dict[str, torch.Tensor]) -> torch.Tensor:
         c, b = h.shape[0], h.shape[1]
         rows = h.movedim(0, 1)
+        if rows.permute(0, 3, 4, 1, 2).is_contiguous():     # a convolution's channels-last
+            out = F.max_pool2d(rows.reshape(b, c * h.shape[2], *h.shape[3:]), *args)
+            out = out.view(b, c, h.shape[2], *out.shape[2:]).movedim(0, 1)
+            return out if grouped else out.contiguous()
         if not rows.is_contiguous():
             out = max_pool(h.reshape(c * b, *h.shape[2:]), args)
             return out.view(c, b, *out.shape[1:])

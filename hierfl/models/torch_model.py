@@ -14,8 +14,9 @@ aside), chosen per model by `batching`:
   (`nn.LSTM`'s fused kernel has no vmap rule worth having);
 - "vmap": `torch.func.vmap(grad(functional_call))` over the clients, one call for all of them:
   best where per-call overhead dominates (small CNNs on 8x8 digits: 2x the loop); a Sequential
-  of known layers runs the grouped kernels vmap lowers to directly (models/grouped.py: the same
-  bytes, without functorch's per-call work; 3x the loop).
+  of known layers runs the grouped kernels vmap lowers to directly, without functorch's per-call
+  work (models/grouped.py: an MLP's bytes; a CNN's convolutions on faster kernels, equal to
+  rounding; the digits CNN ~4.5x the loop).
 "auto" picks "loop" for modules with recurrent layers or a forward pass above
 `VMAP_MAX_FLOPS` per sample, else "vmap"; the choice is a fixed rule (no timing at run time), so
 a scenario gives the same bytes on every run.
