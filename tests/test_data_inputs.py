@@ -56,6 +56,28 @@ def test_the_keys_a_set_reads_stay_accepted(tmp_path):
                                       "dim: 5, classes: 3, test_fraction: 0.3}", 4)]) == 0
 
 
+@pytest.mark.parametrize("part,key,value,said", [
+    ("{alpha: 0.1}", "alpha", "0.1", "kind: iid (the default: no kind: given) does not use "
+     "alpha: (it is for kind: dirichlet); give kind: dirichlet"),
+    ("{kind: iid, alpha: 0.5}", "alpha", "0.5", "kind: iid does not use alpha:"),
+    ("{kind: shards, alpha: 0.5}", "alpha", "0.5", "kind: shards does not use alpha:"),
+    ("{kind: dirichlet, alpha: 0.3, shards_per_client: 3}", "shards_per_client", "3",
+     "kind: dirichlet does not use shards_per_client: (it is for kind: shards)"),
+])
+def test_a_partition_key_its_kind_does_not_read_is_an_error(tmp_path, capsys, part, key,
+                                                             value, said):
+    """`partition: {alpha: 0.1}` without kind: dirichlet was an iid split, without a word."""
+    _exit2(capsys, scenario(str(tmp_path), f"{{name: digits, partition: {part}}}", 4),
+           "1 problem", f"s.yaml:3: data.partition.{key} = {value}: a partition of {said}")
+
+
+def test_the_partition_keys_a_kind_reads_stay_accepted(tmp_path):
+    for part in ("{kind: dirichlet, alpha: 0.3}", "{kind: shards, shards_per_client: 3}",
+                 "{kind: iid}", "{}"):
+        assert main(["validate", scenario(str(tmp_path), f"{{name: digits, partition: {part}}}",
+                                          4)]) == 0, part
+
+
 # ------------------------------------------------------------- an IDX file plain and gzipped
 def test_same_data_plain_and_gzipped_reads_the_plain_one_with_a_note(tmp_path, capsys):
     write_mnist(str(tmp_path / "gz"), gz=True)

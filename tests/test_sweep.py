@@ -252,6 +252,40 @@ def test_sweep_over_data_name_leaves_out_base_keys_for_the_other_sets(tmp_path):
         s.points[1].text and "beta" not in s.points[1].text
 
 
+def test_sweep_over_partition_kind_leaves_out_base_keys_for_the_other_kinds(tmp_path):
+    """A base partition {kind: dirichlet, alpha: 0.3} swept over kind [iid, dirichlet, shards]:
+    the iid and shards points are written without alpha: (which they do not read) instead of
+    failing validation; a grid's own shards_per_client stays; a key no swept kind reads is
+    still an error."""
+    f = _files(tmp_path, "data.partition.kind: [iid, dirichlet, shards]\n"
+                         "data.partition.shards_per_client: [3]")
+    base = (tmp_path / "base.yaml").read_text().replace(
+        "data: {name: synthetic, dim: 8, classes: 3}",
+        "data: {name: digits, partition: {kind: dirichlet, alpha: 0.3}}")
+    (tmp_path / "base.yaml").write_text(base)
+    with pytest.raises(ScenarioError, match="does not use shards_per_client"):
+        sw.load_sweep(f)              # the dirichlet point gets the grid's shards_per_client
+    f = _files(tmp_path, "data.partition.kind: [iid, dirichlet, shards]")
+    (tmp_path / "base.yaml").write_text(base)
+    s = sw.load_sweep(f)
+    other = tmp_path / "elsewhere"
+    other.mkdir()
+    got = {}
+    for pt in s.points:
+        (other / "p.yaml").write_text(pt.text)
+        got[pt.name] = load(str(other / "p.yaml")).data.partition
+    assert [(p.kind, p.alpha) for p in got.values()] == [("iid", 0.5), ("dirichlet", 0.3),
+                                                          ("shards", 0.5)]
+    assert "alpha" in s.points[1].text and "alpha" not in s.points[0].text + s.points[2].text
+    (tmp_path / "base.yaml").write_text(base.replace("alpha: 0.3", "alpha: 0.3, "
+                                                     "shards_per_client: 4"))
+    f = _files(tmp_path, "data.partition.kind: [iid, dirichlet]")
+    (tmp_path / "base.yaml").write_text(base.replace("alpha: 0.3", "alpha: 0.3, "
+                                                     "shards_per_client: 4"))
+    with pytest.raises(ScenarioError, match="does not use shards_per_client"):
+        sw.load_sweep(f)
+
+
 def test_sweep_over_data_name_still_refuses_a_key_no_swept_set_reads(tmp_path):
     f = _files(tmp_path, "data.name: [synthetic_iid, digits]")
     base = (tmp_path / "base.yaml").read_text().replace(

@@ -21,6 +21,9 @@ READS = {"synthetic": ("alpha", "beta", "dim", "classes", "samples", "max_sample
          "mnist": ("root", "partition"), "fashion_mnist": ("root", "partition"),
          "cifar10": ("root", "partition"), "cifar100": ("root", "partition", "label"),
          "leaf": ("path", "users")}
+# the keys of data.partition each kind reads (besides kind): `partition: {alpha: 0.1}` without
+# kind: dirichlet is an iid split, which a user who wrote alpha did not mean
+PARTITION_READS = {"iid": (), "dirichlet": ("alpha",), "shards": ("shards_per_client",)}
 ROOT_SETS = ("mnist", "fashion_mnist", "cifar10", "cifar100")
 # (training rows, features, classes) of the official files (resource estimate before loading)
 OFFICIAL = {"mnist": (60_000, 784, 10), "fashion_mnist": (60_000, 784, 10),
@@ -58,6 +61,28 @@ def key_problems(name: str, given: object) -> Found:
             msg = (f"{name} does not use {key}:" + (f" (it is for {', '.join(users)})"
                    if users else "") + f"; {name} reads {', '.join(reads)}")
         found.append((f"data.{key}", value, msg))
+    if "partition" in reads:
+        found += _partition_problems(given.get("partition"))
+    return found
+
+
+def _partition_problems(part: object) -> Found:
+    """(key, value, message) for each key of a raw `partition:` mapping that its kind does not
+    read (alpha with iid or shards, shards_per_client with iid or dirichlet); unknown keys and
+    kinds are the schema's to report."""
+    kind = part.get("kind", "iid") if isinstance(part, dict) else None
+    reads = PARTITION_READS.get(kind) if isinstance(kind, str) else None
+    if reads is None:
+        return []
+    found: Found = []
+    for key, value in part.items():
+        users = [k for k, keys in PARTITION_READS.items() if key in keys]
+        if key == "kind" or key in reads or value is None or not users:
+            continue
+        which = f"kind: {kind}" if "kind" in part else "kind: iid (the default: no kind: given)"
+        found.append((f"data.partition.{key}", value,
+                      f"a partition of {which} does not use {key}: (it is for kind: "
+                      f"{', '.join(users)}); give kind: {users[0]} for that split"))
     return found
 
 
@@ -70,6 +95,19 @@ def for_other_sets(name: object, given: object, names: list) -> list[str]:
         return []
     others = {k for n in names if isinstance(n, str) and n != name for k in READS.get(n, ())}
     return [k for k in given if k not in reads and k in others]
+
+
+def for_other_kinds(part: object, kinds: list) -> list[str]:
+    """The keys of a raw `partition:` mapping that its kind does not read but another of
+    `kinds` does: a sweep over data.partition.kind leaves them out of that kind's points (the
+    base's alpha: is for its dirichlet points, not for its iid ones)."""
+    kind = part.get("kind", "iid") if isinstance(part, dict) else None
+    reads = PARTITION_READS.get(kind) if isinstance(kind, str) else None
+    if reads is None:
+        return []
+    others = {k for n in kinds if isinstance(n, str) and n != kind
+              for k in PARTITION_READS.get(n, ())}
+    return [k for k in part if k not in reads and k in others]
 
 
 def _image_problems(data: DataSpec, base_dir: str, n_clients: int | None) -> Found:

@@ -81,12 +81,15 @@ def _self_contained(raw: dict, base_file: str) -> dict:
 
 
 def point_raw(base_raw: dict, base_file: str, values: tuple[tuple[str, Any], ...],
-              paths: list[list[str | int]], data_names: list | None = None) -> dict:
+              paths: list[list[str | int]], data_names: list | None = None,
+              partition_kinds: list | None = None) -> dict:
     """The base scenario with a point's values: a value for `topology` itself (another file,
     relative to the base scenario, or a mapping) is set before the topology is inlined, every
     other value after, so that `topology.clients.count` works on a topology file too.
     `data_names`: the values of a grid's data.name; a base data: key that the point's set does
-    not read but another of them does is left out (check.for_other_sets)."""
+    not read but another of them does is left out (check.for_other_sets); `partition_kinds`,
+    the values of data.partition.kind: the same for the base's partition keys
+    (check.for_other_kinds)."""
     raw = copy.deepcopy(base_raw)
     for (_, v), pth in zip(values, paths):
         if pth == ["topology"]:
@@ -102,6 +105,13 @@ def point_raw(base_raw: dict, base_file: str, values: tuple[tuple[str, Any], ...
         for key in for_other_sets(data.get("name"), data, data_names):
             if key not in gridded:           # a grid's own value is meant for this point
                 del data[key]
+    part = data.get("partition") if isinstance(data, dict) else None
+    if partition_kinds and isinstance(part, dict):
+        from ..data.check import for_other_kinds
+        gridded = {pth[2] for pth in paths if len(pth) > 2 and pth[:2] == ["data", "partition"]}
+        for key in for_other_kinds(part, partition_kinds):
+            if key not in gridded:
+                del part[key]
     return _self_contained(raw, base_file)       # a data.path value, relative to the base too
 
 
@@ -180,11 +190,13 @@ def _points(path: str, base_file: str, base_raw: dict, grid: Grid, tmp: str
     f = os.path.join(tmp, POINT_FILE)
     data_sets = [v for pth, vs in zip(grid.paths, grid.lists) if pth == ["data", "name"]
               for v in vs]                # a sweep over data sets
+    kinds = [v for pth, vs in zip(grid.paths, grid.lists) if pth == ["data", "partition", "kind"]
+             for v in vs]                 # a sweep over partition kinds
     for i in _check_order(grid):
         name, values = names[i], grid.values(combos[i])
         try:
-            text = yaml.safe_dump(point_raw(base_raw, base_file, values, grid.paths, data_sets),
-                                  sort_keys=False, default_flow_style=None)
+            text = yaml.safe_dump(point_raw(base_raw, base_file, values, grid.paths, data_sets,
+                                            kinds), sort_keys=False, default_flow_style=None)
             with open(f, "w", encoding="utf-8") as fh:
                 fh.write(text)
             sc = load(f, out=tmp)
