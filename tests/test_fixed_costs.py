@@ -10,6 +10,7 @@ import os
 import pkgutil
 import subprocess
 import sys
+import warnings
 
 import numpy as np
 import pytest
@@ -26,7 +27,8 @@ try:
 except SystemExit as exc:
     code = exc.code
 sys.stdout.flush()
-print("\\ntorch-imported:", "torch" in sys.modules, "exit:", code)
+print("\\nheavy:", sorted(m for m in ("torch._dynamo", "sklearn", "scipy") if m in sys.modules))
+print("torch-imported:", "torch" in sys.modules, "exit:", code)
 """
 
 
@@ -69,6 +71,42 @@ def test_validate_prints_the_model_size_without_torch():
     torch_imported, out = _probe("validate", "scenarios/quickstart.yaml")
     # logreg on 60 features and 10 classes: 60 * 10 weights + 10 biases
     assert "model: logreg, 610 parameters" in out and not torch_imported
+
+
+@pytest.mark.parametrize("scenario", ["scenarios/digits_cnn.yaml",
+                                      "scenarios/personalized_digits.yaml"])
+def test_validating_a_digits_scenario_imports_neither_sklearn_nor_dynamo(scenario):
+    """The digits are read from scikit-learn's bundled file without importing scikit-learn
+    (~2.8 s with scipy), and a CNN's FLOPs are counted without importing torch._dynamo (~2 s,
+    which torch's dispatch-mode wrapper imports at its first call)."""
+    _, out = _probe("validate", scenario)
+    import re
+    assert "heavy: []" in out, out
+    rows = re.search(r"data: digits, (\d+) training rows .*, (\d+) test rows", out)
+    assert rows and int(rows[1]) + int(rows[2]) == 1797, out       # every digit was read
+
+
+def test_flops_are_counted_as_flop_counter_mode_counts_them_and_torch_is_left_as_it_was():
+    from torch.utils.flop_counter import FlopCounterMode, _FlopCounterMode
+    import torch
+    from hierfl.models.cnn import cnn
+    from hierfl.models.flops import measure
+    from hierfl.models.lstm import char_lstm
+
+    raw = _FlopCounterMode.__dict__["__torch_dispatch__"].__wrapped__
+    for module, shape, dtype in ((cnn((64,), 10, channels=[8, 16], dense=32), (64,),
+                                  torch.float32),
+                                 (cnn((3, 32, 32), 10), (3, 32, 32), torch.float32),
+                                 (char_lstm((80,), 80), (80,), torch.long)):
+        flops, acts, out = measure(module, shape, next(module.parameters()))
+        assert getattr(raw, "__dynamo_disable", None) is not raw      # ours removed after
+        x = torch.zeros(1, *shape, dtype=dtype)
+        with warnings.catch_warnings(), torch.no_grad(), \
+                torch.backends.mkldnn.flags(enabled=False), \
+                FlopCounterMode(display=False) as plain:
+            warnings.simplefilter("ignore")           # mkldnn.flags' note on Intel GPUs
+            module(x)
+        assert flops == plain.get_total_flops() > 0 and out == module(x).shape
 
 
 def test_report_and_compare_import_no_torch(small_run, tmp_path):

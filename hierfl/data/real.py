@@ -46,12 +46,31 @@ def partition(labels: np.ndarray, n_clients: int, spec: PartitionSpec,
     return [np.sort(np.array(p, dtype=np.int64)) for p in parts]
 
 
-def digits(spec: DataSpec, n_clients: int, seed: int, file: str = "") -> FederatedData:
-    from sklearn.datasets import load_digits  # bundled with scikit-learn: no download
+def digits_arrays() -> tuple[np.ndarray, np.ndarray]:
+    """scikit-learn's bundled digits (no download): (1797, 64) float64 pixels 0..16 and the
+    labels, as `sklearn.datasets.load_digits()` gives them. Read from the package's own file
+    (`datasets/data/digits.csv.gz`, parsed as load_digits parses it: np.loadtxt, the label in
+    the last column) without importing scikit-learn, whose import (scipy and all) cost ~2.8 s
+    of a digits scenario's `hierfl validate`; load_digits itself where the file is elsewhere."""
+    import importlib.util
 
-    ds = load_digits()
-    x = ds.data.astype(np.float32) / 16.0
-    y = ds.target.astype(np.int64)
+    found = importlib.util.find_spec("sklearn")
+    path = None if found is None or not found.origin else os.path.join(
+        os.path.dirname(found.origin), "datasets", "data", "digits.csv.gz")
+    if path is None or not os.path.isfile(path):
+        from sklearn.datasets import load_digits
+        ds = load_digits()
+        return ds.data, ds.target
+    import gzip
+    with gzip.open(path, mode="rt", encoding="utf-8") as fh:
+        data = np.loadtxt(fh, delimiter=",")
+    return data[:, :-1], data[:, -1].astype(int, copy=False)
+
+
+def digits(spec: DataSpec, n_clients: int, seed: int, file: str = "") -> FederatedData:
+    pixels, labels = digits_arrays()
+    x = pixels.astype(np.float32) / 16.0
+    y = labels.astype(np.int64)
     if n_clients * 2 > len(y):
         raise ScenarioError.one(file, "data.name", "digits",
                                 f"digits has {len(y)} samples: at most {len(y) // 2} clients "

@@ -42,8 +42,8 @@ from typing import Callable, Literal
 import torch
 from torch import nn
 from torch.func import functional_call, grad_and_value, vmap
-from torch.utils.flop_counter import FlopCounterMode
 
+from .flops import measure as _measure
 from .grouped import GroupedStack, run_pooled
 
 Batching = Literal["auto", "loop", "vmap"]
@@ -312,39 +312,6 @@ def _owned(grads: list[torch.Tensor]) -> list[torch.Tensor]:
             gp = gp.clone()
         out.append(gp)
     return out
-
-
-# ------------------------------------------------------------------------------- measurement
-def _measure(module: nn.Module, input_shape: tuple[int, ...],
-             like: torch.Tensor) -> tuple[float, int, tuple | None]:
-    """(forward FLOPs, activation elements, output shape, of one sample): one forward pass on a
-    zero input (zero indices for embeddings) under FlopCounterMode, with hooks summing the
-    outputs of every submodule. Products are counted as 2 m n k (a 5x5 convolution from Cin
-    to Cout channels on an H x W output: 2 Cin Cout 25 H W); biases, activations, pooling and
-    the LSTM's gate arithmetic are not."""
-    embeds = any(isinstance(m, nn.Embedding) for m in module.modules())
-    x = torch.zeros(1, *input_shape, dtype=torch.long if embeds else like.dtype)
-    acts = [0]
-
-    def hook(_m, _inp, out):
-        for t in (out if isinstance(out, tuple) else (out,)):
-            for u in (t if isinstance(t, tuple) else (t,)):
-                if isinstance(u, torch.Tensor):
-                    acts[0] += u.numel()
-
-    handles = [m.register_forward_hook(hook) for m in module.modules()]
-    try:
-        # oneDNN's fused RNN kernel is one opaque op; without it nn.LSTM runs as the matrix
-        # products FlopCounterMode counts (same values)
-        with warnings.catch_warnings(), torch.no_grad():
-            warnings.simplefilter("ignore")
-            with torch.backends.mkldnn.flags(enabled=False), \
-                    FlopCounterMode(display=False) as counter:
-                y = module(x)
-    finally:
-        for h in handles:
-            h.remove()
-    return float(counter.get_total_flops()), max(1, acts[0]), getattr(y, "shape", None)
 
 
 # ------------------------------------------------------------------------------- initialisation
