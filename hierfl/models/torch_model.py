@@ -41,9 +41,10 @@ from typing import Callable, Literal
 
 import torch
 from torch import nn
-from torch.func import functional_call, grad_and_value, vmap
+from torch.func import grad_and_value, vmap
 from torch.utils.flop_counter import FlopCounterMode
 
+from .aliases import call, slot_aliases
 from .grouped import GroupedStack, run_pooled
 
 Batching = Literal["auto", "loop", "vmap"]
@@ -65,8 +66,7 @@ class TorchModel:
         named = list(module.named_parameters())
         if not named:
             raise ValueError(f"model {name!r} has no parameters")
-        self.names = [n for n, _ in named]
-        self._plist = [p for _, p in named]
+        self.names, self._plist = [n for n, _ in named], [p for _, p in named]
         self.shapes = [tuple(p.shape) for _, p in named]
         self.sizes = [p.numel() for _, p in named]
         self.n_params = int(sum(self.sizes))
@@ -75,7 +75,7 @@ class TorchModel:
         recurrent = any(isinstance(m, nn.RNNBase) for m in module.modules())
         if batching == "auto":
             batching = "loop" if recurrent or self.fwd_flops > VMAP_MAX_FLOPS else "vmap"
-        self.batching = batching
+        self.batching, self.aliases = batching, slot_aliases(module)    # aliases.py
         self.grouped = GroupedStack.plan(module, self.input_shape)
 
     # --------------------------------------------------------------------------- parameters
@@ -94,7 +94,7 @@ class TorchModel:
 
     def _call(self, params: dict[str, torch.Tensor], x: torch.Tensor) -> torch.Tensor:
         """One client's outputs (B, o) from its flat rows x (B, d)."""
-        return functional_call(self.module, params, (x.reshape(x.shape[0], *self.input_shape),))
+        return call(self.module, params, self.aliases, (x.reshape(x.shape[0], *self.input_shape),))
 
     def _chunk(self, clients: int = 1) -> int:
         return max(1, ACT_BUDGET // max(1, self.act_per_sample * clients))
