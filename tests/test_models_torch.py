@@ -184,3 +184,35 @@ def test_rows_in_chunks_equal_one_pass(monkeypatch, batching):
     torch.testing.assert_close(many[0][0], one[0][0], rtol=1e-6, atol=1e-7)
     torch.testing.assert_close(many[0][1], one[0][1], rtol=1e-5, atol=1e-7)
     torch.testing.assert_close(many[1], one[1], rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("batching", ["vmap", "loop"])
+@pytest.mark.parametrize("twice", ["layer", "weight"])
+def test_a_layer_used_twice_survives_the_functional_call(batching, twice):
+    """A module holding one layer at two places (its weight one parameter): torch's
+    functional_call with tie_weights swaps that one slot twice and puts back the swapped-in
+    tensor, not the module's own, so that the module used afterwards ran on a stray tensor
+    (vmap: "your tensor may have escaped"; traced forward: a client's old row). The gradient
+    of both uses is every path's, and the module keeps its parameters. `twice`: the layer
+    held at two places, or its weight registered in a second layer (two slots, one tensor)."""
+    torch.manual_seed(0)
+    shared, other = nn.Linear(4, 4), nn.Linear(4, 4)
+    if twice == "weight":
+        other.weight = shared.weight
+    model = TorchModel(nn.Sequential(shared, nn.Tanh(), shared if twice == "layer" else other),
+                       (4,), "regression", "m", batching=batching)
+    own = list(model.module.parameters())
+    g = torch.Generator().manual_seed(1)
+    w = model.init(g).expand(3, -1) + 0.1 * torch.randn(3, model.n_params, generator=g)
+    x, y, m = torch.randn(3, 5, 4, generator=g), torch.randn(3, 5, 4, generator=g), \
+        torch.ones(3, 5)
+    wt = w.clone().requires_grad_()
+    traced = model.forward(wt, x)                    # functional_call on one client's views
+    _, g_vmap = model._loss_grad_vmap(w, x, y, m, functorch=True)
+    assert all(a is b for a, b in zip(model.module.parameters(), own))
+    assert shared.weight is own[0] and model.module[2].weight is own[0]
+    loss, g_loop = model.loss_grad_autograd(w, x, y, m)
+    assert torch.allclose(g_vmap, g_loop, rtol=1e-5, atol=1e-6)
+    assert torch.allclose(model.forward(w, x), traced.detach(), rtol=1e-6, atol=1e-7)
+    ref = (model.sample_loss(traced, y) * m).sum(1).sum()
+    assert torch.allclose(torch.autograd.grad(ref, wt)[0], g_loop, rtol=1e-5, atol=1e-6)

@@ -286,6 +286,22 @@ def test_sweep_over_partition_kind_leaves_out_base_keys_for_the_other_kinds(tmp_
         sw.load_sweep(f)
 
 
+def test_sweep_over_partition_kind_leaves_a_plugin_sets_partition_alone(tmp_path):
+    """A registered (plugin) set's `partition:` is its loader's own option, not the built-in
+    split: a sweep over data.partition.kind removes none of its keys (as a sweep over data.name
+    removes none of a plugin's keys)."""
+    from hierfl.sweep.spec import point_raw
+    base = {"data": {"name": "blobs", "partition": {"kind": "dirichlet", "alpha": 0.1}}}
+    paths = [["data", "partition", "kind"]]
+    raw = point_raw(base, str(tmp_path / "b.yaml"), (("kind", "iid"),), paths, None,
+                    ["iid", "dirichlet"])
+    assert raw["data"]["partition"] == {"kind": "iid", "alpha": 0.1}
+    base["data"]["name"] = "digits"                   # a built-in set's: alpha left out
+    raw = point_raw(base, str(tmp_path / "b.yaml"), (("kind", "iid"),), paths, None,
+                    ["iid", "dirichlet"])
+    assert raw["data"]["partition"] == {"kind": "iid"}
+
+
 def test_sweep_over_data_name_still_refuses_a_key_no_swept_set_reads(tmp_path):
     f = _files(tmp_path, "data.name: [synthetic_iid, digits]")
     base = (tmp_path / "base.yaml").read_text().replace(

@@ -97,10 +97,13 @@ def for_other_sets(name: object, given: object, names: list) -> list[str]:
     return [k for k in given if k not in reads and k in others]
 
 
-def for_other_kinds(part: object, kinds: list) -> list[str]:
-    """The keys of a raw `partition:` mapping that its kind does not read but another of
-    `kinds` does: a sweep over data.partition.kind leaves them out of that kind's points (the
-    base's alpha: is for its dirichlet points, not for its iid ones)."""
+def for_other_kinds(name: object, part: object, kinds: list) -> list[str]:
+    """The keys of the raw `partition:` mapping of the built-in set `name` that its kind does
+    not read but another of `kinds` does: a sweep over data.partition.kind leaves them out of
+    that kind's points (the base's alpha: is for its dirichlet points, not for its iid ones).
+    None for a set that reads no partition: (a plugin's is its loader's own option)."""
+    if "partition" not in READS.get(name if isinstance(name, str) else "", ()):
+        return []
     kind = part.get("kind", "iid") if isinstance(part, dict) else None
     reads = PARTITION_READS.get(kind) if isinstance(kind, str) else None
     if reads is None:

@@ -35,14 +35,14 @@ from __future__ import annotations
 
 import copy
 import math
-import warnings
 from functools import partial
 from typing import Callable, Literal
 
 import torch
 from torch import nn
-from torch.func import functional_call, grad_and_value, vmap
+from torch.func import grad_and_value, vmap
 
+from .aliases import call, slot_aliases
 from .flops import measure as _measure
 from .grouped import GroupedStack, run_pooled
 
@@ -76,6 +76,7 @@ class TorchModel:
         if batching == "auto":
             batching = "loop" if recurrent or self.fwd_flops > VMAP_MAX_FLOPS else "vmap"
         self.batching = batching
+        self.aliases = slot_aliases(module)     # a layer held twice: aliases.py
         self.grouped = GroupedStack.plan(module, self.input_shape)
 
     # --------------------------------------------------------------------------- parameters
@@ -94,7 +95,7 @@ class TorchModel:
 
     def _call(self, params: dict[str, torch.Tensor], x: torch.Tensor) -> torch.Tensor:
         """One client's outputs (B, o) from its flat rows x (B, d)."""
-        return functional_call(self.module, params, (x.reshape(x.shape[0], *self.input_shape),))
+        return call(self.module, params, self.aliases, (x.reshape(x.shape[0], *self.input_shape),))
 
     def _chunk(self, clients: int = 1) -> int:
         return max(1, ACT_BUDGET // max(1, self.act_per_sample * clients))

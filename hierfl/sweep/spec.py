@@ -109,7 +109,7 @@ def point_raw(base_raw: dict, base_file: str, values: tuple[tuple[str, Any], ...
     if partition_kinds and isinstance(part, dict):
         from ..data.check import for_other_kinds
         gridded = {pth[2] for pth in paths if len(pth) > 2 and pth[:2] == ["data", "partition"]}
-        for key in for_other_kinds(part, partition_kinds):
+        for key in for_other_kinds(data.get("name"), part, partition_kinds):
             if key not in gridded:
                 del part[key]
     return _self_contained(raw, base_file)       # a data.path value, relative to the base too
