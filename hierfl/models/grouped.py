@@ -10,8 +10,8 @@ rule for `weight.t()`). `GroupedStack` issues the same calls for dense layers, R
 (an MLP's losses and gradients are the vmap path's bit for bit, tests/test_grouped.py compares
 them with `torch.equal`). Convolutions are the same grouped convolution computed faster
 (`_GroupedConv`): on oneDNN's channels-last kernels, which the ReLU and the pooling after them
-keep, and for images of no more positions than the kernel has taps (the 8x8 digits CNN's second
-convolution, on 4x4) the weight gradient as a convolution of the input by the output's gradient,
+keep, and for outputs of no more positions than the kernel has taps (the 8x8 digits CNN's second
+convolution: 4x4 outputs, 25 taps) the weight gradient as a convolution of the input by the output's gradient,
 where oneDNN's own takes a slow gemm path. These are the same sums in another order, so a CNN's
 gradients agree with functorch's to rounding (~1e-7 relative measured; the tests hold them to
 1e-5), not bit for bit. What this saves: functorch's per-call work (wrapping every tensor at
@@ -76,8 +76,8 @@ def _conv(m: nn.Conv2d, prefix: str) -> Layer:
 class _GroupedConv(torch.autograd.Function):
     """The grouped convolution of (B, G*Cin, H, W) images by (G*Cout, Cin, k, k) weights, on
     oneDNN's channels-last kernels (input, output and gradients stay channels-last), with the
-    weight gradient of images smaller than the kernel's window taken as a convolution of the
-    input by the output's gradient (`_weight_grad_swapped`)."""
+    weight gradient of outputs with no more positions than the kernel has taps (`_swaps`) taken
+    as a convolution of the input by the output's gradient (`_weight_grad_swapped`)."""
 
     @staticmethod
     def forward(ctx, x: torch.Tensor, w: torch.Tensor, groups: int, stride, padding,
