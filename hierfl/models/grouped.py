@@ -10,9 +10,9 @@ rule for `weight.t()`). `GroupedStack` issues the same calls for dense layers, R
 (an MLP's losses and gradients are the vmap path's bit for bit, tests/test_grouped.py compares
 them with `torch.equal`). Convolutions are the same grouped convolution computed faster
 (`_GroupedConv`): on oneDNN's channels-last kernels, which the ReLU and the pooling after them
-keep, and for outputs of no more positions than the kernel has taps (the 8x8 digits CNN's second
-convolution: 4x4 outputs, 25 taps) the weight gradient as a convolution of the input by the output's gradient,
-where oneDNN's own takes a slow gemm path. These are the same sums in another order, so a CNN's
+keep, and for outputs of no more positions than the kernel has taps (the 8x8 digits CNN's
+second convolution: 4x4 outputs, 25 taps) the weight gradient as a convolution of the input by
+the output's gradient, where oneDNN's own takes a slow gemm path. These are the same sums in another order, so a CNN's
 gradients agree with functorch's to rounding (~1e-7 relative measured; the tests hold them to
 1e-5), not bit for bit. What this saves: functorch's per-call work (wrapping every tensor at
 two levels, the pytree traffic and the module re-parametrisation of `functional_call`) and, for
