@@ -12,9 +12,9 @@ them with `torch.equal`). Convolutions are the same grouped convolution computed
 (`_GroupedConv`): on oneDNN's channels-last kernels, which the ReLU and the pooling after them
 keep, and for outputs of no more positions than the kernel has taps (the 8x8 digits CNN's
 second convolution: 4x4 outputs, 25 taps) the weight gradient as a convolution of the input by
-the output's gradient, where oneDNN's own takes a slow gemm path. These are the same sums in another order, so a CNN's
-gradients agree with functorch's to rounding (~1e-7 relative measured; the tests hold them to
-1e-5), not bit for bit. What this saves: functorch's per-call work (wrapping every tensor at
+the output's gradient, where oneDNN's own takes a slow gemm path. These are the same sums in
+another order, so a CNN's gradients agree with functorch's to rounding (~1e-7 relative
+measured; the tests hold them to 1e-5), not bit for bit. What this saves: functorch's per-call work (wrapping every tensor at
 two levels, the pytree traffic and the module re-parametrisation of `functional_call`) and, for
 the digits CNN's convolutions, ~11 -> ~5.6 ms a step of 20 clients of batch 20 (oneDNN's own
 timings, ONEDNN_VERBOSE=1; W6s: see benchmarks/README.md, "Real workloads").
