@@ -6,18 +6,18 @@ becomes one convolution with `groups` multiplied by C (the clients moved into th
 (B, C*Cin, H, W) against (C*Cout, Cin, k, k)), its bias a separate broadcast add; max-pooling
 runs on the (C*B, ...) rows; a dense layer is `bias * 1 + bmm(h, W^T)` (functorch's
 decomposition of `addmm`) whose weight gradient is taken as (grad^T h) (autograd's column-major
-rule for `weight.t()`). `GroupedStack` issues the same calls for dense layers, ReLU and pooling
-(an MLP's losses and gradients are the vmap path's bit for bit, tests/test_grouped.py compares
-them with `torch.equal`). Convolutions are the same grouped convolution computed faster
+rule for `weight.t()`). `GroupedStack` issues the same calls for dense layers, ReLU and pooling (an
+MLP's losses and gradients are the vmap path's bit for bit, tests/test_grouped.py compares them
+with `torch.equal`). Convolutions are the same grouped convolution computed faster
 (`_GroupedConv`): on oneDNN's channels-last kernels, which the ReLU and the pooling after them
-keep, and for outputs of no more positions than the kernel has taps (the 8x8 digits CNN's
-second convolution: 4x4 outputs, 25 taps) the weight gradient as a convolution of the input by
-the output's gradient, where oneDNN's own takes a slow gemm path. These are the same sums in
-another order, so a CNN's gradients agree with functorch's to rounding (~1e-7 relative
-measured; the tests hold them to 1e-5), not bit for bit. What this saves: functorch's per-call work (wrapping every tensor at
-two levels, the pytree traffic and the module re-parametrisation of `functional_call`) and, for
-the digits CNN's convolutions, ~11 -> ~5.6 ms a step of 20 clients of batch 20 (oneDNN's own
-timings, ONEDNN_VERBOSE=1; W6s: see benchmarks/README.md, "Real workloads").
+keep, and for outputs of no more positions than the kernel has taps (the 8x8 digits CNN's second
+convolution: 4x4 outputs, 25 taps) the weight gradient as a convolution of the input by the
+output's gradient, where oneDNN's own takes a slow gemm path. These are the same sums in another
+order, so a CNN's gradients agree with functorch's to rounding (~1e-7 relative measured; the tests
+hold them to 1e-5), not bit for bit. What this saves: functorch's per-call work (wrapping every
+tensor at two levels, the pytree traffic and the module re-parametrisation of `functional_call`)
+and, for the digits CNN's convolutions, ~11 -> ~5.6 ms a step of 20 clients of batch 20 (oneDNN's
+own timings, ONEDNN_VERBOSE=1; W6s: see benchmarks/README.md, "Real workloads").
 
 Only the layers listed in `_PLANS` are known; a module with any other layer (or not a
 `Sequential`) gets no plan and stays on vmap."""
