@@ -87,19 +87,17 @@ def test_validating_a_digits_scenario_imports_neither_sklearn_nor_dynamo(scenari
 
 
 def test_flops_are_counted_as_flop_counter_mode_counts_them_and_torch_is_left_as_it_was():
-    from torch.utils.flop_counter import FlopCounterMode, _FlopCounterMode
+    from torch.utils.flop_counter import FlopCounterMode
     import torch
     from hierfl.models.cnn import cnn
     from hierfl.models.flops import measure
     from hierfl.models.lstm import char_lstm
 
-    raw = _FlopCounterMode.__dict__["__torch_dispatch__"].__wrapped__
     for module, shape, dtype in ((cnn((64,), 10, channels=[8, 16], dense=32), (64,),
                                   torch.float32),
                                  (cnn((3, 32, 32), 10), (3, 32, 32), torch.float32),
                                  (char_lstm((80,), 80), (80,), torch.long)):
         flops, acts, out = measure(module, shape, next(module.parameters()))
-        assert getattr(raw, "__dynamo_disable", None) is not raw      # ours removed after
         x = torch.zeros(1, *shape, dtype=dtype)
         with warnings.catch_warnings(), torch.no_grad(), \
                 torch.backends.mkldnn.flags(enabled=False), \
@@ -107,6 +105,46 @@ def test_flops_are_counted_as_flop_counter_mode_counts_them_and_torch_is_left_as
             warnings.simplefilter("ignore")           # mkldnn.flags' note on Intel GPUs
             module(x)
         assert flops == plain.get_total_flops() > 0 and out == module(x).shape
+
+
+# counts a CNN's FLOPs in a fresh process, then says whether torch._dynamo was imported and
+# whether the flop counter's dispatch function still carries the value set for the count
+FLOPS_PROBE = """
+import sys
+import torch
+from torch.utils.flop_counter import _FlopCounterMode
+from hierfl.models.cnn import cnn
+from hierfl.models.flops import measure
+m = cnn((64,), 10, channels=[8, 16], dense=32)
+flops = measure(m, (64,), next(m.parameters()))[0]
+raw = _FlopCounterMode.__dict__["__torch_dispatch__"].__wrapped__
+print(flops, "torch._dynamo" in sys.modules, hasattr(raw, "__dynamo_disable"))
+"""
+
+
+def test_flops_are_counted_without_dynamo_and_the_counter_is_left_as_torch_made_it():
+    env = {**os.environ, "PYTHONPATH": ROOT}
+    out = subprocess.run([sys.executable, "-c", FLOPS_PROBE], cwd=ROOT, env=env,
+                         capture_output=True, text=True, timeout=120, check=True).stdout
+    flops, dynamo, left = out.split()
+    assert float(flops) > 0 and dynamo == "False" and left == "False", out
+
+
+def test_digits_read_without_sklearn_are_load_digits_arrays(monkeypatch):
+    """The bundled file parsed here, and load_digits itself (where the file is not found),
+    give sklearn's arrays exactly."""
+    import importlib.util
+
+    from sklearn.datasets import load_digits
+
+    from hierfl.data.real import digits_arrays
+    want = load_digits()
+    for found in (True, False):
+        if not found:
+            monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
+        x, y = digits_arrays()
+        assert x.dtype == want.data.dtype and np.array_equal(x, want.data), found
+        assert np.array_equal(y, want.target) and y.shape == (1797,), found
 
 
 def test_report_and_compare_import_no_torch(small_run, tmp_path):

@@ -90,11 +90,7 @@ def for_other_sets(name: object, given: object, names: list) -> list[str]:
     """The keys of the raw `data:` mapping `given` that the built-in set `name` does not read
     but another of `names` does: a sweep over data.name leaves them out of `name`'s points (the
     base's alpha: is for its synthetic points, not for its synthetic_iid ones)."""
-    reads = READS.get(name) if isinstance(name, str) else None
-    if reads is None or not isinstance(given, dict):
-        return []
-    others = {k for n in names if isinstance(n, str) and n != name for k in READS.get(n, ())}
-    return [k for k in given if k not in reads and k in others]
+    return _read_by_others(READS, name, given, names)
 
 
 def for_other_kinds(name: object, part: object, kinds: list) -> list[str]:
@@ -105,12 +101,17 @@ def for_other_kinds(name: object, part: object, kinds: list) -> list[str]:
     if "partition" not in READS.get(name if isinstance(name, str) else "", ()):
         return []
     kind = part.get("kind", "iid") if isinstance(part, dict) else None
-    reads = PARTITION_READS.get(kind) if isinstance(kind, str) else None
-    if reads is None:
+    return _read_by_others(PARTITION_READS, kind, part, kinds)
+
+
+def _read_by_others(table: dict, own: object, given: object, others: list) -> list[str]:
+    """The keys of `given` that `table` says `own` does not read but another of `others`
+    does ([] when `own` is not in the table or `given` not a mapping)."""
+    reads = table.get(own) if isinstance(own, str) else None
+    if reads is None or not isinstance(given, dict):
         return []
-    others = {k for n in kinds if isinstance(n, str) and n != kind
-              for k in PARTITION_READS.get(n, ())}
-    return [k for k in part if k not in reads and k in others]
+    other = {k for n in others if isinstance(n, str) and n != own for k in table.get(n, ())}
+    return [k for k in given if k not in reads and k in other]
 
 
 def _image_problems(data: DataSpec, base_dir: str, n_clients: int | None) -> Found:

@@ -194,14 +194,12 @@ def _pool(m: nn.MaxPool2d, prefix: str, grouped: bool = False) -> Layer:
     def run(h: torch.Tensor, p: dict[str, torch.Tensor]) -> torch.Tensor:
         c, b = h.shape[0], h.shape[1]
         rows = h.movedim(0, 1)
-        if rows.permute(0, 3, 4, 1, 2).is_contiguous():     # a convolution's channels-last
-            out = F.max_pool2d(rows.reshape(b, c * h.shape[2], *h.shape[3:]), *args)
-            out = out.view(b, c, h.shape[2], *out.shape[2:]).movedim(0, 1)
-            return out if grouped else out.contiguous()
-        if not rows.is_contiguous():
+        cl = rows.permute(0, 3, 4, 1, 2).is_contiguous()    # a _GroupedConv's channels-last
+        if not cl and not rows.is_contiguous():
             out = max_pool(h.reshape(c * b, *h.shape[2:]), args)
             return out.view(c, b, *out.shape[1:])
-        out = max_pool(rows.reshape(b, c * h.shape[2], *h.shape[3:]), args)
+        flat = rows.reshape(b, c * h.shape[2], *h.shape[3:])
+        out = F.max_pool2d(flat, *args) if cl else max_pool(flat, args)    # (kept channels-last)
         out = out.view(b, c, h.shape[2], *out.shape[2:]).movedim(0, 1)
         return out if grouped else out.contiguous()
     return run

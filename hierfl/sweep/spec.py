@@ -98,21 +98,25 @@ def point_raw(base_raw: dict, base_file: str, values: tuple[tuple[str, Any], ...
     for (_, v), pth in zip(values, paths):
         if pth != ["topology"]:
             set_path(raw, pth, v)
+    from ..data.check import for_other_kinds, for_other_sets
     data = raw.get("data")
     if data_names and isinstance(data, dict):
-        from ..data.check import for_other_sets
-        gridded = {pth[1] for pth in paths if len(pth) > 1 and pth[0] == "data"}
-        for key in for_other_sets(data.get("name"), data, data_names):
-            if key not in gridded:           # a grid's own value is meant for this point
-                del data[key]
+        _leave_out(data, for_other_sets(data.get("name"), data, data_names), paths, ["data"])
     part = data.get("partition") if isinstance(data, dict) else None
     if partition_kinds and isinstance(part, dict):
-        from ..data.check import for_other_kinds
-        gridded = {pth[2] for pth in paths if len(pth) > 2 and pth[:2] == ["data", "partition"]}
-        for key in for_other_kinds(data.get("name"), part, partition_kinds):
-            if key not in gridded:
-                del part[key]
+        _leave_out(part, for_other_kinds(data.get("name"), part, partition_kinds), paths,
+                   ["data", "partition"])
     return _self_contained(raw, base_file)       # a data.path value, relative to the base too
+
+
+def _leave_out(mapping: dict, keys: list[str], paths: list[list[str | int]],
+               at: list[str]) -> None:
+    """Delete `keys` from `mapping` (the raw mapping at path `at`) but those the grid sets:
+    a grid's own value is meant for its point."""
+    gridded = {pth[len(at)] for pth in paths if len(pth) > len(at) and pth[:len(at)] == at}
+    for key in keys:
+        if key not in gridded:
+            del mapping[key]
 
 
 def _grid_key_of(problem_key: str, keys: list[str]) -> str | None:
@@ -175,6 +179,11 @@ def _check_order(grid: Grid) -> list[int]:
     return first + [i for i in range(len(combos)) if i not in seen]
 
 
+def _grid_values(grid: Grid, path: list[str]) -> list:
+    """The values the grid gives the key at `path` ([] when it does not sweep it)."""
+    return [v for pth, vs in zip(grid.paths, grid.lists) if pth == path for v in vs]
+
+
 def _points(path: str, base_file: str, base_raw: dict, grid: Grid, tmp: str
             ) -> tuple[list[Point], list[Problem], Any]:
     """Every point built and validated, stopping at the first bad point: (points in grid
@@ -188,10 +197,8 @@ def _points(path: str, base_file: str, base_raw: dict, grid: Grid, tmp: str
     combos = grid.combos
     names = point_names(grid.keys, grid.paths, grid.lists, combos)
     f = os.path.join(tmp, POINT_FILE)
-    data_sets = [v for pth, vs in zip(grid.paths, grid.lists) if pth == ["data", "name"]
-              for v in vs]                # a sweep over data sets
-    kinds = [v for pth, vs in zip(grid.paths, grid.lists) if pth == ["data", "partition", "kind"]
-             for v in vs]                 # a sweep over partition kinds
+    data_sets = _grid_values(grid, ["data", "name"])                # a sweep over data sets
+    kinds = _grid_values(grid, ["data", "partition", "kind"])       # over partition kinds
     for i in _check_order(grid):
         name, values = names[i], grid.values(combos[i])
         try:
