@@ -184,3 +184,134 @@ def test_fast_edge_batching_trains_all_edges_together_within_float_rounding(tmp_
                 for f in (fast, exact))
         for col in ("train_loss", "test_acc") if name == "metrics.csv" else ("gamma",):
             assert np.allclose(a[col], b[col], rtol=1e-5, equal_nan=True), (name, col)
+
+
+def _small_lone_edges(model: dict, dim: int, classes: int, stragglers: bool,
+                      samples=None, algo: str = "hierfavg", local: dict | None = None) -> dict:
+    """8 clients under 4 edges, 5 a round, of at most 12 samples: about one client per edge,
+    and every matrix product under torch's small-product size (lone calls round as shared)."""
+    doc = _doc(algo)
+    doc["data"] = {"name": "synthetic", "dim": dim, "classes": classes,
+                   "samples": samples or {"dist": "uniform", "low": 5, "high": 12}}
+    doc["model"] = model
+    doc["topology"]["clients"]["count"] = 8
+    doc["train"]["clients_per_round"] = 5
+    if local:
+        doc["train"]["local"] = local
+    if not stragglers:
+        doc.pop("stragglers")
+    return doc
+
+
+SMALL = {"logreg": ({"name": "logreg"}, 5, 3, "hierfavg", None),
+         "mlp": ({"name": "mlp", "hidden": [4]}, 3, 2, "hierfavg", None),
+         "2x3": ({"name": "logreg"}, 5, 3, "hierfavg_2x3", None),
+         "fedadam": ({"name": "logreg"}, 5, 3, "fedadam", None),
+         "full_batch": ({"name": "logreg"}, 5, 3, "hierfavg",
+                        {"steps": 2, "batch_size": "full", "lr": 0.1})}
+
+
+@pytest.mark.parametrize("case", list(SMALL))
+@pytest.mark.parametrize("stragglers", [False, True])
+@pytest.mark.parametrize("samples", [None, 10])
+def test_small_models_train_lone_edges_together_byte_for_byte(tmp_path, monkeypatch, case,
+                                                              stragglers, samples):
+    """A model whose products are all small (exec/edges.lone_rounds_alike) puts one-client
+    edges into the shared call, in measured rounds too (grouped by full-batch width): fewer
+    calls than one per edge, and every output byte of the per-edge path. With equal sizes
+    (one width) every edge round is one call, measured or not."""
+    model, dim, classes, algo, local = SMALL[case]
+    doc = _small_lone_edges(model, dim, classes, stragglers, samples, algo, local)
+    fast, calls, res = _run(tmp_path, "fast", monkeypatch, True, doc, algo=algo)
+    slow, slow_calls, _ = _run(tmp_path, "slow", monkeypatch, False, doc, algo=algo)
+    assert res.closed_form_rounds == ROUNDS
+    for name in fast:
+        assert fast[name] == slow[name], name
+    rows = [line.split(",") for line in fast["clients.csv"].decode().splitlines()[1:]]
+    assert any(r[9] not in ("", "nan") for r in rows)          # measured rounds' gammas
+    if stragglers and algo == "hierfavg":
+        assert 0 < sum(r[7] == "1" for r in rows) < len(rows)  # HierFAVG dropped some
+    per_round = ALGOS[algo][2]
+    for t in range(1, ROUNDS + 1):
+        assert calls[t] <= slow_calls[t]
+        if (t % 2 and local is None) or samples:   # one call per edge round
+            assert calls[t] == per_round, (t, calls)
+    assert sum(calls.values()) < sum(slow_calls.values())
+
+
+def test_lone_rounds_alike_counts_the_widest_batch(tmp_path):
+    """The rule: functional models whose every layer's (width x (inputs + 1) x outputs) is
+    below SMALL_PRODUCT, width the larger of the minibatch and a client's whole data."""
+    from hierfl.exec.edges import SMALL_PRODUCT, lone_rounds_alike
+    from hierfl.exec.round import RoundRunner
+    from hierfl.run.world import make_algorithm
+
+    def alike(doc) -> bool:
+        path = tmp_path / "r.yaml"
+        path.write_text(yaml.safe_dump(doc))
+        sc = load(str(path), out=str(tmp_path / "r"))
+        world = build_world(sc)
+        entry = sc.algorithms[0]
+        runner = RoundRunner(sc, entry, world.topo, world.data, world.model,
+                             make_algorithm(sc, entry, world), BatchedExecutor())
+        width = max(int(runner.counts.max()), 4)
+        products = [width * (l.n_in + 1) * l.n_out for l in runner.model.layers]
+        assert lone_rounds_alike(runner) == (max(products) < SMALL_PRODUCT)
+        return lone_rounds_alike(runner)
+
+    assert alike(_small_lone_edges({"name": "logreg"}, 5, 3, False))       # 12 x 6 x 3
+    assert not alike(_doc())                            # up to 30 samples: 30 x 6 x 3 = 540
+    assert not alike(_one_client_edges())               # 65 features, 10 classes
+    assert not alike(_small_lone_edges({"name": "mlp", "hidden": [40]}, 3, 2, False))
+
+
+def _batch_of_one_differs(lo: int, hi: int, shapes: int) -> tuple[int, int]:
+    """The bmm and baddbmm of a step (models/functional.py: z = x W^T, z^T = W x^T,
+    W - lr dz^T x, dz^T x) for random (rows B, inputs d, outputs o) with lo <= B d o < hi, on
+    batches of 2-17 items whose inputs are strided as in a chunk of steps: how many items
+    came out differently computed alone, of how many."""
+    import random
+
+    import torch
+
+    rnd, gen = random.Random(lo), torch.Generator().manual_seed(lo)
+    tried = differ = 0
+    for _ in range(shapes):
+        while True:
+            b, d, o = rnd.randint(1, 60), rnd.randint(1, 70), rnd.randint(1, 12)
+            if lo <= b * d * o < hi:
+                break
+        c, t = rnd.choice([2, 3, 17]), rnd.choice([1, 2])
+        x = torch.randn(c, t, b, d, generator=gen)[:, t - 1]
+        dz = torch.randn(c, t, b, o, generator=gen)[:, t - 1]
+        w, keep = torch.randn(c, o, d, generator=gen), torch.randn(c, o, d, generator=gen)
+        ops = [lambda s: torch.bmm(x[s], w[s].transpose(1, 2)),
+               lambda s: torch.bmm(w[s], x[s].transpose(1, 2)),
+               lambda s: torch.baddbmm(keep[s], dz[s].transpose(1, 2), x[s], alpha=-0.07),
+               lambda s: torch.bmm(dz[s].transpose(1, 2), x[s])]
+        for op in ops:
+            together = op(slice(None))
+            for k in range(c):
+                tried += 1
+                differ += not torch.equal(together[k:k + 1], op(slice(k, k + 1)))
+    return differ, tried
+
+
+def test_torch_rounds_a_batch_of_one_alike_exactly_below_the_small_product():
+    """What the rule stands on, checked on torch itself (a new torch that changed it fails
+    here): below SMALL_PRODUCT every item of a batch comes out as it does alone (torch's
+    per-entry loop); above it a batch of one often rounds differently (a plain mm)."""
+    from hierfl.exec.edges import SMALL_PRODUCT
+    import torch
+
+    saved = torch.get_num_threads()
+    try:
+        for threads in (1, 2):
+            torch.set_num_threads(threads)
+            differ, tried = _batch_of_one_differs(1, SMALL_PRODUCT, 150)
+            assert differ == 0 and tried > 2000, (threads, differ, tried)
+        torch.set_num_threads(1)
+        differ, tried = _batch_of_one_differs(SMALL_PRODUCT, 3000, 150)
+        assert differ > tried // 20, (differ, tried)
+    finally:
+        torch.set_num_threads(saved)

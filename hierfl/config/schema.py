@@ -161,8 +161,9 @@ class ExecutorSpec:
     edge_batching: Literal["exact", "fast"] = spec(
         "exact", "hierarchical rounds timed in closed form: exact trains edges together only "
         "where no byte can change (unevaluated rounds, two or more clients sharing the edge's "
-        "longest budget); fast trains every edge of a tier round in one call (10^5+ clients; "
-        "results differ from one call per edge in the last bits)")
+        "longest budget; every edge, grouped by full-batch width, for a model whose matrix "
+        "products are all small); fast trains every edge of a tier round in one call (10^5+ "
+        "clients; results differ from one call per edge in the last bits)")
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,11 @@ import torch
 
 from ..algorithms.base import Upload
 from ..learn.batches import steps_for
+from ..models.functional import AutogradModel, Model
 from ..sim.work import Work
+
+SMALL_PRODUCT = 400     # ATen: a bmm whose contraction x rows x columns is below this runs its
+#                         per-entry loop (baddbmm_cpu_kernel) for any batch count, one included
 
 
 def batches_edges(runner) -> bool:
@@ -30,15 +34,17 @@ def batches_edges(runner) -> bool:
 
 
 def width_groups(segments: list[np.ndarray], counts: np.ndarray, matters: bool,
-                 fast: bool = False) -> list:
+                 by_width: bool = False) -> list:
     """Segments trained in one call: all of them where the full batch is not evaluated. Where
     it is (a measured round, a gamma target, full-batch steps) each keeps its own call: grouping
     them by full-batch width kept the training identical but not the measurements (a client's
-    gamma and the round's train_loss moved in the last bits with the call's other clients);
-    `fast` (train.executor.edge_batching) groups them by width all the same."""
+    gamma and the round's train_loss moved in the last bits with the call's other clients,
+    through the one-client kernels of a call's last client); `by_width` groups them by width
+    all the same: train.executor.edge_batching `fast`, or a model whose lone calls round as
+    shared ones (`lone_rounds_alike`: the same bytes)."""
     if not matters:
         return [list(range(len(segments)))]
-    if not fast:
+    if not by_width:
         return [[i] for i in range(len(segments))]
     groups: dict[int, list[int]] = {}
     for i, seg in enumerate(segments):
@@ -89,6 +95,29 @@ def close_edges(runner, t: int, states: list, works: list[Work]) -> list:
     return out
 
 
+def lone_rounds_alike(runner) -> bool:
+    """Does a call left with one client round exactly as a shared call, for this run's model?
+    Yes where every matrix product of its steps is small (contraction x rows x columns below
+    SMALL_PRODUCT, counted at the widest batch a call can hold: the minibatch or a client's
+    whole data, with a bias column): torch then computes every bmm and baddbmm with its
+    per-entry loop whatever the batch count, so a batch of one is not a plain mm (the only
+    kernel a shared call changes; the rest of a step is per entry or per row). Functional
+    models on the CPU only (models/functional.py: affine layers, bmm products); a torch.nn
+    model's kernels are its own, and CUDA's are others. Computed once per runner
+    (tests/test_edge_batch.py checks the rule and torch's kernels on both sides of the size)."""
+    alike = getattr(runner, "_lone_rounds_alike", None)
+    if alike is None:
+        model, b = runner.model, runner.local.batch_size
+        width = max(int(runner.counts.max()) if len(runner.counts) else 0,
+                    0 if b == "full" else int(b))
+        device = getattr(runner.executor, "device", torch.device("cpu"))
+        alike = type(model) in (Model, AutogradModel) and torch.device(device).type == "cpu" \
+            and all(width * (layer.n_in + 1) * layer.n_out < SMALL_PRODUCT
+                    for layer in model.layers)
+        runner._lone_rounds_alike = alike
+    return alike
+
+
 def never_alone(runner, t: int, r: int, segments: list[np.ndarray]) -> list[bool]:
     """Which segments may share a call. The solver drops clients as their budgets end, and a
     call left with ONE client runs torch's single-matrix kernels (bmm of a batch of one is a
@@ -96,12 +125,16 @@ def never_alone(runner, t: int, r: int, segments: list[np.ndarray]) -> list[bool
     never hold exactly one client (two or more clients share its largest budget) trains with
     two or more rows in either call: the same bytes. Others keep their own call, as do all
     where budgets are not known before training (a gamma target stops clients by their
-    gradients; a partial deadline prices messages per call). With train.executor.edge_batching
+    gradients; a partial deadline prices messages per call). A model whose products are all
+    small rounds a lone client as a shared one (`lone_rounds_alike`): every segment shares.
+    With train.executor.edge_batching
     `fast` every segment shares (10^5+ clients: last-bit differences, documented)."""
     if runner.sc.train.executor.edge_batching == "fast":
         return [True] * len(segments)
     if runner.local.gamma is not None or runner.budgets.policy.policy == "deadline_partial":
         return [False] * len(segments)
+    if lone_rounds_alike(runner):
+        return [True] * len(segments)
     out = []
     for seg in segments:
         if len(seg) < 2:

@@ -26,7 +26,8 @@ from ..sim.stragglers import Budgets
 from ..sim.work import ClientRecord, Work
 from ..topology.graph import Topology
 from .asynchronous import AsyncEdgeSteps, fedasync_mix, fedbuff_apply
-from .edges import batches_edges, close_edges, never_alone, split, start_rows, width_groups
+from .edges import (batches_edges, close_edges, lone_rounds_alike, never_alone, split,
+                    start_rows, width_groups)
 from .local import Executor
 
 
@@ -178,7 +179,8 @@ class RoundRunner(AsyncEdgeSteps):
         together = [i for i in range(len(segments)) if shared[i]]
         groups += [[together[j] for j in g] for g in
                    width_groups([segments[i] for i in together], self.counts, matters,
-                                self.sc.train.executor.edge_batching == "fast")]
+                                self.sc.train.executor.edge_batching == "fast"
+                                or lone_rounds_alike(self))]
         for group in groups:
             if not group:
                 continue
