@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ..algorithms.base import Upload
+from ..algorithms.base import Algorithm, Upload
 from ..learn.batches import steps_for
 from ..models.functional import AutogradModel, Model
 from ..sim.work import Work
@@ -76,12 +76,18 @@ def close_edges(runner, t: int, states: list, works: list[Work]) -> list:
     """Each edge aggregates its clients that were not dropped (every one arrives in a round
     computed in closed form), exactly as RoundRunner.edge_close would: the same rows in
     ascending client order, the same weights; rows all in order are passed as the Work's own
-    tensors (a gather of every row is the same values)."""
+    tensors (a gather of every row is the same values). Under the base rule (the weighted mean)
+    the edges with one arrival are closed together (`_lone_means`: the same products)."""
     algo, counts = runner.algo, runner.counts
     ctx = runner._ctx(t, works[0].r) if works else None
-    out = []
-    for es, work in zip(states, works):
+    out: list = [None] * len(states)
+    lone: list[tuple[int, int]] = []          # (edge, row) of edges with one arrival
+    plain = type(algo).edge_aggregate is Algorithm.edge_aggregate
+    for i, (es, work) in enumerate(zip(states, works)):
         keep = ~work.drop
+        if plain and int(keep.sum()) == 1:
+            lone.append((i, int(np.flatnonzero(keep)[0])))
+            continue
         arrived = work.sel[keep]
         order = np.argsort(arrived, kind="stable")
         rows = np.flatnonzero(keep)[order]
@@ -91,8 +97,23 @@ def close_edges(runner, t: int, states: list, works: list[Work]) -> list:
             index = torch.from_numpy(rows)
             up = Upload(tuple(x[index] for x in up.tensors), up.encoding)
         weights = torch.from_numpy(counts[arrived].astype(np.float64))
-        out.append(algo.edge_aggregate(es, torch.from_numpy(arrived), up, weights, ctx))
+        out[i] = algo.edge_aggregate(es, torch.from_numpy(arrived), up, weights, ctx)
+    if lone:
+        means = _lone_means([works[i] for i, _ in lone], [r for _, r in lone], counts)
+        for (i, _), mean in zip(lone, means):
+            out[i] = mean
     return out
+
+
+def _lone_means(works: list[Work], rows: list[int], counts: np.ndarray) -> list[torch.Tensor]:
+    """The base rule's weighted mean of ONE upload per edge, for many edges at once: weights
+    w / sum(w) = w / w, and `weighted_mean`'s float64 product of a single row (w x, one
+    rounding) elementwise, so the same bits as one matrix product per edge."""
+    x = torch.stack([w.uploads.tensors[0][r] for w, r in zip(works, rows)])
+    w = torch.from_numpy(counts[[int(w.sel[r]) for w, r in zip(works, rows)]]
+                         .astype(np.float64))
+    means = ((w / w).unsqueeze(1) * x.double()).to(x.dtype)
+    return [m.clone() for m in means]
 
 
 def lone_rounds_alike(runner) -> bool:
