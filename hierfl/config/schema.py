@@ -160,10 +160,10 @@ class ExecutorSpec:
         "is an error); sequential and ray run on the CPU")
     edge_batching: Literal["exact", "fast"] = spec(
         "exact", "hierarchical rounds timed in closed form: exact trains edges together only "
-        "where no byte can change (unevaluated rounds, two or more clients sharing the edge's "
-        "longest budget; every edge, grouped by full-batch width, for a model whose matrix "
-        "products are all small); fast trains every edge of a tier round in one call (10^5+ "
-        "clients; results differ from one call per edge in the last bits)")
+        "where no byte can change (a model whose matrix products are all small: every edge, "
+        "evaluated rounds grouped by full-batch width; larger models one call per edge); fast "
+        "trains every edge of a tier round in one call (10^5+ clients; results differ from one "
+        "call per edge in the last bits)")
 
 
 @dataclass(frozen=True)

@@ -6,8 +6,10 @@ model (a (C, P) start matrix, one row per client, its edge's model repeated), on
 call plans the budgets (stragglers drawn per edge, as one call per edge draws them), the
 minibatches and the executor run, and the result is cut back into one `Work` per edge. A
 client's numbers do not depend on which clients share its call (per-client seeded plans,
-row-wise solver, row-wise sizes), so each edge's Work holds the same bytes as its own call;
-each edge then aggregates its own rows as before (the same weighted mean, same order).
+row-wise solver, row-wise sizes) where the model's matrix products are small enough for torch
+to compute every batch item alike (`company_free`), so each edge's Work holds the same bytes
+as its own call; each edge then aggregates its own rows as before (the same weighted mean,
+same order). Larger models keep one call per edge (`edge_batching: fast` shares anyway).
 
 Batched only where the algorithm says its local round reads nothing but its start row
 (`batch_edges`, HierFAVG) and no codec compresses messages; others keep one call per edge."""
@@ -17,7 +19,6 @@ import numpy as np
 import torch
 
 from ..algorithms.base import Algorithm, Upload
-from ..learn.batches import steps_for
 from ..models.functional import AutogradModel, Model
 from ..sim.work import Work
 
@@ -38,10 +39,9 @@ def width_groups(segments: list[np.ndarray], counts: np.ndarray, matters: bool,
     """Segments trained in one call: all of them where the full batch is not evaluated. Where
     it is (a measured round, a gamma target, full-batch steps) each keeps its own call: grouping
     them by full-batch width kept the training identical but not the measurements (a client's
-    gamma and the round's train_loss moved in the last bits with the call's other clients,
-    through the one-client kernels of a call's last client); `by_width` groups them by width
-    all the same: train.executor.edge_batching `fast`, or a model whose lone calls round as
-    shared ones (`lone_rounds_alike`: the same bytes)."""
+    gamma and the round's train_loss moved in the last bits with the call's other clients);
+    `by_width` groups them by width all the same: train.executor.edge_batching `fast`, or a
+    model whose clients' bytes do not depend on their company (`company_free`)."""
     if not matters:
         return [list(range(len(segments)))]
     if not by_width:
@@ -116,53 +116,39 @@ def _lone_means(works: list[Work], rows: list[int], counts: np.ndarray) -> list[
     return [m.clone() for m in means]
 
 
-def lone_rounds_alike(runner) -> bool:
-    """Does a call left with one client round exactly as a shared call, for this run's model?
+def company_free(runner) -> bool:
+    """Are a client's bytes the same whatever clients share its call, for this run's model?
     Yes where every matrix product of its steps is small (contraction x rows x columns below
     SMALL_PRODUCT, counted at the widest batch a call can hold: the minibatch or a client's
     whole data, with a bias column): torch then computes every bmm and baddbmm with its
-    per-entry loop whatever the batch count, so a batch of one is not a plain mm (the only
-    kernel a shared call changes; the rest of a step is per entry or per row). Functional
-    models on the CPU only (models/functional.py: affine layers, bmm products); a torch.nn
-    model's kernels are its own, and CUDA's are others. Computed once per runner
-    (tests/test_edge_batch.py checks the rule and torch's kernels on both sides of the size)."""
-    alike = getattr(runner, "_lone_rounds_alike", None)
-    if alike is None:
+    per-entry loop whatever the batch count (the only kernels a call's company changes; the
+    rest of a step is per entry or per row). Above it torch's BLAS path rounds an item by the
+    batch count: a batch of one is a plain mm, and at some sizes (9 x 9 x 5, found by a
+    reviewer) two, three or seven items round differently too. Functional models on the CPU
+    only (models/functional.py: affine layers, bmm products); a torch.nn model's kernels are
+    its own, and CUDA's are others. Computed once per runner (tests/test_edge_batch.py checks
+    the rule and torch's kernels on both sides of the size)."""
+    free = getattr(runner, "_company_free", None)
+    if free is None:
         model, b = runner.model, runner.local.batch_size
         width = max(int(runner.counts.max()) if len(runner.counts) else 0,
                     0 if b == "full" else int(b))
         device = getattr(runner.executor, "device", torch.device("cpu"))
-        alike = type(model) in (Model, AutogradModel) and torch.device(device).type == "cpu" \
+        free = type(model) in (Model, AutogradModel) and torch.device(device).type == "cpu" \
             and all(width * (layer.n_in + 1) * layer.n_out < SMALL_PRODUCT
                     for layer in model.layers)
-        runner._lone_rounds_alike = alike
-    return alike
+        runner._company_free = free
+    return free
 
 
 def never_alone(runner, t: int, r: int, segments: list[np.ndarray]) -> list[bool]:
-    """Which segments may share a call. The solver drops clients as their budgets end, and a
-    call left with ONE client runs torch's single-matrix kernels (bmm of a batch of one is a
-    plain mm, rounding differently from a batch of two or more). A segment whose own call would
-    never hold exactly one client (two or more clients share its largest budget) trains with
-    two or more rows in either call: the same bytes. Others keep their own call, as do all
-    where budgets are not known before training (a gamma target stops clients by their
-    gradients; a partial deadline prices messages per call). A model whose products are all
-    small rounds a lone client as a shared one (`lone_rounds_alike`): every segment shares.
-    With train.executor.edge_batching
+    """Which segments may share a call: every one where a client's bytes do not depend on its
+    call's company (`company_free`: a model whose products are all small), none otherwise,
+    nor where budgets are not known before training (a gamma target stops clients by their
+    gradients; a partial deadline prices messages per call). With train.executor.edge_batching
     `fast` every segment shares (10^5+ clients: last-bit differences, documented)."""
     if runner.sc.train.executor.edge_batching == "fast":
         return [True] * len(segments)
     if runner.local.gamma is not None or runner.budgets.policy.policy == "deadline_partial":
         return [False] * len(segments)
-    if lone_rounds_alike(runner):
-        return [True] * len(segments)
-    out = []
-    for seg in segments:
-        if len(seg) < 2:
-            out.append(False)
-            continue
-        planned = runner.algo.round_steps(t, r, steps_for(
-            runner.counts[seg], runner.local.batch_size, runner.local.steps, runner.local.epochs))
-        budgets, _ = runner.budgets.plan(t, r, seg, planned)
-        out.append(int((budgets == budgets.max()).sum()) >= 2)
-    return out
+    return [company_free(runner)] * len(segments)

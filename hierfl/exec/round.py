@@ -26,7 +26,7 @@ from ..sim.stragglers import Budgets
 from ..sim.work import ClientRecord, Work
 from ..topology.graph import Topology
 from .asynchronous import AsyncEdgeSteps, fedasync_mix, fedbuff_apply
-from .edges import (batches_edges, close_edges, lone_rounds_alike, never_alone, split,
+from .edges import (batches_edges, close_edges, company_free, never_alone, split,
                     start_rows, width_groups)
 from .local import Executor
 
@@ -180,7 +180,7 @@ class RoundRunner(AsyncEdgeSteps):
         groups += [[together[j] for j in g] for g in
                    width_groups([segments[i] for i in together], self.counts, matters,
                                 self.sc.train.executor.edge_batching == "fast"
-                                or lone_rounds_alike(self))]
+                                or company_free(self))]
         for group in groups:
             if not group:
                 continue
