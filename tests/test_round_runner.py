@@ -100,10 +100,10 @@ class Counting:
 
 def test_run_algorithm_takes_an_executor(tmp_path):
     """One executor call per aggregation round, with the given executor: FedAvg 3 rounds x 1
-    call of 4 clients; HierFAVG 3 rounds x 2 edges x 2 edge rounds, one call per edge and edge
-    round, 2 clients each (4 clients over 2 edges, all selected; every round is evaluated, so
-    the edges do not share calls: exec/edges.width_groups); outputs byte-identical to the
-    scenario's own executor."""
+    call of 4 clients; HierFAVG 3 rounds x 2 edge rounds, one call for both edges' 4 clients
+    (4 clients over 2 edges, all selected; every round is evaluated, and this small model's
+    edges of one full-batch width share the call: exec/edges.company_free, width_groups);
+    outputs byte-identical to the scenario's own executor."""
     doc = {"name": "ex", "seed": 1,
            "topology": {"edges": {"count": 2, "link": {"latency_s": 0.01, "bandwidth_Bps": 1e6}},
                         "clients": {"count": 4, "compute_flops": 1e9,
@@ -119,7 +119,7 @@ def test_run_algorithm_takes_an_executor(tmp_path):
     for way in ("own", "given"):
         sc = load(str(path), out=str(tmp_path / way))
         world = build_world(sc)
-        for entry, calls, clients in zip(sc.algorithms, (3, 12), (12, 24)):
+        for entry, calls, clients in zip(sc.algorithms, (3, 6), (12, 24)):
             ex = Counting(make_executor("batched")) if way == "given" else None
             folder = os.path.join(sc.output, entry.label)
             run_algorithm(sc, entry, world, folder, progress=False, executor=ex)
