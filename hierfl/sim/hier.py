@@ -33,6 +33,7 @@ class HierRounds:
         edge = self.sc.train.edge_round
         if (self.closed_form and self.quiescent and kids and len(reporting) == len(kids)
                 and edge.policy == "wait_all" and edge.timeout_s is None):
+            self.links.of_clients(None, chosen.ids.tolist())   # made together, not one a hop
             timing = hier_round(self, t, chosen, kids, model, down)
             closed = self._at(timing.end)
             self._apply(timing)
