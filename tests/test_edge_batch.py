@@ -320,8 +320,9 @@ def test_torch_rounds_a_batch_of_one_alike_exactly_below_the_small_product():
 
 def test_lone_means_are_weighted_mean_of_one_row_bit_for_bit():
     """exec/edges._lone_means (many one-arrival edges at once) against the base rule's
-    weighted_mean of each edge's single row: equal values to the bit (NaN where the weight is
-    0, 0 / 0), tiny, huge, infinite and NaN entries as the matrix product gives them."""
+    weighted_mean of each edge's single row: the same bits (compared as integers: -0.0 in a
+    row comes out +0.0 from both), tiny, huge and infinite entries as the matrix product gives
+    them; NaN where the weight is 0 (0 / 0) or the entry is NaN."""
     import torch
 
     from hierfl.algorithms.base import Upload, weighted_mean
@@ -332,6 +333,7 @@ def test_lone_means_are_weighted_mean_of_one_row_bit_for_bit():
     scale = torch.tensor([1e-30, 1.0, 1e30, 3.0, 1.0, 1.0])[:, None]
     rows = torch.randn(6, 9, generator=gen) * scale
     rows[3, 2], rows[4, 5] = float("inf"), float("nan")
+    rows[1, 3], rows[2, 0], rows[5, 7] = -0.0, -0.0, 0.0
     counts = np.array([5, 1, 7, 0, 12, 3, 9])
     works = [Work(np.array([(k + 1) % 7, k]), Upload((torch.stack([-rows[k], rows[k]]),), "dense"),
                   np.zeros(2), np.zeros(2), [], np.array([True, False])) for k in range(6)]
@@ -339,7 +341,9 @@ def test_lone_means_are_weighted_mean_of_one_row_bit_for_bit():
     for k in range(6):
         w = torch.tensor([float(counts[k])], dtype=torch.float64)
         want = weighted_mean(rows[k:k + 1], w / w.sum())
-        torch.testing.assert_close(got[k], want, rtol=0, atol=0, equal_nan=True)
+        nan = torch.isnan(want)
+        assert torch.equal(torch.isnan(got[k]), nan), k
+        assert torch.equal(got[k][~nan].view(torch.int32), want[~nan].view(torch.int32)), k
     assert torch.isnan(got[3]).all() and torch.equal(got[0], rows[0])
 
 

@@ -107,12 +107,13 @@ def close_edges(runner, t: int, states: list, works: list[Work]) -> list:
 
 def _lone_means(works: list[Work], rows: list[int], counts: np.ndarray) -> list[torch.Tensor]:
     """The base rule's weighted mean of ONE upload per edge, for many edges at once: weights
-    w / sum(w) = w / w, and `weighted_mean`'s float64 product of a single row (w x, one
-    rounding) elementwise, so the same bits as one matrix product per edge."""
+    w / sum(w) = w / w, and `weighted_mean`'s float64 product of a single row elementwise:
+    0 + w x, one rounding (the matrix product sums onto +0.0, so a -0.0 entry comes out +0.0,
+    as here), the same bits as one matrix product per edge."""
     x = torch.stack([w.uploads.tensors[0][r] for w, r in zip(works, rows)])
     w = torch.from_numpy(counts[[int(w.sel[r]) for w, r in zip(works, rows)]]
                          .astype(np.float64))
-    means = ((w / w).unsqueeze(1) * x.double()).to(x.dtype)
+    means = ((w / w).unsqueeze(1) * x.double()).add_(0.0).to(x.dtype)
     return [m.clone() for m in means]
 
 
