@@ -369,3 +369,18 @@ def test_mid_size_products_keep_one_call_per_edge(tmp_path, monkeypatch):
     shared, shared_calls, _ = _run(tmp_path, "shared", monkeypatch, True, doc)
     assert sum(shared_calls.values()) < sum(calls.values())
     assert any(shared[k] != slow[k] for k in slow if not k.endswith(".csv"))
+
+
+def test_diverging_clients_are_named_alike_batched_and_per_edge(tmp_path, monkeypatch):
+    """Features so large that a step overflows float32: the batched call's finite-row check
+    (made once in RoundRunner.train, carried on its Work) splits per edge as one call per edge
+    would: the same clients named non-finite, and every output byte the per-edge path's."""
+    doc = _small_lone_edges({"name": "logreg"}, 5, 3, False, 10,
+                            local={"steps": 3, "batch_size": 4, "lr": 1.0})
+    doc["data"]["beta"] = 1e30
+    fast, calls, res = _run(tmp_path, "fast", monkeypatch, True, doc)
+    slow, slow_calls, slow_res = _run(tmp_path, "slow", monkeypatch, False, doc)
+    for name in fast:
+        assert fast[name] == slow[name], name
+    assert res.nonfinite_clients and res.nonfinite_clients == slow_res.nonfinite_clients
+    assert sum(calls.values()) < sum(slow_calls.values())

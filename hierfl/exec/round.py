@@ -126,6 +126,7 @@ class RoundRunner(AsyncEdgeSteps):
                                 self.local.check_every, measure=self._measure(t))
         up = self.algo.finish(clients, start, res, ctx)
         finite = finite_rows(up.tensors, len(sel))
+        sent = up.tensors                               # (what a codec leaves as it was)
         if sizes is None and not bool(finite.all()):   # numerical health: name the clients
             #                                 where it arose (segments: named per edge, edges.py)
             self.nonfinite.setdefault(t, []).extend(sel[~finite.numpy()].tolist())
@@ -146,7 +147,8 @@ class RoundRunner(AsyncEdgeSteps):
         if cluster is not None:
             for rec, cl in zip(recs, cluster.tolist()):
                 rec.cluster = int(cl)
-        return Work(sel, up, ctime, up_bytes, recs, drop, r)
+        return Work(sel, up, ctime, up_bytes, recs, drop, r,
+                    finite.numpy() if up.tensors is sent else None)
 
     def _budgets(self, t: int, r: int, sel: np.ndarray, planned: np.ndarray, evals: int,
                  sizes: list[int] | None) -> tuple[np.ndarray, np.ndarray]:
@@ -188,7 +190,9 @@ class RoundRunner(AsyncEdgeSteps):
             sel = np.concatenate([segments[i] for i in group])
             work = self.train(t, r, sel, start_rows([starts[i] for i in group], sizes),
                               sizes=sizes)
-            parts = split(work, sizes, finite_rows(work.uploads.tensors, len(sel)).numpy())
+            finite = work.finite if work.finite is not None else \
+                finite_rows(work.uploads.tensors, len(sel)).numpy()
+            parts = split(work, sizes, finite)
             for i, part in zip(group, parts):
                 out[i] = part
         return out

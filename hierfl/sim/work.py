@@ -60,6 +60,7 @@ class Work:
     recs: list[ClientRecord]
     drop: np.ndarray          # computes, uploads nothing (dropped straggler or silent trainee)
     r: int = 0                # the aggregation round (edge round) of the call
+    finite: np.ndarray | None = None    # rows whose uploads are all finite (the runner's check)
 
 
 @dataclass(frozen=True)
