@@ -102,7 +102,7 @@ def test_run_algorithm_takes_an_executor(tmp_path):
     """One executor call per aggregation round, with the given executor: FedAvg 3 rounds x 1
     call of 4 clients; HierFAVG 3 rounds x 2 edge rounds, one call for both edges' 4 clients
     (4 clients over 2 edges, all selected; every round is evaluated, and this small model's
-    edges of one full-batch width share the call: exec/edges.company_free, width_groups);
+    edges of one full-batch width share the call: exec/edges.company_free, call_groups);
     outputs byte-identical to the scenario's own executor."""
     doc = {"name": "ex", "seed": 1,
            "topology": {"edges": {"count": 2, "link": {"latency_s": 0.01, "bandwidth_Bps": 1e6}},

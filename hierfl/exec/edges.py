@@ -34,18 +34,16 @@ def batches_edges(runner) -> bool:
             and getattr(runner.model, "batching", "loop") == "loop")
 
 
-def width_groups(segments: list[np.ndarray], counts: np.ndarray, matters: bool,
-                 by_width: bool = False) -> list:
-    """Segments trained in one call: all of them where the full batch is not evaluated. Where
-    it is (a measured round, a gamma target, full-batch steps) each keeps its own call: grouping
-    them by full-batch width kept the training identical but not the measurements (a client's
-    gamma and the round's train_loss moved in the last bits with the call's other clients);
-    `by_width` groups them by width all the same: train.executor.edge_batching `fast`, or a
-    model whose clients' bytes do not depend on their company (`company_free`)."""
+def call_groups(segments: list[np.ndarray], counts: np.ndarray, shares: bool,
+                matters: bool) -> list[list[int]]:
+    """The segments trained in each call. Not `shares` (`shares_calls`): one call each.
+    Otherwise all of them in one call where the full batch is not evaluated, and one call per
+    full-batch width where it is (a measured round, a gamma target, full-batch steps: the
+    padded full batch of a call is as wide as its widest client)."""
+    if not shares:
+        return [[i] for i in range(len(segments))]
     if not matters:
         return [list(range(len(segments)))]
-    if not by_width:
-        return [[i] for i in range(len(segments))]
     groups: dict[int, list[int]] = {}
     for i, seg in enumerate(segments):
         groups.setdefault(int(counts[seg].max()) if len(seg) else 0, []).append(i)
@@ -142,14 +140,14 @@ def company_free(runner) -> bool:
     return free
 
 
-def never_alone(runner, t: int, r: int, segments: list[np.ndarray]) -> list[bool]:
-    """Which segments may share a call: every one where a client's bytes do not depend on its
-    call's company (`company_free`: a model whose products are all small), none otherwise,
-    nor where budgets are not known before training (a gamma target stops clients by their
-    gradients; a partial deadline prices messages per call). With train.executor.edge_batching
-    `fast` every segment shares (10^5+ clients: last-bit differences, documented)."""
+def shares_calls(runner) -> bool:
+    """Do the edges of a tier round share executor calls? With train.executor.edge_batching
+    `fast`, always (10^5+ clients: last-bit differences, documented). With `exact`, where a
+    client's bytes do not depend on its call's company (`company_free`: a model whose products
+    are all small), except where budgets are not known before training (a gamma target stops
+    clients by their gradients; a partial deadline prices messages per call)."""
     if runner.sc.train.executor.edge_batching == "fast":
-        return [True] * len(segments)
+        return True
     if runner.local.gamma is not None or runner.budgets.policy.policy == "deadline_partial":
-        return [False] * len(segments)
-    return [company_free(runner)] * len(segments)
+        return False
+    return company_free(runner)

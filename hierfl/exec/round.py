@@ -26,8 +26,8 @@ from ..sim.stragglers import Budgets
 from ..sim.work import ClientRecord, Work
 from ..topology.graph import Topology
 from .asynchronous import AsyncEdgeSteps, fedasync_mix, fedbuff_apply
-from .edges import (batches_edges, close_edges, company_free, never_alone, split,
-                    start_rows, width_groups)
+from .edges import (batches_edges, call_groups, close_edges, shares_calls, split,
+                    start_rows)
 from .local import Executor
 
 
@@ -171,18 +171,13 @@ class RoundRunner(AsyncEdgeSteps):
     def train_edges(self, t: int, r: int, segments: list[np.ndarray],
                     starts: list[torch.Tensor]) -> list[tuple[Work, list[int]]]:
         """One executor call for the clients of every edge (`segments[i]` from `starts[i]`),
-        or one per full-batch width where that width is evaluated (edges.width_groups): per
-        edge, its Work and its clients whose upload was not finite."""
+        or one per full-batch width where that width is evaluated, or one per edge where the
+        calls may not be shared (edges.shares_calls, call_groups): per edge, its Work and its
+        clients whose upload was not finite."""
         matters = self._measure(t) or self.local.gamma is not None or \
             self.local.batch_size == "full"
         out: list = [None] * len(segments)
-        shared = never_alone(self, t, r, segments)
-        groups = [[i] for i in range(len(segments)) if not shared[i]]
-        together = [i for i in range(len(segments)) if shared[i]]
-        groups += [[together[j] for j in g] for g in
-                   width_groups([segments[i] for i in together], self.counts, matters,
-                                self.sc.train.executor.edge_batching == "fast"
-                                or company_free(self))]
+        groups = call_groups(segments, self.counts, shares_calls(self), matters)
         for group in groups:
             if not group:
                 continue
