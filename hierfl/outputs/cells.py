@@ -10,8 +10,10 @@ line with more or fewer cells, no newline at the end, mixed line ends) is read b
 `csv.reader`, with the same cells."""
 from __future__ import annotations
 
+import contextlib
 import csv
-from typing import Iterable
+import os
+from typing import Iterable, Iterator
 
 import numpy as np
 
@@ -25,6 +27,62 @@ def read_columns(path: str, names: Iterable[str], whole: tuple[str, ...] = ()
     header has (the first of a repeated name), in the order of `names`. A row without a cell of
     a column named in `whole` is left out; a shorter row reads b"" for its missing cells."""
     names = list(names)
+    lay = _layout(path)
+    if lay is None:
+        return _read_slow(path, names, whole)     # quotes, carriage returns, ragged lines
+    head, body, ends, crlf = lay
+    idx = _indices(head, names)
+    if not idx or not body.size:
+        return head, {k: np.zeros(0, "S1") for k in idx}
+    w = len(head)
+    cols = {}
+    for k, i in idx.items():
+        e = ends[i::w]
+        if i:
+            s = ends[i - 1::w] + 1
+        else:                                     # after the line end ("\r\n": two bytes)
+            s = np.empty_like(e)
+            s[0] = 0
+            s[1:] = ends[w - 1:-1:w] + 1 + crlf
+        cols[k] = _gather(body, s, e - s)
+        if cols[k] is None:
+            return _read_slow(path, names, whole)
+    return head, cols
+
+
+_KEPT: dict | None = None      # inside `keeping_layouts`: path -> layout
+
+
+@contextlib.contextmanager
+def keeping_layouts() -> Iterator[None]:
+    """Within it, each file's layout is found once (a report reads one clients.csv for several
+    figures; the files do not change while it runs), for files up to KEEP_BYTES."""
+    global _KEPT
+    outer, _KEPT = _KEPT, {} if _KEPT is None else _KEPT
+    try:
+        yield
+    finally:
+        _KEPT = outer
+
+
+KEEP_BYTES = 256 << 20
+
+
+def _layout(path: str) -> tuple[list[str], np.ndarray, np.ndarray | None, int] | None:
+    """(header, the bytes after it, the offsets of every "," and line end, 1 for "\r\n" line
+    ends) of a file hierfl writes, or None for any other (read by the csv module)."""
+    if _KEPT is None:
+        return _scan(path)
+    key = os.path.abspath(path)
+    if key not in _KEPT:
+        lay = _scan(path)
+        if os.path.getsize(path) > KEEP_BYTES:
+            return lay
+        _KEPT[key] = lay
+    return _KEPT[key]
+
+
+def _scan(path: str) -> tuple[list[str], np.ndarray, np.ndarray | None, int] | None:
     with open(path, "rb") as fh:
         buf = fh.read()
     nl = buf.find(b"\n")
@@ -32,32 +90,24 @@ def read_columns(path: str, names: Iterable[str], whole: tuple[str, ...] = ()
     if nl < 0 or b'"' in buf or not buf.endswith(b"\n") or \
             buf.count(b"\r") != (buf.count(b"\n") if crlf else 0) or \
             crlf and buf.count(b"\r\n") != buf.count(b"\n"):
-        return _read_slow(path, names, whole)     # quotes, lone or mixed carriage returns
+        return None                               # quotes, lone or mixed carriage returns
     head = buf[:nl - crlf].decode("utf-8").split(",") if nl - crlf else []
-    idx = _indices(head, names)
     body = np.frombuffer(buf, np.uint8, offset=nl + 1)
-    if not idx or not body.size:
-        return head, {k: np.zeros(0, "S1") for k in idx}
+    if not body.size:
+        return head, body, None, int(crlf)
     w, end = len(head), 13 if crlf else 10
+    if not w:
+        return None                               # no header: the csv module's reading
     ends = np.flatnonzero((body == 44) | (body == end))     # "," and the line ends
     n = ends.size // w
     if ends.size != n * w or np.count_nonzero(body[ends] == end) != n or \
             not (body[ends[w - 1::w]] == end).all():
-        return _read_slow(path, names, whole)   # a line with more or fewer cells, a blank line
-    starts = np.empty_like(ends)
-    starts[0] = 0
-    starts[1:] = ends[:-1] + 1
-    if crlf:
-        starts[w::w] += 1                         # past the "\n" of the line end
-    if w == 1 and (starts == ends).any():
-        return _read_slow(path, names, whole)   # a blank line: no row for csv.reader
-    cols = {}
-    for k, i in idx.items():
-        s, e = starts[i::w], ends[i::w]
-        cols[k] = _gather(body, s, e - s)
-        if cols[k] is None:
-            return _read_slow(path, names, whole)
-    return head, cols
+        return None                               # a line with more or fewer cells, a blank line
+    if body.size < 2**31:
+        ends = ends.astype(np.int32)              # half the memory while kept
+    if w == 1 and (np.diff(ends) == 1 + crlf).any() | (ends[0] == 0):
+        return None                               # a blank line: no row for csv.reader
+    return head, body, ends, int(crlf)
 
 
 def _gather(body: np.ndarray, start: np.ndarray, length: np.ndarray) -> np.ndarray | None:

@@ -16,27 +16,38 @@ from json.encoder import encode_basestring_ascii as _string
 LONG = 64          # shorter lists: json.dumps (nothing to gain)
 
 
-def dumps_indent1(obj: object) -> str:
-    """json.dumps(obj, indent=1, sort_keys=True)."""
+Span = tuple[tuple[str, ...], int, int, list]    # (key path, start, end, the list)
+
+
+def dumps_indent1(obj: object, spans: list[Span] | None = None, longest: int = 0) -> str:
+    """json.dumps(obj, indent=1, sort_keys=True). With `spans`, each list of at least `longest`
+    plain ints or finite floats reached through string keys is recorded in it: its key path,
+    where its text starts and ends (the text is ASCII: characters are bytes) and the list."""
     parts: list[str] = []
-    _write(obj, 0, parts)
+    _write(obj, 0, parts, () if spans is not None else None, spans, max(longest, LONG + 1))
     return "".join(parts)      # one copy of the text (a 200 MB one at W9)
 
 
-def _write(obj: object, level: int, out: list[str]) -> None:
-    """Append the text of obj at nesting depth `level` to `out`."""
+def _write(obj: object, level: int, out: list[str], path: tuple[str, ...] | None = None,
+           spans: list[Span] | None = None, longest: int = LONG + 1) -> None:
+    """Append the text of obj at nesting depth `level` to `out` (`path`: its keys, while
+    spans are recorded)."""
     pad = " " * (level + 1)
     if type(obj) is dict and obj and all(type(k) is str for k in obj):
         out.append("{")
         for i, (k, v) in enumerate(sorted(obj.items())):
             out.append(("," if i else "") + "\n" + pad + _string(k) + ": ")
-            _write(v, level + 1, out)
+            _write(v, level + 1, out, None if path is None else path + (k,), spans, longest)
         out.append("\n" + " " * level + "}")
         return
     if type(obj) is list and len(obj) > LONG:
         text = _scalars(obj, ",\n" + pad)
         if text is not None:
-            out += ("[\n", pad, text, "\n" + " " * level + "]")
+            tail = "\n" + " " * level + "]"
+            if path is not None and len(obj) >= longest and type(obj[0]) is not str:
+                start = sum(map(len, out))
+                spans.append((path, start, start + 2 + len(pad) + len(text) + len(tail), obj))
+            out += ("[\n", pad, text, tail)
             return
     out.append(json.dumps(obj, indent=1, sort_keys=True).replace("\n", "\n" + " " * level))
 

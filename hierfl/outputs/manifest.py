@@ -18,12 +18,13 @@ from typing import Any
 
 from .files import atomic_text
 from .summary import SCENARIO_COPY, SUMMARY, TOPOLOGY_COPY, scenario_dict
+from .summary_columns import NAME as SUMMARY_COLUMNS
 
 MANIFEST = "run.json"
 # files a run or its report writes at the top of OUT (cleared by --force, with the algorithms'
 # folders); anything else in OUT is left alone
-RUN_FILES = (MANIFEST, SUMMARY, SCENARIO_COPY, TOPOLOGY_COPY, "report.md", "report.html",
-             "table.csv", "metrics_all.csv")
+RUN_FILES = (MANIFEST, SUMMARY, SUMMARY_COLUMNS, SCENARIO_COPY, TOPOLOGY_COPY, "report.md",
+             "report.html", "table.csv", "metrics_all.csv")
 FIGURE_EXT = (".png", ".svg")
 
 

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from . import summary_columns
 from .files import atomic_text
 from .jsontext import dumps_indent1
 
@@ -119,14 +120,20 @@ def write_run_summary(sc: Any, world: Any, out: str | None = None) -> str:
                 and os.path.isfile(topo_file):
             shutil.copyfile(topo_file, os.path.join(out, TOPOLOGY_COPY))
     path = os.path.join(out, SUMMARY)
-    atomic_text(path, dumps_indent1(build_summary(sc, world)) + "\n")   # json.dumps(indent=1,
-    #                                              sort_keys=True)'s text (outputs/jsontext.py)
+    spans: list = []       # its long number lists: kept in binary beside it for the report
+    text = dumps_indent1(build_summary(sc, world), spans, summary_columns.LONG) + "\n"
+    atomic_text(path, text)     # json.dumps(indent=1, sort_keys=True)'s text (jsontext.py)
+    summary_columns.write(out, text, spans)
     return path
 
 
 def read_summary(out: str) -> dict | None:
-    """OUT/summary.json, or a minimal summary from OUT/scenario.yaml, or None."""
+    """OUT/summary.json (its long number lists as numpy arrays where summary_columns.npz was
+    written with it), or a minimal summary from OUT/scenario.yaml, or None."""
     p = os.path.join(out, SUMMARY)
+    fast = summary_columns.read(out, p)
+    if fast is not None:
+        return fast
     if os.path.isfile(p):
         with open(p) as fh:
             return json.load(fh)

@@ -11,6 +11,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ..outputs import Run, Series, concat_clients, read_clients
+from ..outputs.cells import keeping_layouts
 from . import plots
 from . import timeline as tline
 from .breakdown import add_breakdowns
@@ -199,6 +200,12 @@ def _facts(runs: list[Run]) -> list[tuple[str, str]]:
 def build(out: str, runs: list[Run], title: str, target: float | None, prefix: bool,
           timeline_round: int = 1) -> Report:
     """The report of `runs` (one run, or several on the same axes), figures written into OUT."""
+    with keeping_layouts():         # each clients.csv scanned once for all its figures
+        return _build(out, runs, title, target, prefix, timeline_round)
+
+
+def _build(out: str, runs: list[Run], title: str, target: float | None, prefix: bool,
+           timeline_round: int) -> Report:
     groups, notes = groups_of(runs, prefix)
     if not groups:
         raise FileNotFoundError("no <algorithm>/metrics.csv under " +

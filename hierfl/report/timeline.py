@@ -10,13 +10,14 @@ the cloud. A `handover` (mobility) is kept as (time, client, "from->to")."""
 from __future__ import annotations
 
 import os
+from collections import deque
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from ..outputs import Event, read_round
 
 
-@dataclass(frozen=True)
-class Bar:
+class Bar(NamedTuple):       # a tuple: a W9 round makes ~10^5 of them
     node: str
     kind: str          # "download" | "compute" | "upload"
     start: float
@@ -53,27 +54,31 @@ def build(events: list[Event], round_: int) -> Timeline:
     t1 = max(e[0] for e in events)
     root = next((e[1] for e in events if e[2] == "round_start"), "cloud")
     clients = {e[1] for e in events if e[2] in ("compute_start", "compute_end")}
-    pending: dict[tuple[str, str, float], list[float]] = {}
+    pending: dict[tuple[str, str, float], deque[float]] = {}
     bars: list[Bar] = []
+    add = bars.append
     open_compute: dict[str, float] = {}
     marks: list[tuple[float, str]] = []
     handovers: list[tuple[float, str, str]] = []
     adjacency: dict[str, set[str]] = {}
     for time, node, kind, peer, value in events:
         if kind == "send":
-            pending.setdefault((node, peer, value), []).append(time)
-            adjacency.setdefault(node, set()).add(peer)
-            adjacency.setdefault(peer, set()).add(node)
-        elif kind in ("recv", "lost"):      # a lost transfer ends where it was lost
+            q = pending.get((node, peer, value))
+            if q is None:
+                q = pending[(node, peer, value)] = deque()
+                adjacency.setdefault(node, set()).add(peer)
+                adjacency.setdefault(peer, set()).add(node)
+            q.append(time)
+        elif kind == "recv" or kind == "lost":      # a lost transfer ends where it was lost
             q = pending.get((peer, node, value))
             if q:
-                start = q.pop(0)
-                bars.append(Bar(node, "download", start, time, peer))
-                bars.append(Bar(peer, "upload", start, time, node))
+                start = q.popleft()
+                add(Bar(node, "download", start, time, peer))
+                add(Bar(peer, "upload", start, time, node))
         elif kind == "compute_start":
             open_compute[node] = time
         elif kind == "compute_end" and node in open_compute:
-            bars.append(Bar(node, "compute", open_compute.pop(node), time))
+            add(Bar(node, "compute", open_compute.pop(node), time))
         elif kind == "aggregate":
             marks.append((time, node))
         elif kind == "handover":

@@ -4,6 +4,8 @@ area by their count, colour by their mean speed), the data split as means over g
 consecutive clients, steps vs speed as means over speed bins. Per-client work is numpy only."""
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 from matplotlib.collections import LineCollection
 from matplotlib.colors import LogNorm
@@ -58,24 +60,35 @@ def _layout(aggs: list[str], par: dict[str, str], dep: dict[str, int],
     return x
 
 
+def bottom_groups(nodes: dict) -> tuple[list[str], dict[str, str], dict[str, int], list[str],
+                                         np.ndarray, np.ndarray]:
+    """From summary.json's node columns: the aggregators, their parents and depths (the cloud
+    at 0), the aggregators with clients in order of their first client, and per such
+    aggregator its number of clients and their mean speed (GFLOP/s). C loops and numpy over
+    the clients (10^6 at city scale), Python over the aggregators."""
+    names, parents, roles = nodes["name"], nodes["parent"], nodes["role"]
+    n = min(len(names), len(parents), len(roles))
+    is_client = np.fromiter(map("client".__eq__, roles[:n]), bool, n)
+    agg_rows = np.flatnonzero(~is_client).tolist()
+    aggs = [names[i] for i in agg_rows if names[i] != "cloud"]
+    par = {names[i]: parents[i] for i in agg_rows}
+    dep = {names[i]: int(nodes["depth"][i]) for i in agg_rows}
+    dep["cloud"] = 0
+    client_parent = list(itertools.compress(parents[:n], is_client.tolist()))
+    bottom = list(dict.fromkeys(client_parent))
+    where = {a: i for i, a in enumerate(bottom)}
+    pidx = np.fromiter(map(where.__getitem__, client_parent), np.int64, len(client_parent))
+    count = np.bincount(pidx, minlength=len(bottom)).astype(float)
+    flops = np.asarray(nodes["flops"][:n], float)[is_client] / 1e9
+    mean_speed = np.bincount(pidx, weights=flops, minlength=len(bottom)) / np.maximum(count, 1)
+    return aggs, par, dep, bottom, count, mean_speed
+
+
 def topology_summary_figure(summary: dict, path: str, svg: bool = True) -> str | None:
     """The tree down to the aggregators; the clients of each bottom aggregator as one marker
     (`svg`: an SVG beside the PNG, as every report figure has)."""
-    nodes = summary["topology"]["nodes"]
-    names, parents, roles = nodes["name"], nodes["parent"], nodes["role"]
-    role = np.asarray(roles)
-    is_client = role == "client"
-    aggs = [n for n, r in zip(names, roles) if r != "client" and n != "cloud"]
-    par = {n: p for n, p, r in zip(names, parents, roles) if r != "client"}
-    dep = {n: int(d) for n, d, r in zip(names, nodes["depth"], roles) if r != "client"}
-    dep["cloud"] = 0
-    client_parent = [p for p, c in zip(parents, is_client) if c]
-    bottom = list(dict.fromkeys(client_parent))                 # aggregators with clients
-    where = {a: i for i, a in enumerate(bottom)}
-    pidx = np.fromiter((where[p] for p in client_parent), np.int64, len(client_parent))
-    count = np.bincount(pidx, minlength=len(bottom)).astype(float)
-    flops = np.asarray(nodes["flops"], float)[is_client] / 1e9
-    mean_speed = np.bincount(pidx, weights=flops, minlength=len(bottom)) / np.maximum(count, 1)
+    aggs, par, dep, bottom, count, mean_speed = bottom_groups(summary["topology"]["nodes"])
+    n_clients = int(count.sum())
     x = _layout(aggs, par, dep, bottom)
     max_d = max(dep[a] for a in bottom) + 1
     with plt.rc_context(STYLE):
@@ -103,7 +116,7 @@ def topology_summary_figure(summary: dict, path: str, svg: bool = True) -> str |
                 ax.annotate(f"{int(c)}", (x[a], -max_d), textcoords="offset points",
                             xytext=(0, -14), ha="center", fontsize=6.5)
         tier_axis(ax, max_d, len(bottom), 0.5)
-        ax.set_title(f"{int(is_client.sum())} clients, {len(aggs)} aggregators (bottom row: the "
+        ax.set_title(f"{n_clients} clients, {len(aggs)} aggregators (bottom row: the "
                      f"{span(count)} clients of each aggregator, area ∝ count)", fontsize=9)
         return save(fig, path, svg=svg)
 

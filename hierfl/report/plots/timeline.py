@@ -57,19 +57,22 @@ def timeline_figure(tl: Timeline, label: str, path: str, max_clients: int = 40,
         fig, ax = plt.subplots(figsize=(W1 * 1.25, 0.9 + 0.24 * len(nodes)))
         ax.grid(True, axis="x", alpha=0.3)
         ax.grid(False, axis="y")
-        def rects(items: list[tuple[float, float, float, float]]) -> list[np.ndarray]:
-            return [np.array([(x, y), (x + w, y), (x + w, y + h), (x, y + h)])
-                    for x, w, y, h in items]
+        def rects(items: list[tuple[float, float, float, float]]) -> np.ndarray:
+            a = np.asarray(items, float).reshape(-1, 4)
+            x, w, y, h = a.T
+            return np.stack([np.stack([x, y], 1), np.stack([x + w, y], 1),
+                             np.stack([x + w, y + h], 1), np.stack([x, y + h], 1)], 1)
         # one collection per kind (a few artists, however many nodes): idle background first
         ax.add_collection(PolyCollection(rects([(tl.start, span, i - 0.4, 0.8)
                                                 for i in row.values()]),
                                          facecolors=KIND_COLOURS["idle"], edgecolors="none"))
         # aggregators: receive in the upper half of a row, send in the lower half (they overlap)
         geometry = {"download": (-0.4, 0.4), "upload": (0.0, 0.4), "compute": (-0.4, 0.8)}
+        drawn = [b for b in tl.bars if b.node in row]
         for kind in ("compute", "download", "upload"):
             items = []
-            for b in tl.bars:
-                if b.kind == kind and b.node in row:
+            for b in drawn:
+                if b.kind == kind:
                     off, h = geometry[kind] if b.node not in tl.clients else (-0.4, 0.8)
                     items.append((b.start, max(b.end - b.start, span * 1e-3), row[b.node] + off,
                                   h))

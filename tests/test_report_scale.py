@@ -1,0 +1,177 @@
+"""The report's reading at city scale (issue 19) gives what the plain readings give: the
+vectorised client numbers are str.isdecimal's, the tree's bottom groups are those of a loop over
+the nodes, and a report scans each clients.csv once."""
+from __future__ import annotations
+
+import math
+import os
+
+import numpy as np
+import pytest
+
+import hierfl.outputs.cells as cells
+from hierfl.outputs.cells import keeping_layouts, read_columns
+from hierfl.report.plots.stragglers import _spread, client_numbers
+from hierfl.report.plots.system_scale import bottom_groups
+
+def reference_numbers(names):
+    ok = [n.startswith("client") and n[6:].isdecimal() and len(n) - 6 <= 18 for n in names]
+    return np.array(ok, bool), [int(n[6:]) for n, k in zip(names, ok) if k]
+
+
+@pytest.mark.parametrize("ascii_only", [True, False])
+def test_client_numbers_follow_isdecimal(ascii_only):
+    rng = np.random.default_rng(1)
+    odd = ["client", "client0", "client007", "clientx", "Client3", "client-1", "client 3",
+           "client3a", "edge4", "", "c", "client" + "9" * 18, "client" + "9" * 19,
+           "client1\x002", "client12\x00", "xclient1", "client1.5"]
+    if not ascii_only:
+        odd += ["client٣", "clienté", "手机client2", "client２"]
+    names = odd + [f"client{k}" for k in rng.integers(0, 10**6, 300).tolist()] + \
+        [f"edge{k}" for k in range(20)]
+    order = rng.permutation(len(names))
+    names = [names[i] for i in order]
+    ok, value = client_numbers(names)
+    # numpy's strings drop a trailing NUL: "client12\x00" reads as "client12" either way
+    want_ok, want = reference_numbers([n.rstrip("\x00") for n in names])
+    assert ok.tolist() == want_ok.tolist()
+    assert value[ok].tolist() == want
+
+
+def test_spread_is_more_than_one_distinct_point():
+    rng = np.random.default_rng(2)
+    for _ in range(300):
+        n = int(rng.integers(0, 6))
+        b = rng.choice([1.0, 2.0, math.nan, 0.0, -0.0], n)
+        s = rng.choice([3.0, math.nan, 0.0, -0.0], n)
+        keep = np.isfinite(b) & np.isfinite(s)
+        want = len(np.unique(np.stack([b[keep], s[keep]], 1), axis=0)) > 1
+        assert _spread({"budget": b, "steps": s}) == want
+
+
+def loop_groups(nodes):
+    """The tree's bottom groups by a loop over every node (the reading before vectorising)."""
+    names, parents, roles = nodes["name"], nodes["parent"], nodes["role"]
+    aggs = [n for n, r in zip(names, roles) if r != "client" and n != "cloud"]
+    par = {n: p for n, p, r in zip(names, parents, roles) if r != "client"}
+    dep = {n: int(d) for n, d, r in zip(names, nodes["depth"], roles) if r != "client"}
+    dep["cloud"] = 0
+    client_parent = [p for p, r in zip(parents, roles) if r == "client"]
+    bottom = list(dict.fromkeys(client_parent))
+    count = [client_parent.count(a) for a in bottom]
+    speed = [sum(f for f, p, r in zip(nodes["flops"], parents, roles)
+                 if r == "client" and p == a) / 1e9 / c for a, c in zip(bottom, count)]
+    return aggs, par, dep, bottom, count, speed
+
+
+def test_bottom_groups_are_a_loops():
+    rng = np.random.default_rng(4)
+    aggs = ["r0", "r1"] + [f"e{k}" for k in range(6)]
+    par = {"r0": "cloud", "r1": "cloud", **{f"e{k}": f"r{k % 2}" for k in range(6)}}
+    clients = [f"client{k}" for k in range(40)]
+    nodes = {"name": aggs + clients,
+             "parent": [par[a] for a in aggs] + [f"e{k}" for k in rng.integers(0, 5, 40)],
+             "role": ["edge"] * len(aggs) + ["client"] * 40,
+             "depth": [1, 1] + [2] * 6 + [3] * 40,
+             "flops": rng.lognormal(20, 1, len(aggs) + 40).tolist()}
+    got = bottom_groups(nodes)
+    want = loop_groups(nodes)
+    assert got[:4] == want[:4]               # e5 has no client: not a bottom group
+    assert "e5" not in got[3] and got[4].tolist() == want[4]
+    np.testing.assert_allclose(got[5], want[5], rtol=1e-12)
+
+
+def test_a_report_scans_each_file_once(tmp_path, monkeypatch):
+    """Inside keeping_layouts a file is scanned once for any number of column readings, with
+    the cells of a fresh reading; outside it every reading scans (a rewritten file is seen)."""
+    p = tmp_path / "clients.csv"
+    p.write_bytes(b"a,b,c\n1,2,x\n3,,y\n")
+    scans = []
+    real = cells._scan
+    monkeypatch.setattr(cells, "_scan", lambda path: scans.append(path) or real(path))
+    fresh = {k: v.tolist() for k, v in read_columns(str(p), ["a", "c"])[1].items()}
+    with keeping_layouts():
+        first = read_columns(str(p), ["a", "c"])[1]
+        second = read_columns(str(p), ["c", "b"])[1]
+    assert len(scans) == 2                   # one outside, one inside for both readings
+    assert {k: v.tolist() for k, v in first.items()} == fresh
+    assert second["b"].tolist() == [b"2", b""]
+    p.write_bytes(b"a,b,c\n5,6,z\n")
+    assert read_columns(str(p), ["a"])[1]["a"].tolist() == [b"5"]
+
+
+WIDE = """
+name: wide
+seed: 3
+topology:
+  edges: {count: 3, link: {latency_s: 0.01, bandwidth_Bps: 1.0e+6}}
+  clients:
+    count: 70
+    compute_flops: {dist: lognormal, median: 1.0e+7, sigma: 0.5}
+    link: {latency_s: {dist: uniform, low: 0.01, high: 0.05}, bandwidth_Bps: 1.0e+5}
+data: {name: synthetic, dim: 4, classes: 2, samples: {dist: constant, value: 12}}
+model: {name: logreg}
+train:
+  rounds: 2
+  clients_per_round: 6
+  local: {steps: 2, batch_size: 4, lr: 0.05}
+algorithms:
+  - {name: fedavg}
+  - {name: hierfavg, edge_rounds: 2}
+"""
+
+
+def plain(x):
+    if isinstance(x, dict):
+        return {k: plain(v) for k, v in x.items()}
+    return x.tolist() if isinstance(x, np.ndarray) else x
+
+
+def test_summary_columns_give_the_jsons_numbers_and_the_same_report(tmp_path, monkeypatch):
+    """A run writes its long number lists beside summary.json (here lists of 73 count as long);
+    reading gives json's values, types and key order, with arrays for those lists; a copied
+    folder keeps using them, an edited summary.json or a damaged npz is read as JSON; the
+    report's every file is the same bytes with and without the npz."""
+    import hashlib
+    import json
+    import shutil
+
+    from hierfl.cli import main
+    from hierfl.outputs import read_summary, summary_columns
+    monkeypatch.setattr(summary_columns, "LONG", 70)
+    (tmp_path / "wide.yaml").write_text(WIDE)
+    out = tmp_path / "out"
+    main(["run", str(tmp_path / "wide.yaml"), "--out", str(out), "--quiet", "--no-report"])
+    npz = out / summary_columns.NAME
+    assert npz.is_file()
+    want = json.loads((out / "summary.json").read_text())
+    got = read_summary(str(out))
+    assert isinstance(got["topology"]["nodes"]["flops"], np.ndarray)
+    assert isinstance(got["data"]["train_counts"], np.ndarray)
+    assert isinstance(got["topology"]["nodes"]["name"], list)          # strings stay JSON
+    assert json.dumps(plain(got)) == json.dumps(want)                  # values, types, order
+
+    copy = tmp_path / "copy"
+    shutil.copytree(out, copy, copy_function=shutil.copyfile)          # new times
+    assert isinstance(read_summary(str(copy))["topology"]["nodes"]["flops"], np.ndarray)
+
+    def figures(folder):
+        main(["report", str(folder)])
+        return {f: hashlib.sha256((folder / f).read_bytes()).hexdigest()
+                for f in sorted(os.listdir(folder)) if f.endswith((".png", ".svg", ".md",
+                                                                   ".html", ".csv"))}
+    with_npz = figures(copy)
+    (copy / summary_columns.NAME).unlink()
+    assert figures(copy) == with_npz and len(with_npz) > 20
+
+    text = (out / "summary.json").read_text()
+    last = repr(want["topology"]["nodes"]["flops"][-1])               # a client's: drawn
+    assert text.count(last) == 1
+    (out / "summary.json").write_text(text.replace(last, "12345.5"))
+    edited = read_summary(str(out))
+    assert edited["topology"]["nodes"]["flops"][-1] == 12345.5
+    assert isinstance(edited["topology"]["nodes"]["flops"], list)      # read as JSON
+    (out / "summary.json").write_text(text)
+    npz.write_bytes(npz.read_bytes()[:100])                            # damaged
+    assert json.dumps(read_summary(str(out))) == json.dumps(want)
+    assert summary_columns.write(str(out), text, []) is None and not npz.exists()
