@@ -9,7 +9,7 @@ from ..timeline import Timeline
 from .style import KIND_COLOURS, STYLE, W1, plt, save
 
 
-MERGE_FROM = 2000      # bars of one kind above which overlapping ones are drawn as one
+MERGE_FROM = 500       # bars of one kind above which overlapping ones are drawn as one
 
 
 def _merged(items: list[tuple[float, float, float, float]]
