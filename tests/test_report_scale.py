@@ -107,7 +107,7 @@ topology:
   edges: {count: 3, link: {latency_s: 0.01, bandwidth_Bps: 1.0e+6}}
   clients:
     count: 70
-    compute_flops: {dist: lognormal, median: 1.0e+7, sigma: 0.5}
+    compute_flops: {dist: choice, choices: CHOICES}
     link: {latency_s: {dist: uniform, low: 0.01, high: 0.05}, bandwidth_Bps: 1.0e+5}
 data: {name: synthetic, dim: 4, classes: 2, samples: {dist: constant, value: 12}}
 model: {name: logreg}
@@ -137,9 +137,10 @@ def test_summary_columns_give_the_jsons_numbers_and_the_same_report(tmp_path, mo
     import shutil
 
     from hierfl.cli import main
-    from hierfl.outputs import read_summary, summary_columns
+    from hierfl.outputs import comparable, read_summary, summary_columns
     monkeypatch.setattr(summary_columns, "LONG", 70)
-    (tmp_path / "wide.yaml").write_text(WIDE)
+    choices = [1.0e6 * (1 + k) for k in range(80)]       # a scenario's long list: stays a list
+    (tmp_path / "wide.yaml").write_text(WIDE.replace("CHOICES", str(choices)))
     out = tmp_path / "out"
     main(["run", str(tmp_path / "wide.yaml"), "--out", str(out), "--quiet", "--no-report"])
     npz = out / summary_columns.NAME
@@ -150,6 +151,8 @@ def test_summary_columns_give_the_jsons_numbers_and_the_same_report(tmp_path, mo
     assert isinstance(got["data"]["train_counts"], np.ndarray)
     assert isinstance(got["topology"]["nodes"]["name"], list)          # strings stay JSON
     assert json.dumps(plain(got)) == json.dumps(want)                  # values, types, order
+    assert isinstance(got["scenario"]["topology"]["clients"]["compute_flops"]["choices"], list)
+    assert comparable(got) == comparable(want)          # seed pooling's key: the same
 
     copy = tmp_path / "copy"
     shutil.copytree(out, copy, copy_function=shutil.copyfile)          # new times
@@ -165,13 +168,24 @@ def test_summary_columns_give_the_jsons_numbers_and_the_same_report(tmp_path, mo
     assert figures(copy) == with_npz and len(with_npz) > 20
 
     text = (out / "summary.json").read_text()
-    last = repr(want["topology"]["nodes"]["flops"][-1])               # a client's: drawn
-    assert text.count(last) == 1
-    (out / "summary.json").write_text(text.replace(last, "12345.5"))
+    last = repr(want["topology"]["nodes"]["latency_up_s"][-1])        # a client's: drawn
+    at = text.rindex(last)                         # latency_up_s: the last of the node columns
+    (out / "summary.json").write_text(text[:at] + "12345.5" + text[at + len(last):])
     edited = read_summary(str(out))
-    assert edited["topology"]["nodes"]["flops"][-1] == 12345.5
+    assert edited["topology"]["nodes"]["latency_up_s"][-1] == 12345.5
     assert isinstance(edited["topology"]["nodes"]["flops"], list)      # read as JSON
     (out / "summary.json").write_text(text)
     npz.write_bytes(npz.read_bytes()[:100])                            # damaged
     assert json.dumps(read_summary(str(out))) == json.dumps(want)
     assert summary_columns.write(str(out), text, []) is None and not npz.exists()
+
+
+def test_roles_and_counts_read_as_before_from_a_hand_edited_summary():
+    """A role that is not a string is not a client; counts keep Python's sum, min and max."""
+    from hierfl.outputs.summary_columns import is_client
+    from hierfl.report.model import summary_rows
+    assert is_client(["client", None, 3, "edge", "client"]).tolist() == \
+        [True, False, False, False, True]
+    rows = dict(summary_rows({"scenario": {"data": {"name": "x"}},
+                              "data": {"train_counts": np.array([1.5, 2.5]), "dim": 2}}))
+    assert rows["data"].startswith("x: 4.0 training samples over 2 clients (1.5–2.5 each), 0 test")

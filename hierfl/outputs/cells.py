@@ -56,7 +56,8 @@ _KEPT: dict | None = None      # inside `keeping_layouts`: path -> layout
 @contextlib.contextmanager
 def keeping_layouts() -> Iterator[None]:
     """Within it, each file's layout is found once (a report reads one clients.csv for several
-    figures; the files do not change while it runs), for files up to KEEP_BYTES."""
+    figures; the files do not change while it runs), while the files kept stay under
+    KEEP_BYTES together (a `compare` of many large runs keeps the first ones only)."""
     global _KEPT
     outer, _KEPT = _KEPT, {} if _KEPT is None else _KEPT
     try:
@@ -65,7 +66,7 @@ def keeping_layouts() -> Iterator[None]:
         _KEPT = outer
 
 
-KEEP_BYTES = 256 << 20
+KEEP_BYTES = 512 << 20
 
 
 def _layout(path: str) -> tuple[list[str], np.ndarray, np.ndarray | None, int] | None:
@@ -76,10 +77,15 @@ def _layout(path: str) -> tuple[list[str], np.ndarray, np.ndarray | None, int] |
     key = os.path.abspath(path)
     if key not in _KEPT:
         lay = _scan(path)
-        if os.path.getsize(path) > KEEP_BYTES:
+        kept = sum(_size(v) for v in _KEPT.values())
+        if kept + _size(lay) > KEEP_BYTES:
             return lay
         _KEPT[key] = lay
     return _KEPT[key]
+
+
+def _size(lay: tuple | None) -> int:
+    return 0 if lay is None else lay[1].nbytes + (0 if lay[2] is None else lay[2].nbytes)
 
 
 def _scan(path: str) -> tuple[list[str], np.ndarray, np.ndarray | None, int] | None:

@@ -8,6 +8,7 @@ import json
 import math
 import os
 import shutil
+import sys
 from typing import Any
 
 import numpy as np
@@ -123,7 +124,11 @@ def write_run_summary(sc: Any, world: Any, out: str | None = None) -> str:
     spans: list = []       # its long number lists: kept in binary beside it for the report
     text = dumps_indent1(build_summary(sc, world), spans, summary_columns.LONG) + "\n"
     atomic_text(path, text)     # json.dumps(indent=1, sort_keys=True)'s text (jsontext.py)
-    summary_columns.write(out, text, spans)
+    try:
+        summary_columns.write(out, text, spans)
+    except OSError as exc:      # a speed-up only: the report then reads summary.json whole
+        print(f"warning: {os.path.join(out, summary_columns.NAME)} not written ({exc}); "
+              "reports will read summary.json, more slowly", file=sys.stderr)
     return path
 
 

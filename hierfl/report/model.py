@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..outputs.summary_columns import has_values
+from ..outputs.summary_columns import as_list, is_client
 from .stats import Group
 from .tables import local_overrides
 
@@ -76,8 +76,7 @@ def _compact(d: dict) -> str:
 
 
 def _topology_fact(nodes: dict) -> str:
-    client = np.fromiter(map("client".__eq__, nodes["role"]), bool,   # 10^6 nodes at city
-                         len(nodes["role"]))                            # scale: a C loop
+    client = is_client(nodes["role"])                   # 10^6 nodes at city scale: a C loop
     n = min(len(client), len(nodes["depth"]))
     aggs, per = np.unique(np.array(nodes["depth"][:n])[~client[:n]], return_counts=True)
     n = min(len(client), len(nodes["flops"]))
@@ -115,13 +114,12 @@ def summary_rows(summary: dict | None) -> list[tuple[str, str]]:
         rows.append(("topology", _topology_fact(nodes)))
     data = summary.get("data") or {}
     d = sc.get("data") or {}
-    if has_values(data.get("train_counts")):
-        tc = np.asarray(data["train_counts"])          # a list, or an array (summary_columns)
-        te = data.get("test_counts")
-        te = int(np.sum(te)) if has_values(te) else 0
-        rows.append(("data", f"{d.get('name', '?')}: {int(np.sum(tc))} training samples over "
-                     f"{len(tc)} clients ({int(tc.min())}–{int(tc.max())} each), "
-                     f"{te} test samples, dim {data.get('dim')}"
+    tc = as_list(data.get("train_counts"))           # (an array where summary_columns.npz is)
+    if tc:
+        rows.append(("data", f"{d.get('name', '?')}: {sum(tc)} training samples over "
+                     f"{len(tc)} clients ({min(tc)}–{max(tc)} each), "
+                     f"{sum(as_list(data.get('test_counts')) or [])} test samples, dim "
+                     f"{data.get('dim')}"
                      + (f", {data['classes']} classes" if data.get("classes") else "")))
     elif d:
         rows.append(("data", str(d.get("name", "?"))))

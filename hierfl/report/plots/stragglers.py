@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 
+from ...outputs.summary_columns import is_client
 from ..stats import Group
 from .curves import eng_log_axis, per_round_panels
 from .style import H1, STYLE, W1, legend, plt, save
@@ -107,9 +108,8 @@ def client_speeds(names: list, flops: list, roles: list) -> np.ndarray | None:
     n = min(len(names), len(flops), len(roles))
     if not n:
         return None
-    role_ok = np.fromiter(map("client".__eq__, roles[:n]), bool, n)
     ok, ids = client_numbers(names[:n])
-    ok &= role_ok
+    ok &= is_client(roles[:n])
     if not ok.any():
         return None
     ids = ids[ok]

@@ -7,7 +7,7 @@ from matplotlib.collections import LineCollection
 from matplotlib.colors import LogNorm
 from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter
 
-from ...outputs.summary_columns import has_values
+from ...outputs.summary_columns import as_list, is_client
 from .style import H1, MAX_BARS, STYLE, W1, bars, legend, plt, save
 from .system_scale import MANY_CLIENTS, group_means, groups_of, span, spans_decades, tier_axis, \
     topology_summary_figure
@@ -21,14 +21,14 @@ def topology_figure(summary: dict, path: str) -> str | None:
         return None
     if nodes["role"].count("client") > MANY_CLIENTS:       # the tree down to the aggregators
         return topology_summary_figure(summary, path)
-    names, parents, depth = nodes["name"], nodes["parent"], nodes["depth"]
-    roles, flops = nodes["role"], nodes["flops"]
+    names, parents, depth = nodes["name"], nodes["parent"], as_list(nodes["depth"])
+    roles, flops = nodes["role"], as_list(nodes["flops"])
     par = dict(zip(names, parents))
     dep = dict(zip(names, depth))
     dep["cloud"] = 0
     clients = [n for n, r in zip(names, roles) if r == "client"]
     aggs = [n for n, r in zip(names, roles) if r != "client"]
-    counts = (summary.get("data") or {}).get("train_counts")
+    counts = as_list((summary.get("data") or {}).get("train_counts"))
 
     def chain(n: str) -> list[str]:
         out = []
@@ -40,7 +40,7 @@ def topology_figure(summary: dict, path: str) -> str | None:
     order = sorted(range(len(clients)), key=lambda k: ([agg_rank.get(a, -1) for a in
                                                          chain(clients[k])], k))
     x = {clients[k]: float(i) for i, k in enumerate(order)}
-    max_d = int(max(depth)) if has_values(depth) else 1
+    max_d = max(depth) if depth else 1
     kids_of: dict[str, list[str]] = {}
     for n in names:
         kids_of.setdefault(par[n], []).append(n)
@@ -58,7 +58,7 @@ def topology_figure(summary: dict, path: str) -> str | None:
         fl = dict(zip(names, flops))
         cf = np.array([fl[c] for c in clients]) / 1e9
         size = np.full(len(clients), 30.0)
-        if has_values(counts) and len(counts) == len(clients):
+        if counts and len(counts) == len(clients):
             cnt = np.asarray(counts, float)
             size = 12 + 120 * np.sqrt(cnt / cnt.max())
         many = len(clients) > 300
@@ -142,7 +142,7 @@ def devices_figure(summary: dict, path: str) -> str | None:
     if not nodes:
         return None
     roles = nodes["role"]
-    cl = np.fromiter(map("client".__eq__, roles), bool, len(roles))    # C loop: 10^6 nodes
+    cl = is_client(roles)                                  # a C loop: 10^6 nodes
     ag = ~cl
     arrays: dict[str, np.ndarray] = {}
 
@@ -173,11 +173,10 @@ def devices_figure(summary: dict, path: str) -> str | None:
 def data_figure(summary: dict, path: str) -> str | None:
     """Samples per client (train and test) and, for classification, each client's label mix."""
     data = summary.get("data") or {}
-    train = data.get("train_counts")              # lists, or arrays (summary_columns)
-    if not has_values(train):
+    train = as_list(data.get("train_counts"))    # (arrays where summary_columns.npz is)
+    if not train:
         return None
-    test = data.get("test_counts")
-    test = test if has_values(test) else [0] * len(train)
+    test = as_list(data.get("test_counts")) or [0] * len(train)
     labels = data.get("label_counts")
     n = len(train)
     k, width, what = np.arange(n), 0.85 if n <= 200 else 1.0, "client"
@@ -199,8 +198,7 @@ def data_figure(summary: dict, path: str) -> str | None:
         ax.set_ylabel("samples" if n <= MAX_BARS else "samples per client (group mean)")
         ax.grid(True, axis="y", alpha=0.3)
         ax.grid(False, axis="x")
-        ax.set_title(f"{n} clients, {int(np.sum(train))} training and {int(np.sum(test))} test "
-                     "samples",
+        ax.set_title(f"{n} clients, {sum(train)} training and {sum(test)} test samples",
                      fontsize=10)
         legend(ax, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=7.5)
         if lab is not None:

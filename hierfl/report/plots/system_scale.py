@@ -10,6 +10,7 @@ import numpy as np
 from matplotlib.collections import LineCollection
 from matplotlib.colors import LogNorm
 
+from ...outputs.summary_columns import is_client
 from .style import STYLE, W1, plt, save
 
 MANY_CLIENTS = 300      # above this many clients the tree stops at the aggregators
@@ -68,18 +69,18 @@ def bottom_groups(nodes: dict) -> tuple[list[str], dict[str, str], dict[str, int
     the clients (10^6 at city scale), Python over the aggregators."""
     names, parents, roles = nodes["name"], nodes["parent"], nodes["role"]
     n = min(len(names), len(parents), len(roles))
-    is_client = np.fromiter(map("client".__eq__, roles[:n]), bool, n)
-    agg_rows = np.flatnonzero(~is_client).tolist()
+    client = is_client(roles[:n])
+    agg_rows = np.flatnonzero(~client).tolist()
     aggs = [names[i] for i in agg_rows if names[i] != "cloud"]
     par = {names[i]: parents[i] for i in agg_rows}
     dep = {names[i]: int(nodes["depth"][i]) for i in agg_rows}
     dep["cloud"] = 0
-    client_parent = list(itertools.compress(parents[:n], is_client.tolist()))
+    client_parent = list(itertools.compress(parents[:n], client.tolist()))
     bottom = list(dict.fromkeys(client_parent))
     where = {a: i for i, a in enumerate(bottom)}
     pidx = np.fromiter(map(where.__getitem__, client_parent), np.int64, len(client_parent))
     count = np.bincount(pidx, minlength=len(bottom)).astype(float)
-    flops = np.asarray(nodes["flops"][:n], float)[is_client] / 1e9
+    flops = np.asarray(nodes["flops"][:n], float)[client] / 1e9
     mean_speed = np.bincount(pidx, weights=flops, minlength=len(bottom)) / np.maximum(count, 1)
     return aggs, par, dep, bottom, count, mean_speed
 
