@@ -79,6 +79,7 @@ def test_a_report_parses_no_mathtext_and_draws_every_figure(tmp_path, monkeypatc
     assert main(["run", str(scen), "--out", str(out), "--quiet", "--no-report"]) == 0
     import matplotlib.mathtext
 
+    monkeypatch.setenv("HIERFL_REPORT_WORKERS", "0")      # drawn here, where parse is watched
     parsed: list[str] = []
     real = matplotlib.mathtext.MathTextParser.parse
     monkeypatch.setattr(matplotlib.mathtext.MathTextParser, "parse",

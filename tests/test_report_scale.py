@@ -189,3 +189,88 @@ def test_roles_and_counts_read_as_before_from_a_hand_edited_summary():
     rows = dict(summary_rows({"scenario": {"data": {"name": "x"}},
                               "data": {"train_counts": np.array([1.5, 2.5]), "dim": 2}}))
     assert rows["data"].startswith("x: 4.0 training samples over 2 clients (1.5–2.5 each), 0 test")
+
+
+def test_figures_saved_aside_are_the_bytes_saved_inline(tmp_path, monkeypatch):
+    """A report whose figures are written by forked children (2 at once) has every file the
+    same bytes as one written inline; the children are all waited for."""
+    import hashlib
+    import shutil
+
+    from hierfl.cli import main
+    from hierfl.report.plots import background
+    (tmp_path / "wide.yaml").write_text(WIDE.replace("CHOICES", "[1.0e+6, 4.0e+6, 2.0e+7]"))
+    out = tmp_path / "out"
+    main(["run", str(tmp_path / "wide.yaml"), "--out", str(out), "--quiet", "--no-report"])
+    digests, pids = {}, []
+    real_fork = os.fork
+    monkeypatch.setattr(os, "fork", lambda: pids.append(real_fork()) or pids[-1])
+    for n in ("0", "2"):
+        folder = tmp_path / f"w{n}" / "run"            # the same name: the report's title
+        shutil.copytree(out, folder)
+        monkeypatch.setenv("HIERFL_REPORT_WORKERS", n)
+        assert background.workers() == int(n)
+        main(["report", str(folder)])
+        digests[n] = {f: hashlib.sha256((folder / f).read_bytes()).hexdigest()
+                      for f in sorted(os.listdir(folder)) if f.endswith((".png", ".svg", ".md",
+                                                                         ".html", ".csv"))}
+    assert digests["0"] == digests["2"] and len(digests["0"]) > 20
+    assert len(pids) >= 10                       # one child a figure, with 2 workers only
+    for pid in pids:
+        with pytest.raises(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)          # each one waited for: none left behind
+
+
+def test_a_figure_that_fails_aside_becomes_a_note(tmp_path, monkeypatch):
+    """A save that raises in its child is listed with its error; the report drops the figure
+    (and its files) and says so in its notes, as it does for a figure that fails inline."""
+    import matplotlib.pyplot as plt
+
+    from hierfl.cli import main
+    from hierfl.report import plots
+    from hierfl.report.plots import background, style
+    monkeypatch.setenv("HIERFL_REPORT_WORKERS", "2")
+    with background.background_saves() as failed:
+        ok, bad = plt.figure(), plt.figure()
+        bad.savefig = lambda *a, **k: (_ for _ in ()).throw(ValueError("no ink"))
+        style.save(ok, str(tmp_path / "ok.png"))
+        style.save(bad, str(tmp_path / "bad.png"))
+    assert failed == [(str(tmp_path / "bad.png"), "ValueError: no ink")]
+    assert (tmp_path / "ok.png").is_file() and (tmp_path / "ok.svg").is_file()
+
+    (tmp_path / "wide.yaml").write_text(WIDE.replace("CHOICES", "[1.0e+6, 4.0e+6]"))
+    out = tmp_path / "out"
+    main(["run", str(tmp_path / "wide.yaml"), "--out", str(out), "--quiet", "--no-report"])
+    real = plots.loss_figure
+
+    def broken(*args):
+        path = args[-1]
+        fig = plt.figure()
+        fig.savefig = lambda *a, **k: (_ for _ in ()).throw(RuntimeError("broken axes"))
+        style.save(fig, path)
+        return path
+    monkeypatch.setattr(plots, "loss_figure", broken)
+    main(["report", str(out)])
+    md = (out / "report.md").read_text()
+    assert "The figure loss_vs_round.png could not be drawn: RuntimeError: broken axes" in md
+    assert "loss_vs_round.png)" not in md and not (out / "loss_vs_round.png").exists()
+    assert (out / "accuracy_vs_time.png").is_file()
+    monkeypatch.setattr(plots, "loss_figure", real)
+
+
+def test_ray_or_one_core_or_zero_saves_inline(monkeypatch):
+    import sys
+
+    from hierfl.report.plots import background
+    monkeypatch.setenv("HIERFL_REPORT_WORKERS", "0")
+    assert background.workers() == 0
+    monkeypatch.setenv("HIERFL_REPORT_WORKERS", "x")
+    assert background.workers() == 0
+    monkeypatch.delenv("HIERFL_REPORT_WORKERS")
+    monkeypatch.setitem(sys.modules, "ray", object())
+    assert background.workers() == 0
+    monkeypatch.delitem(sys.modules, "ray")
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0})
+    assert background.workers() == 0
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2})
+    assert background.workers() == 3

@@ -13,6 +13,7 @@ import numpy as np
 from ..outputs import Run, Series, concat_clients, read_clients
 from ..outputs.cells import keeping_layouts
 from . import plots
+from .plots.background import background_saves
 from . import timeline as tline
 from .breakdown import add_breakdowns
 from .energy import add_energy
@@ -200,8 +201,15 @@ def _facts(runs: list[Run]) -> list[tuple[str, str]]:
 def build(out: str, runs: list[Run], title: str, target: float | None, prefix: bool,
           timeline_round: int = 1) -> Report:
     """The report of `runs` (one run, or several on the same axes), figures written into OUT."""
-    with keeping_layouts():         # each clients.csv scanned once for all its figures
-        return _build(out, runs, title, target, prefix, timeline_round)
+    with keeping_layouts(), background_saves() as failed:   # clients.csv scanned once each;
+        rep = _build(out, runs, title, target, prefix, timeline_round)   # figures saved aside
+    for path, error in failed:          # (known once every figure has been saved)
+        for s in rep.sections:
+            s.figures = [f for f in s.figures if f.path != path]
+        _remove_figure(path)
+        notes = next(s for s in rep.sections if s.key == "notes").notes
+        notes.append(f"The figure {os.path.basename(path)} could not be drawn: {error}")
+    return rep
 
 
 def _build(out: str, runs: list[Run], title: str, target: float | None, prefix: bool,

@@ -14,6 +14,7 @@ import numpy as np  # noqa: E402
 from matplotlib.collections import PolyCollection  # noqa: E402
 
 from ..stats import Group  # noqa: E402
+from . import background  # noqa: E402
 
 STYLE = {
     "font.size": 10, "axes.titlesize": 11, "axes.labelsize": 10, "legend.fontsize": 8.5,
@@ -47,13 +48,20 @@ def palette(labels: Iterable[str]) -> dict[str, str]:
 
 def save(fig: plt.Figure, path: str, rect: tuple[float, float, float, float] | None = None,
          svg: bool = True) -> str:
-    """PNG and (`svg`) SVG of `fig` (laid out tightly within `rect`, figure coordinates)."""
+    """PNG and (`svg`) SVG of `fig` (laid out tightly within `rect`, figure coordinates); in a
+    forked child inside `background.background_saves` (a report), else here."""
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    fig.tight_layout(rect=rect)      # figure.dpi = savefig.dpi: the PNG reuses its renderer
-    fig.savefig(path, metadata={"Software": None}, pil_kwargs={"compress_level": PNG_LEVEL})
-    if svg:
-        fig.savefig(os.path.splitext(path)[0] + ".svg", metadata={"Date": None})
-    plt.close(fig)
+
+    def write() -> None:
+        fig.tight_layout(rect=rect)  # figure.dpi = savefig.dpi: the PNG reuses its renderer
+        fig.savefig(path, metadata={"Software": None}, pil_kwargs={"compress_level": PNG_LEVEL})
+        if svg:
+            fig.savefig(os.path.splitext(path)[0] + ".svg", metadata={"Date": None})
+    try:
+        if not background.submit(path, write):
+            write()
+    finally:
+        plt.close(fig)
     return path
 
 
