@@ -258,19 +258,60 @@ def test_a_figure_that_fails_aside_becomes_a_note(tmp_path, monkeypatch):
     monkeypatch.setattr(plots, "loss_figure", real)
 
 
-def test_ray_or_one_core_or_zero_saves_inline(monkeypatch):
+def test_ray_a_pool_worker_one_core_or_zero_save_inline(monkeypatch):
+    import multiprocessing
     import sys
 
     from hierfl.report.plots import background
-    monkeypatch.setenv("HIERFL_REPORT_WORKERS", "0")
-    assert background.workers() == 0
-    monkeypatch.setenv("HIERFL_REPORT_WORKERS", "x")
-    assert background.workers() == 0
-    monkeypatch.delenv("HIERFL_REPORT_WORKERS")
-    monkeypatch.setitem(sys.modules, "ray", object())
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2})
+    monkeypatch.delenv("HIERFL_REPORT_WORKERS", raising=False)
+    assert background.workers() == 3
+    for n, want in (("0", 0), ("x", 0), ("5", 5)):
+        monkeypatch.setenv("HIERFL_REPORT_WORKERS", n)
+        assert background.workers() == want
+    monkeypatch.setitem(sys.modules, "ray", object())          # whatever the variable says
     assert background.workers() == 0
     monkeypatch.delitem(sys.modules, "ray")
-    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0})
+    monkeypatch.setattr(multiprocessing, "parent_process", lambda: object())
     assert background.workers() == 0
-    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2})
-    assert background.workers() == 3
+    monkeypatch.undo()
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0})
+    monkeypatch.delenv("HIERFL_REPORT_WORKERS", raising=False)
+    assert background.workers() == 0
+
+
+def test_removing_a_figure_waits_for_its_child_and_a_failed_fork_saves_inline(tmp_path,
+                                                                              monkeypatch):
+    """A figure replaced during the report (levels.py) is not written back by a late child;
+    an interrupted child is a failed figure, not an interrupted report; a fork that fails
+    (no memory) saves inline and leaks no pipe."""
+    import time
+
+    import matplotlib.pyplot as plt
+
+    from hierfl.report.plots import background, style
+    monkeypatch.setenv("HIERFL_REPORT_WORKERS", "2")
+    slow = str(tmp_path / "slow.png")
+    with background.background_saves() as failed:
+        fig = plt.figure()
+        real = fig.savefig
+        fig.savefig = lambda *a, **k: (time.sleep(0.3), real(*a, **k))
+        style.save(fig, slow)
+        background.forget(slow)
+        assert os.path.isfile(slow)                  # written, and waited for
+        os.unlink(slow)
+        os.unlink(slow[:-4] + ".svg")
+        stop = plt.figure()
+        stop.savefig = lambda *a, **k: (_ for _ in ()).throw(KeyboardInterrupt())
+        style.save(stop, str(tmp_path / "stop.png"))
+    assert not os.path.exists(slow) and failed == [(str(tmp_path / "stop.png"), "interrupted")]
+
+    fds = len(os.listdir("/proc/self/fd"))
+
+    def no_memory():
+        raise OSError(12, "Cannot allocate memory")
+    monkeypatch.setattr(os, "fork", no_memory)
+    with background.background_saves() as failed:
+        style.save(plt.figure(), str(tmp_path / "inline.png"))
+    assert failed == [] and (tmp_path / "inline.png").is_file()
+    assert len(os.listdir("/proc/self/fd")) == fds

@@ -13,6 +13,7 @@ import numpy as np
 from ..outputs import Run, Series, concat_clients, read_clients
 from ..outputs.cells import keeping_layouts
 from . import plots
+from .plots import background
 from .plots.background import background_saves
 from . import timeline as tline
 from .breakdown import add_breakdowns
@@ -53,6 +54,7 @@ def _add(sec: Section, path: str | None, caption: str, planned: str | None = Non
 
 
 def _remove_figure(png: str) -> None:
+    background.forget(png)              # a child may still be writing it
     for f in (png, os.path.splitext(png)[0] + ".svg"):
         if os.path.isfile(f):
             os.unlink(f)

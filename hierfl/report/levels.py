@@ -9,6 +9,7 @@ from typing import Callable
 
 from ..outputs import Run
 from .model import Figure, Section
+from .plots import background
 from .plots.levels import level_accuracy_figure, level_bytes_figure, pretty
 from .stats import Group
 from .tables import pm, size
@@ -76,6 +77,7 @@ def level_figures(sec: Section, groups: list[Group], colours: dict[str, str],
         if name is None:
             figures.append(f)
             continue
+        background.forget(f.path)        # its files may still be being written
         for old in (f.path, os.path.splitext(f.path)[0] + ".svg"):
             if os.path.isfile(old):
                 os.unlink(old)

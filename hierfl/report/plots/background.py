@@ -8,14 +8,17 @@ one child per core runs at once; leaving the context waits for all of
 them and lists the figures that failed, with their error, so the report can say so instead of
 showing them. The files are those an inline save writes, byte for byte. Inline (no fork) where
 os.fork is missing, on one core, with Ray loaded in the process (gRPC's threads do not survive a
-fork), or with HIERFL_REPORT_WORKERS=0."""
+fork), in a pool's worker process, where a fork fails, or with HIERFL_REPORT_WORKERS=0. SIGINT is
+held back across each fork, so a Ctrl-C reaches the report as one KeyboardInterrupt."""
 from __future__ import annotations
 
 import contextlib
 import gc
+import multiprocessing
 import os
+import signal
 import sys
-import traceback
+import threading
 from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
@@ -31,16 +34,19 @@ _ACTIVE: Saves | None = None
 
 
 def workers() -> int:
-    """Children at once: HIERFL_REPORT_WORKERS, else the usable cores (0: inline). The report
-    itself mostly waits: a figure takes ~0.1 s to draw and ~0.35 s to lay out and write."""
+    """Children at once: HIERFL_REPORT_WORKERS, else the usable cores; 0 (inline) where os.fork
+    is missing, with Ray loaded, inside a worker process of a pool (a sweep's points: their
+    reports would each fork a child per core) or on one core. The report itself mostly waits:
+    a figure takes ~0.1 s to draw and ~0.35 s to lay out and write."""
+    if not hasattr(os, "fork") or "ray" in sys.modules or \
+            multiprocessing.parent_process() is not None:
+        return 0
     env = os.environ.get("HIERFL_REPORT_WORKERS", "").strip()
     if env:
         try:
             return max(0, int(env))
         except ValueError:
             return 0
-    if not hasattr(os, "fork") or "ray" in sys.modules:
-        return 0
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else \
         os.cpu_count() or 1
     return cores if cores > 1 else 0
@@ -60,46 +66,85 @@ def background_saves() -> Iterator[list[tuple[str, str]]]:
         yield saves.failed
     finally:
         _ACTIVE = None
-        while saves.running:
-            _reap(saves)
+        with _no_interrupt():              # a second Ctrl-C waits until every child is reaped
+            while saves.running:
+                _reap(saves, next(iter(saves.running)))
+
+
+def forget(path: str) -> None:
+    """Before a figure's files are removed: wait for its child and drop its failure, if any."""
+    saves = _ACTIVE
+    if saves is None:
+        return
+    for pid in [pid for pid, (p, _) in saves.running.items() if p == path]:
+        _reap(saves, pid)
+    saves.failed[:] = [f for f in saves.failed if f[0] != path]
 
 
 def submit(path: str, write: Callable[[], None]) -> bool:
     """Run `write` (a figure's layout and files) in a child; False when not inside
-    background_saves (the caller writes inline)."""
+    background_saves or when no child can be made (the caller writes inline)."""
     saves = _ACTIVE
     if saves is None:
         return False
     while len(saves.running) >= saves.workers:
-        _reap(saves)
+        _reap(saves, next(iter(saves.running)))
     read, send = os.pipe()
-    gc.freeze()                      # the child's collector leaves the report's objects be
-    try:
-        pid = os.fork()
-    finally:
-        gc.unfreeze()
-    if pid == 0:                                                 # the child
-        os.close(read)
-        code = 0
+    with _no_interrupt():                  # no Ctrl-C between the fork and the child's try
+        gc.freeze()                        # the child's collector leaves the report's objects be
         try:
-            write()
-        except BaseException as exc:  # noqa: BLE001 - sent to the report, which notes it
-            os.write(send, f"{type(exc).__name__}: {exc}".encode()[:4000])
-            traceback.print_exc(file=sys.stderr)
-            code = 1
-        finally:
-            os._exit(code)
+            pid = os.fork()
+        except OSError:                    # no memory for a child: this figure inline
+            gc.unfreeze()
+            os.close(read)
+            os.close(send)
+            return False
+        if pid == 0:
+            _child(send, read, write)      # never returns
+        gc.unfreeze()
     os.close(send)
     saves.running[pid] = (path, read)
     return True
 
 
-def _reap(saves: Saves) -> None:
-    """Wait for the oldest child; note its figure if it failed."""
-    pid = next(iter(saves.running))
+def _child(send: int, read: int, write: Callable[[], None]) -> None:
+    code = 1
+    try:
+        os.close(read)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+        write()
+        code = 0
+    except KeyboardInterrupt:
+        os.write(send, b"interrupted")
+    except BaseException as exc:  # noqa: BLE001 - sent to the report, which notes it
+        os.write(send, f"{type(exc).__name__}: {exc}".encode()[:4000])
+    finally:
+        os._exit(code)
+
+
+@contextlib.contextmanager
+def _no_interrupt() -> Iterator[None]:
+    """SIGINT held back (delivered when the block ends) where it would leave a child astray."""
+    if threading.current_thread() is not threading.main_thread():
+        yield                               # (signals reach the main thread only)
+        return
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+def _reap(saves: Saves, pid: int) -> None:
+    """Wait for the child `pid`; note its figure if it failed."""
     path, read = saves.running.pop(pid)
-    _, status = os.waitpid(pid, 0)
-    with os.fdopen(read, "rb") as fh:
-        message = fh.read().decode(errors="replace")
-    if status != 0:
-        saves.failed.append((path, message or f"the saving process ended with status {status}"))
+    try:
+        _, status = os.waitpid(pid, 0)
+    finally:
+        with os.fdopen(read, "rb") as fh:
+            message = fh.read().decode(errors="replace")
+    code = os.waitstatus_to_exitcode(status)
+    if code != 0:
+        saves.failed.append((path, message or (f"the saving process was killed by signal {-code}"
+                                               if code < 0 else
+                                               f"the saving process exited with {code}")))
