@@ -191,7 +191,22 @@ def test_roles_and_counts_read_as_before_from_a_hand_edited_summary():
     assert rows["data"].startswith("x: 4.0 training samples over 2 clients (1.5–2.5 each), 0 test")
 
 
-def test_figures_saved_aside_are_the_bytes_saved_inline(tmp_path, monkeypatch):
+@pytest.fixture
+def forking(monkeypatch):
+    """Figures saved by forked children whatever else this test process has loaded (Ray, from
+    the Ray tests in the same worker, turns them off)."""
+    import multiprocessing
+    import sys
+
+    from hierfl.report.plots import background
+    monkeypatch.delitem(sys.modules, "ray", raising=False)
+    monkeypatch.setattr(multiprocessing, "parent_process", lambda: None)
+    monkeypatch.setenv("HIERFL_REPORT_WORKERS", "2")
+    assert background.workers() == 2
+    return monkeypatch
+
+
+def test_figures_saved_aside_are_the_bytes_saved_inline(tmp_path, forking):
     """A report whose figures are written by forked children (2 at once) has every file the
     same bytes as one written inline; the children are all waited for."""
     import hashlib
@@ -204,11 +219,11 @@ def test_figures_saved_aside_are_the_bytes_saved_inline(tmp_path, monkeypatch):
     main(["run", str(tmp_path / "wide.yaml"), "--out", str(out), "--quiet", "--no-report"])
     digests, pids = {}, []
     real_fork = os.fork
-    monkeypatch.setattr(os, "fork", lambda: pids.append(real_fork()) or pids[-1])
+    forking.setattr(os, "fork", lambda: pids.append(real_fork()) or pids[-1])
     for n in ("0", "2"):
         folder = tmp_path / f"w{n}" / "run"            # the same name: the report's title
         shutil.copytree(out, folder)
-        monkeypatch.setenv("HIERFL_REPORT_WORKERS", n)
+        forking.setenv("HIERFL_REPORT_WORKERS", n)
         assert background.workers() == int(n)
         main(["report", str(folder)])
         digests[n] = {f: hashlib.sha256((folder / f).read_bytes()).hexdigest()
@@ -221,7 +236,7 @@ def test_figures_saved_aside_are_the_bytes_saved_inline(tmp_path, monkeypatch):
             os.waitpid(pid, os.WNOHANG)          # each one waited for: none left behind
 
 
-def test_a_figure_that_fails_aside_becomes_a_note(tmp_path, monkeypatch):
+def test_a_figure_that_fails_aside_becomes_a_note(tmp_path, forking):
     """A save that raises in its child is listed with its error; the report drops the figure
     (and its files) and says so in its notes, as it does for a figure that fails inline."""
     import matplotlib.pyplot as plt
@@ -229,7 +244,7 @@ def test_a_figure_that_fails_aside_becomes_a_note(tmp_path, monkeypatch):
     from hierfl.cli import main
     from hierfl.report import plots
     from hierfl.report.plots import background, style
-    monkeypatch.setenv("HIERFL_REPORT_WORKERS", "2")
+    monkeypatch = forking
     with background.background_saves() as failed:
         ok, bad = plt.figure(), plt.figure()
         bad.savefig = lambda *a, **k: (_ for _ in ()).throw(ValueError("no ink"))
@@ -258,11 +273,12 @@ def test_a_figure_that_fails_aside_becomes_a_note(tmp_path, monkeypatch):
     monkeypatch.setattr(plots, "loss_figure", real)
 
 
-def test_ray_a_pool_worker_one_core_or_zero_save_inline(monkeypatch):
+def test_ray_a_pool_worker_one_core_or_zero_save_inline(forking):
     import multiprocessing
     import sys
 
     from hierfl.report.plots import background
+    monkeypatch = forking
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2})
     monkeypatch.delenv("HIERFL_REPORT_WORKERS", raising=False)
     assert background.workers() == 3
@@ -274,14 +290,14 @@ def test_ray_a_pool_worker_one_core_or_zero_save_inline(monkeypatch):
     monkeypatch.delitem(sys.modules, "ray")
     monkeypatch.setattr(multiprocessing, "parent_process", lambda: object())
     assert background.workers() == 0
-    monkeypatch.undo()
+    monkeypatch.setattr(multiprocessing, "parent_process", lambda: None)
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0})
     monkeypatch.delenv("HIERFL_REPORT_WORKERS", raising=False)
     assert background.workers() == 0
 
 
 def test_removing_a_figure_waits_for_its_child_and_a_failed_fork_saves_inline(tmp_path,
-                                                                              monkeypatch):
+                                                                              forking):
     """A figure replaced during the report (levels.py) is not written back by a late child;
     an interrupted child is a failed figure, not an interrupted report; a fork that fails
     (no memory) saves inline and leaks no pipe."""
@@ -290,7 +306,7 @@ def test_removing_a_figure_waits_for_its_child_and_a_failed_fork_saves_inline(tm
     import matplotlib.pyplot as plt
 
     from hierfl.report.plots import background, style
-    monkeypatch.setenv("HIERFL_REPORT_WORKERS", "2")
+    monkeypatch = forking
     slow = str(tmp_path / "slow.png")
     with background.background_saves() as failed:
         fig = plt.figure()
