@@ -127,12 +127,22 @@ def plain(x):
     return x.tolist() if isinstance(x, np.ndarray) else x
 
 
+def report_digests(folder):
+    """`hierfl report FOLDER`, then the SHA-256 of each file it writes (figures, md, html, csv)."""
+    import hashlib
+
+    from hierfl.cli import main
+    main(["report", str(folder)])
+    return {f: hashlib.sha256((folder / f).read_bytes()).hexdigest()
+            for f in sorted(os.listdir(folder)) if f.endswith((".png", ".svg", ".md", ".html",
+                                                               ".csv"))}
+
+
 def test_summary_columns_give_the_jsons_numbers_and_the_same_report(tmp_path, monkeypatch):
     """A run writes its long number lists beside summary.json (here lists of 73 count as long);
     reading gives json's values, types and key order, with arrays for those lists; a copied
     folder keeps using them, an edited summary.json or a damaged npz is read as JSON; the
     report's every file is the same bytes with and without the npz."""
-    import hashlib
     import json
     import shutil
 
@@ -158,14 +168,9 @@ def test_summary_columns_give_the_jsons_numbers_and_the_same_report(tmp_path, mo
     shutil.copytree(out, copy, copy_function=shutil.copyfile)          # new times
     assert isinstance(read_summary(str(copy))["topology"]["nodes"]["flops"], np.ndarray)
 
-    def figures(folder):
-        main(["report", str(folder)])
-        return {f: hashlib.sha256((folder / f).read_bytes()).hexdigest()
-                for f in sorted(os.listdir(folder)) if f.endswith((".png", ".svg", ".md",
-                                                                   ".html", ".csv"))}
-    with_npz = figures(copy)
+    with_npz = report_digests(copy)
     (copy / summary_columns.NAME).unlink()
-    assert figures(copy) == with_npz and len(with_npz) > 20
+    assert report_digests(copy) == with_npz and len(with_npz) > 20
 
     text = (out / "summary.json").read_text()
     last = repr(want["topology"]["nodes"]["latency_up_s"][-1])        # a client's: drawn
@@ -209,7 +214,6 @@ def forking(monkeypatch):
 def test_figures_saved_aside_are_the_bytes_saved_inline(tmp_path, forking):
     """A report whose figures are written by forked children (2 at once) has every file the
     same bytes as one written inline; the children are all waited for."""
-    import hashlib
     import shutil
 
     from hierfl.cli import main
@@ -225,10 +229,7 @@ def test_figures_saved_aside_are_the_bytes_saved_inline(tmp_path, forking):
         shutil.copytree(out, folder)
         forking.setenv("HIERFL_REPORT_WORKERS", n)
         assert background.workers() == int(n)
-        main(["report", str(folder)])
-        digests[n] = {f: hashlib.sha256((folder / f).read_bytes()).hexdigest()
-                      for f in sorted(os.listdir(folder)) if f.endswith((".png", ".svg", ".md",
-                                                                         ".html", ".csv"))}
+        digests[n] = report_digests(folder)
     assert digests["0"] == digests["2"] and len(digests["0"]) > 20
     assert len(pids) >= 10                       # one child a figure, with 2 workers only
     for pid in pids:
