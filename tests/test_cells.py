@@ -221,3 +221,38 @@ def test_a_cell_that_is_not_utf8_is_an_error_as_with_csv_reader(tmp_path):
     write(tmp_path / "a" / "clients.csv", b"client,steps\r\n1,\xe9\r\n")
     with pytest.raises(UnicodeDecodeError):
         read_clients(str(tmp_path / "a"))
+
+
+def test_integer_columns_read_digit_by_digit_as_numpy_parses_them():
+    """`floats` reads a column of plain decimal integers digit by digit; every column gives
+    the floats of the general parse (numpy's, then float() cell by cell), with "" as nan."""
+    from hierfl.outputs.metrics import _integers, floats
+
+    def general(cells):
+        out = []
+        for c in cells.tolist():
+            try:
+                out.append(float(c.decode()) if c else math.nan)   # float() reads "\u0663" too
+            except ValueError:
+                out.append(math.nan)
+        return np.array(out, float)
+
+    rng = np.random.default_rng(5)
+    plain = [str(v).encode() for v in rng.integers(0, 10**6, 200).tolist()]
+    columns = {
+        "plain": plain, "zeros": [b"0", b"007", b"10", b"000000"],
+        "long": [b"9" * 18, b"123456789012345678", b"1"],
+        "past int64 digits": [b"9" * 19, b"1"],
+        "empty cell": plain[:5] + [b""], "all empty": [b"", b""],
+        "signs": [b"-1", b"+2", b"3"], "floats": [b"1.5", b"2", b"1e3"],
+        "words": [b"nan", b"inf", b"12"], "spaces": [b" 1", b"2 "],
+        "non-ascii digits": ["\u0663".encode(), b"1"],
+    }
+    for name, cells in columns.items():
+        a = np.array(cells, dtype=f"S{max(1, max(map(len, cells)))}")
+        assert np.array_equal(floats(a), general(a), equal_nan=True), name
+    assert _integers(np.array(plain)) is not None                 # the digit path was taken
+    assert _integers(np.array([b"1.5", b"2"])) is None
+    inner_nul = np.array([b"12", b"34"]).view(np.uint8).copy()
+    inner_nul[0] = 0                                               # "\x002": not an integer
+    assert _integers(inner_nul.view("S2")) is None

@@ -128,7 +128,7 @@ def _timelines(sec: Section, groups: list[Group], round_: int, p: Callable[[str]
     for g in groups:
         s = g.members[0]
         tl = _safe(notes, f"timeline ({g.label})", tline.load, s.folder, round_)
-        if tl is None or not tl.bars:
+        if tl is None or not tl.count:
             if os.path.isfile(os.path.join(s.folder, "trace.csv")):
                 notes.append(f"{g.label}: trace.csv has no events of cloud round "
                              f"{round_}; no timeline drawn.")

@@ -12,14 +12,14 @@ from .style import KIND_COLOURS, STYLE, W1, plt, save
 MERGE_FROM = 500       # bars of one kind above which overlapping ones are drawn as one
 
 
-def _merged(items: list[tuple[float, float, float, float]]
+def _merged(items: list[tuple[float, float, float, float]] | np.ndarray
             ) -> list[tuple[float, float, float, float]]:
     """(x, width, y, height) bars with each row's overlapping ones joined (an aggregator's
     row holds one transfer per client: 10,000 polygons a row at W9, drawn and written to the
     SVG one by one)."""
-    a = np.array(items, float)
+    a = np.array(items, float).reshape(-1, 4)
     out = []
-    for y, h in sorted({(r[2], r[3]) for r in items}):
+    for y, h in sorted(set(zip(a[:, 2].tolist(), a[:, 3].tolist()))):
         row = a[(a[:, 2] == y) & (a[:, 3] == h)]
         row = row[np.argsort(row[:, 0], kind="stable")]
         s, e = row[:, 0], row[:, 0] + row[:, 1]
@@ -38,7 +38,10 @@ def _rows(tl: Timeline, max_aggregators: int,
     root, aggs = tl.nodes[:1], [n for n in tl.nodes[1:] if n not in tl.clients]
     clients = [n for n in tl.nodes if n in tl.clients]
     shown = set(root + aggs[:max_aggregators])
-    near = {b.node for b in tl.bars if b.node in tl.clients and b.peer in shown}
+    is_client = np.array([n in tl.clients for n in tl.names], bool)
+    is_shown = np.array([n in shown for n in tl.names], bool)
+    near_codes = np.unique(tl.node[is_client[tl.node] & is_shown[tl.peer]]) if tl.count else []
+    near = {tl.names[c] for c in near_codes}
     ordered = [c for c in clients if c in near] + [c for c in clients if c not in near]
     picked = set(ordered[:max_clients])
     rows = root + aggs[:max_aggregators] + [c for c in clients if c in picked]
@@ -57,7 +60,7 @@ def timeline_figure(tl: Timeline, label: str, path: str, max_clients: int = 40,
         fig, ax = plt.subplots(figsize=(W1 * 1.25, 0.9 + 0.24 * len(nodes)))
         ax.grid(True, axis="x", alpha=0.3)
         ax.grid(False, axis="y")
-        def rects(items: list[tuple[float, float, float, float]]) -> np.ndarray:
+        def rects(items) -> np.ndarray:
             a = np.asarray(items, float).reshape(-1, 4)
             x, w, y, h = a.T
             return np.stack([np.stack([x, y], 1), np.stack([x + w, y], 1),
@@ -68,17 +71,21 @@ def timeline_figure(tl: Timeline, label: str, path: str, max_clients: int = 40,
                                          facecolors=KIND_COLOURS["idle"], edgecolors="none"))
         # aggregators: receive in the upper half of a row, send in the lower half (they overlap)
         geometry = {"download": (-0.4, 0.4), "upload": (0.0, 0.4), "compute": (-0.4, 0.8)}
-        drawn = [b for b in tl.bars if b.node in row]
-        for kind in ("compute", "download", "upload"):
-            items = []
-            for b in drawn:
-                if b.kind == kind:
-                    off, h = geometry[kind] if b.node not in tl.clients else (-0.4, 0.8)
-                    items.append((b.start, max(b.end - b.start, span * 1e-3), row[b.node] + off,
-                                  h))
+        at = np.array([row.get(n, -1) for n in tl.names], np.int64)
+        client = np.array([n in tl.clients for n in tl.names], bool)
+        drawn = at[tl.node] >= 0 if tl.count else np.zeros(0, bool)
+        for k, kind in ((1, "compute"), (0, "download"), (2, "upload")):
+            m = drawn & (tl.kind == k)
+            nodes_k = tl.node[m]
+            start = tl.begin[m]
+            off, h = geometry[kind]
+            is_c = client[nodes_k]
+            items = np.stack([start, np.maximum(tl.finish[m] - start, span * 1e-3),
+                              at[nodes_k] + np.where(is_c, -0.4, off),
+                              np.where(is_c, 0.8, h)], 1) if len(start) else []
             if len(items) > MERGE_FROM:
                 items = _merged(items)
-            if items:
+            if len(items):
                 ax.add_collection(PolyCollection(rects(items), facecolors=KIND_COLOURS[kind],
                                                  edgecolors="none", alpha=0.9))
         ticks = [[(t, row[n] - 0.45), (t, row[n] + 0.45)] for t, n in tl.marks if n in row]
