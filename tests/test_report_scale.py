@@ -212,8 +212,9 @@ def forking(monkeypatch):
 
 
 def test_figures_saved_aside_are_the_bytes_saved_inline(tmp_path, forking):
-    """A report whose figures are written by forked children (2 at once) has every file the
-    same bytes as one written inline; the children are all waited for."""
+    """A report whose figures are written by forked children (2 at once), and whose files are
+    read ahead by children too, has every file the same bytes as one written inline; the
+    children are all waited for."""
     import shutil
 
     from hierfl.cli import main
@@ -221,16 +222,25 @@ def test_figures_saved_aside_are_the_bytes_saved_inline(tmp_path, forking):
     (tmp_path / "wide.yaml").write_text(WIDE.replace("CHOICES", "[1.0e+6, 4.0e+6, 2.0e+7]"))
     out = tmp_path / "out"
     main(["run", str(tmp_path / "wide.yaml"), "--out", str(out), "--quiet", "--no-report"])
-    digests, pids = {}, []
+    digests, forks, pids = {}, {}, []
     real_fork = os.fork
     forking.setattr(os, "fork", lambda: pids.append(real_fork()) or pids[-1])
-    for n in ("0", "2"):
-        folder = tmp_path / f"w{n}" / "run"            # the same name: the report's title
+    from hierfl.report import build
+    big = build.AHEAD_BYTES
+    for n, ahead in (("0", big), ("2", big), ("2", 0)):
+        folder = tmp_path / f"w{n}{ahead}" / "run"      # the same name: the report's title
         shutil.copytree(out, folder)
         forking.setenv("HIERFL_REPORT_WORKERS", n)
+        forking.setattr(build, "AHEAD_BYTES", ahead)     # 0: every file read ahead, aside
         assert background.workers() == int(n)
-        digests[n] = report_digests(folder)
-    assert digests["0"] == digests["2"] and len(digests["0"]) > 20
+        before = len(pids)
+        digests[n, ahead] = report_digests(folder)
+        forks[n, ahead] = len(pids) - before
+    first, *rest = digests.values()
+    assert all(d == first for d in rest) and len(first) > 20
+    # read ahead: each run's clients.csv and each timeline, two more children a run here
+    assert forks["0", big] == 0
+    assert forks["2", 0] == forks["2", big] + 2 * 2
     assert len(pids) >= 10                       # one child a figure, with 2 workers only
     for pid in pids:
         with pytest.raises(ChildProcessError):
@@ -332,3 +342,44 @@ def test_removing_a_figure_waits_for_its_child_and_a_failed_fork_saves_inline(tm
         style.save(plt.figure(), str(tmp_path / "inline.png"))
     assert failed == [] and (tmp_path / "inline.png").is_file()
     assert len(os.listdir("/proc/self/fd")) == fds
+
+
+def _pid_and(x):
+    return os.getpid(), x
+
+
+def _fails_aside(parent: int):
+    if os.getpid() != parent:
+        raise RuntimeError("only in a child")
+    return "worked out here"
+
+
+def _always_fails():
+    raise ValueError("bad trace")
+
+
+def test_work_started_ahead_gives_what_an_inline_call_gives(forking):
+    """`ahead` works a value out in a child (another pid) and gives it back; a child that fails
+    leaves it to the report (the same value, or the same error, as inline); work never asked
+    for is dropped without waiting on a child that blocks on a full pipe; outside a report it
+    runs inline when asked for."""
+    from hierfl.report.plots import background
+    me, pids = os.getpid(), []
+    real_fork = os.fork
+    forking.setattr(os, "fork", lambda: pids.append(real_fork()) or pids[-1])
+    with background.background_saves():
+        job = background.ahead(_pid_and, np.arange(300_000))      # > a pipe's buffer
+        fallback = background.ahead(_fails_aside, me)
+        error = background.ahead(_always_fails)
+        background.ahead(_pid_and, np.arange(300_000))             # never asked for
+        pid, value = job.result()
+        assert pid != me and np.array_equal(value, np.arange(300_000))
+        assert fallback.result() == "worked out here"
+        with pytest.raises(ValueError, match="bad trace"):
+            error.result()
+    assert len(pids) == 4
+    for pid in pids:
+        with pytest.raises(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)                             # every child reaped
+    lazy = background.ahead(_pid_and, 1)
+    assert lazy.result() == (me, 1)

@@ -9,13 +9,18 @@ them and lists the figures that failed, with their error, so the report can say 
 showing them. The files are those an inline save writes, byte for byte. Inline (no fork) where
 os.fork is missing, on one core, with Ray loaded in the process (gRPC's threads do not survive a
 fork), in a pool's worker process, where a fork fails, or with HIERFL_REPORT_WORKERS=0. SIGINT is
-held back across each fork, so a Ctrl-C reaches the report as one KeyboardInterrupt."""
+held back across each fork, so a Ctrl-C reaches the report as one KeyboardInterrupt.
+
+`ahead(fn, *args)` starts reading a large input the same way (a city-scale round's timeline),
+outside the figures' limit of one child per core: its value comes back pickled when the report
+asks for it, or is worked out then in the report's process where no child ran or it failed."""
 from __future__ import annotations
 
 import contextlib
 import gc
 import multiprocessing
 import os
+import pickle
 import signal
 import sys
 import threading
@@ -28,6 +33,7 @@ class Saves:
     workers: int
     running: dict[int, tuple[str, int]] = field(default_factory=dict)   # pid -> (path, pipe)
     failed: list[tuple[str, str]] = field(default_factory=list)         # (path, error)
+    ahead: list["Ahead"] = field(default_factory=list)                   # not collected yet
 
 
 _ACTIVE: Saves | None = None
@@ -69,6 +75,8 @@ def background_saves() -> Iterator[list[tuple[str, str]]]:
         with _no_interrupt():              # a second Ctrl-C waits until every child is reaped
             while saves.running:
                 _reap(saves, next(iter(saves.running)))
+            for job in list(saves.ahead):  # never asked for (the report failed): its pipe
+                job.drop()                 # closed, the child ends at its next write
 
 
 def forget(path: str) -> None:
@@ -148,3 +156,90 @@ def _reap(saves: Saves, pid: int) -> None:
         saves.failed.append((path, message or (f"the saving process was killed by signal {-code}"
                                                if code < 0 else
                                                f"the saving process exited with {code}")))
+
+
+AHEAD_AT_ONCE = 2        # children working ahead (or holding a value) per core, at most
+
+
+class Ahead:
+    """`fn(*args)` worked out in a forked child while the report goes on (`ahead`); `result()`
+    gives its value (sent back pickled). Where the child cannot be made, or fails in any way,
+    `result()` calls fn(*args) itself, so a value or an error is what an inline call gives."""
+
+    def __init__(self, fn: Callable, args: tuple):
+        self.fn, self.args = fn, args
+        self.pid: int | None = None
+        self.read: int | None = None
+
+    def result(self):
+        if self.pid is None:
+            return self.fn(*self.args)
+        chunks = []
+        with os.fdopen(self.read, "rb") as fh:
+            while chunk := fh.read(1 << 20):
+                chunks.append(chunk)
+        self.read = None
+        ok = self._wait() == 0
+        if ok and chunks:
+            try:
+                return pickle.loads(b"".join(chunks))
+            except Exception:  # noqa: BLE001 - a damaged transfer: worked out here instead
+                pass
+        return self.fn(*self.args)
+
+    def drop(self) -> None:
+        if self.read is not None:
+            os.close(self.read)
+            self.read = None
+        if self.pid is not None:
+            self._wait()
+
+    def _wait(self) -> int:
+        _, status = os.waitpid(self.pid, 0)
+        self.pid = None
+        saves = _ACTIVE
+        if saves is not None and self in saves.ahead:
+            saves.ahead.remove(self)
+        return os.waitstatus_to_exitcode(status)
+
+
+def ahead(fn: Callable, *args) -> Ahead:
+    """Start working out fn(*args) in a child now (inside background_saves; else it is worked
+    out when asked for). For reading a run's large files (a W9 round's timeline: ~1 s each)
+    while the report draws its other figures: fn must only read, and its value pickle."""
+    job = Ahead(fn, args)
+    saves = _ACTIVE
+    if saves is None or len(saves.ahead) >= AHEAD_AT_ONCE * saves.workers:
+        return job                         # (a compare of many large runs: a few at a time)
+    read, send = os.pipe()
+    with _no_interrupt():
+        gc.freeze()
+        try:
+            pid = os.fork()
+        except OSError:
+            gc.unfreeze()
+            os.close(read)
+            os.close(send)
+            return job
+        if pid == 0:
+            _worked_out(send, read, fn, args)     # never returns
+        gc.unfreeze()
+    os.close(send)
+    job.pid, job.read = pid, read
+    saves.ahead.append(job)
+    return job
+
+
+def _worked_out(send: int, read: int, fn: Callable, args: tuple) -> None:
+    code = 1
+    try:
+        os.close(read)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+        data = memoryview(pickle.dumps(fn(*args), protocol=pickle.HIGHEST_PROTOCOL))
+        while data:
+            data = data[os.write(send, data):]
+        code = 0
+    except BaseException:  # noqa: BLE001 - the report works it out itself
+        pass
+    finally:
+        os._exit(code)
