@@ -383,3 +383,59 @@ def test_work_started_ahead_gives_what_an_inline_call_gives(forking):
             os.waitpid(pid, os.WNOHANG)                             # every child reaped
     lazy = background.ahead(_pid_and, 1)
     assert lazy.result() == (me, 1)
+
+
+AHEAD_SCRIPT = r"""
+import os, signal, sys, threading, time
+sys.modules.pop("ray", None)
+os.environ["HIERFL_REPORT_WORKERS"] = "2"
+from hierfl.report.plots import background as B
+assert B.workers() == 2, B.workers()
+
+def big(n):                       # more than a pipe holds: the child blocks writing it
+    return b"x" * n
+
+def slow(n):
+    time.sleep(1.5)
+    return n
+
+if sys.argv[1] == "unasked":      # two children blocked writing, then the report fails
+    try:
+        with B.background_saves():
+            a, b = B.ahead(big, 10_000_000), B.ahead(big, 10_000_001)
+            time.sleep(0.3)
+            raise RuntimeError("report failed")
+    except RuntimeError:
+        print("left", flush=True)
+else:                             # Ctrl-C while the report waits for a value
+    threading.Timer(0.4, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
+    try:
+        with B.background_saves():
+            job = B.ahead(slow, 7)
+            pid = job.pid
+            job.result()
+    except KeyboardInterrupt as exc:
+        print("interrupted", type(exc.__context__).__name__, flush=True)
+    try:
+        os.waitpid(pid, os.WNOHANG)
+        print("child left behind")
+    except ChildProcessError:
+        print("child reaped")
+"""
+
+
+@pytest.mark.parametrize("case,want", [("unasked", "left"),
+                                       ("interrupt", "interrupted NoneType\nchild reaped")])
+def test_work_ahead_never_hangs_or_leaks_a_child(tmp_path, case, want):
+    """Values never asked for end their children (each child closes its copies of the other
+    pipes: a sibling holding one kept a child writing forever, and the report waiting on it);
+    a Ctrl-C while a value is read is a KeyboardInterrupt, and the child is reaped."""
+    import subprocess
+    import sys
+    script = tmp_path / "ahead.py"
+    script.write_text(AHEAD_SCRIPT)
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    p = subprocess.run([sys.executable, str(script), case], capture_output=True, text=True,
+                       timeout=60, env={**os.environ, "PYTHONPATH": root})
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert p.stdout.strip() == want

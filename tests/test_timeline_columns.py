@@ -144,3 +144,25 @@ def test_load_draws_from_the_columns_what_the_walk_draws(tmp_path):
     assert [tuple(b) for b in tl.bars] == walked(read_round(p, 1))[0]
     assert RoundColumns.of(read_round(p, 1)).events() == read_round(p, 1)
     assert isinstance(cols.time, np.ndarray) and cols.time.dtype == np.float64
+
+
+def test_rows_after_the_round_that_do_not_parse_are_never_an_error(tmp_path):
+    """A field past csv's limit, an unclosed quote or bytes that are not UTF-8 after the
+    round's end: read_round never reads them, and neither do the columns (a chunk that does
+    not parse is read again row by row); read to the end of the file, both raise the same."""
+    import csv
+    head = ["time_s,node,kind,peer,value", "0,cloud,round_start,,1", "1,cloud,round_end,,1"]
+    tails = {"long field": "3," + "x" * 200_000 + ",send,e0,5",
+             "open quote": '3,"unterminated,send,e0,5'}
+    for name, tail in tails.items():
+        p = tmp_path / f"{name}.csv"
+        p.write_text("\n".join(head + [tail]) + "\n")
+        assert read_round_columns(str(p), 1).events() == read_round(str(p), 1), name
+    long = str(tmp_path / "long field.csv")
+    for read in (read_round, read_round_columns):       # round 2: read to the end
+        with pytest.raises(csv.Error, match="field limit"):
+            read(long, 2)
+    p = tmp_path / "latin.csv"
+    p.write_bytes("\n".join(head).encode() + b"\n" + b"2,cloud,send,e0,5\n" * 900 +
+                  b"3,\xff\xfe,send,e0,5\n")
+    assert read_round_columns(str(p), 1).events() == read_round(str(p), 1)

@@ -71,9 +71,9 @@ def read_round(path: str, round_: int) -> list[Event]:
 def read_round_columns(path: str, round_: int) -> RoundColumns:
     """`read_round`'s events as columns: rows parsed CHUNK at a time by csv's C reader and
     transposed, numbers converted a column at a time. The same events, and the same error
-    where read_round raises one: a chunk whose numbers do not all convert is read again by
-    read_round itself (its first bad row, not this chunk's, is the error; rows after the
-    round's end are never converted there)."""
+    where read_round raises one: a chunk that does not parse, or whose numbers do not all
+    convert, is read again by read_round itself (its first bad row, not this chunk's, is the
+    error; rows after the round's end are never read there)."""
     with open(path, newline="") as fh:
         reader = csv.reader(fh)
         head = next(reader, None)
@@ -85,7 +85,10 @@ def read_round_columns(path: str, round_: int) -> RoundColumns:
         cols: tuple[list, ...] = ([], [], [], [], [])
         inside, done = False, False
         while not done:
-            raw = list(islice(reader, CHUNK))
+            try:
+                raw = list(islice(reader, CHUNK))
+            except (csv.Error, UnicodeDecodeError):   # maybe past the round's end: read_round
+                return RoundColumns.of(read_round(path, round_))    # stops there, or raises
             if not raw:
                 break
             rows = [r for r in raw if r]

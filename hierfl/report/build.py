@@ -227,7 +227,11 @@ def build(out: str, runs: list[Run], title: str, target: float | None, prefix: b
           timeline_round: int = 1) -> Report:
     """The report of `runs` (one run, or several on the same axes), figures written into OUT."""
     with keeping_layouts(), background_saves() as failed:   # clients.csv scanned once each;
-        rep = _build(out, runs, title, target, prefix, timeline_round)   # figures saved aside
+        try:                                                  # figures saved aside
+            rep = _build(out, runs, title, target, prefix, timeline_round)
+        finally:            # files read ahead that a cached reading made needless
+            background.drop_all(_READING.values())
+            _READING.clear()
     for path, error in failed:          # (known once every figure has been saved)
         for s in rep.sections:
             s.figures = [f for f in s.figures if f.path != path]

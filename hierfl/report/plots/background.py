@@ -75,8 +75,7 @@ def background_saves() -> Iterator[list[tuple[str, str]]]:
         with _no_interrupt():              # a second Ctrl-C waits until every child is reaped
             while saves.running:
                 _reap(saves, next(iter(saves.running)))
-            for job in list(saves.ahead):  # never asked for (the report failed): its pipe
-                job.drop()                 # closed, the child ends at its next write
+            drop_all(saves.ahead)          # never asked for (the report failed)
 
 
 def forget(path: str) -> None:
@@ -108,17 +107,32 @@ def submit(path: str, write: Callable[[], None]) -> bool:
             os.close(send)
             return False
         if pid == 0:
-            _child(send, read, write)      # never returns
+            _child(send, [read, *_read_ends(saves)], write)     # never returns
         gc.unfreeze()
     os.close(send)
     saves.running[pid] = (path, read)
     return True
 
 
-def _child(send: int, read: int, write: Callable[[], None]) -> None:
+def _read_ends(saves: Saves) -> list[int]:
+    """The report's ends of every child's pipe: a new child closes its copies (one it kept
+    would keep a sibling writing into a pipe the report closed from ending)."""
+    return [r for _, r in saves.running.values()] + \
+        [job.read for job in saves.ahead if job.read is not None]
+
+
+def _close_all(fds: list[int]) -> None:
+    for fd in fds:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+
+
+def _child(send: int, reads: list[int], write: Callable[[], None]) -> None:
     code = 1
     try:
-        os.close(read)
+        _close_all(reads)
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
         write()
         code = 0
@@ -174,25 +188,20 @@ class Ahead:
     def result(self):
         if self.pid is None:
             return self.fn(*self.args)
-        chunks = []
-        with os.fdopen(self.read, "rb") as fh:
-            while chunk := fh.read(1 << 20):
-                chunks.append(chunk)
-        self.read = None
-        ok = self._wait() == 0
-        if ok and chunks:
-            try:
-                return pickle.loads(b"".join(chunks))
-            except Exception:  # noqa: BLE001 - a damaged transfer: worked out here instead
-                pass
-        return self.fn(*self.args)
+        fd, self.read = self.read, None          # (closed below whatever happens)
+        value, got = None, False
+        try:
+            with os.fdopen(fd, "rb") as fh:
+                try:
+                    value, got = pickle.load(fh), True
+                except Exception:  # noqa: BLE001 - the child failed: worked out here instead
+                    pass
+        finally:
+            code = self._wait()                  # (a child still writing ends on the closed pipe)
+        return value if got and code == 0 else self.fn(*self.args)
 
     def drop(self) -> None:
-        if self.read is not None:
-            os.close(self.read)
-            self.read = None
-        if self.pid is not None:
-            self._wait()
+        drop_all([self])
 
     def _wait(self) -> int:
         _, status = os.waitpid(self.pid, 0)
@@ -201,6 +210,19 @@ class Ahead:
         if saves is not None and self in saves.ahead:
             saves.ahead.remove(self)
         return os.waitstatus_to_exitcode(status)
+
+
+def drop_all(jobs: list[Ahead]) -> None:
+    """Jobs not asked for: every pipe closed first (a child blocked writing then ends, as no
+    other process holds its pipe open), then each child waited for."""
+    jobs = list(jobs)
+    for job in jobs:
+        if job.read is not None:
+            fd, job.read = job.read, None
+            os.close(fd)
+    for job in jobs:
+        if job.pid is not None:
+            job._wait()
 
 
 def ahead(fn: Callable, *args) -> Ahead:
@@ -222,7 +244,7 @@ def ahead(fn: Callable, *args) -> Ahead:
             os.close(send)
             return job
         if pid == 0:
-            _worked_out(send, read, fn, args)     # never returns
+            _worked_out(send, [read, *_read_ends(saves)], fn, args)     # never returns
         gc.unfreeze()
     os.close(send)
     job.pid, job.read = pid, read
@@ -230,10 +252,10 @@ def ahead(fn: Callable, *args) -> Ahead:
     return job
 
 
-def _worked_out(send: int, read: int, fn: Callable, args: tuple) -> None:
+def _worked_out(send: int, reads: list[int], fn: Callable, args: tuple) -> None:
     code = 1
     try:
-        os.close(read)
+        _close_all(reads)
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
         data = memoryview(pickle.dumps(fn(*args), protocol=pickle.HIGHEST_PROTOCOL))
         while data:
