@@ -227,6 +227,9 @@ def test_figures_saved_aside_are_the_bytes_saved_inline(tmp_path, forking):
     forking.setattr(os, "fork", lambda: pids.append(real_fork()) or pids[-1])
     from hierfl.report import build
     big = build.AHEAD_BYTES
+    sent = []                                   # values that came back from a child
+    real_unpack = background.unpack
+    forking.setattr(background, "unpack", lambda data: sent.append(1) or real_unpack(data))
     for n, ahead in (("0", big), ("2", big), ("2", 0)):
         folder = tmp_path / f"w{n}{ahead}" / "run"      # the same name: the report's title
         shutil.copytree(out, folder)
@@ -241,6 +244,7 @@ def test_figures_saved_aside_are_the_bytes_saved_inline(tmp_path, forking):
     # read ahead: each run's clients.csv and each timeline, two more children a run here
     assert forks["0", big] == 0
     assert forks["2", 0] == forks["2", big] + 2 * 2
+    assert len(sent) == 2 * 2                   # each read in its child, none read again here
     assert len(pids) >= 10                       # one child a figure, with 2 workers only
     for pid in pids:
         with pytest.raises(ChildProcessError):
@@ -345,13 +349,13 @@ def test_removing_a_figure_waits_for_its_child_and_a_failed_fork_saves_inline(tm
 
 
 def _pid_and(x):
-    return os.getpid(), x
+    return {"pid": os.getpid(), "x": x}
 
 
 def _fails_aside(parent: int):
     if os.getpid() != parent:
         raise RuntimeError("only in a child")
-    return "worked out here"
+    return {"worked out": "here"}
 
 
 def _always_fails():
@@ -370,34 +374,60 @@ def test_work_started_ahead_gives_what_an_inline_call_gives(forking):
     with background.background_saves():
         job = background.ahead(_pid_and, np.arange(300_000))      # > a pipe's buffer
         fallback = background.ahead(_fails_aside, me)
-        error = background.ahead(_always_fails)
+        unsent = background.ahead(_pid_and, np.array(["a"], object))   # no way back: inline
         background.ahead(_pid_and, np.arange(300_000))             # never asked for
-        pid, value = job.result()
-        assert pid != me and np.array_equal(value, np.arange(300_000))
-        assert fallback.result() == "worked out here"
+        error = background.ahead(_always_fails)     # a fifth: past 2 a core, worked out here
+        assert error.pid is None and len(pids) == 4
+        got = job.result()
+        assert got["pid"] != me and np.array_equal(got["x"], np.arange(300_000))
+        assert fallback.result() == {"worked out": "here"}
         with pytest.raises(ValueError, match="bad trace"):
             error.result()
+        assert unsent.result()["pid"] == me
     assert len(pids) == 4
     for pid in pids:
         with pytest.raises(ChildProcessError):
             os.waitpid(pid, os.WNOHANG)                             # every child reaped
     lazy = background.ahead(_pid_and, 1)
-    assert lazy.result() == (me, 1)
+    assert lazy.result() == {"pid": me, "x": 1}
+
+
+def test_values_come_back_as_they_went_without_pickle():
+    """`pack` / `unpack`: arrays of each dtype and shape with their exact bytes (NaN, -0.0),
+    writable; JSON values as json reads them; object arrays refused; a cut transfer caught."""
+    import math
+
+    from hierfl.report.plots.background import pack, unpack
+    value = {"f": np.array([1.5, -0.0, math.nan, math.inf]), "i": np.arange(6).reshape(2, 3),
+             "b": np.array([True, False]), "u": np.zeros((0, 4), np.uint8),
+             "n": None, "s": ["a", None, "é"], "x": math.nan, "k": 3, "m": [[0.5, "edge0"]]}
+    back = unpack(bytearray(pack(value)))
+    for k in ("f", "i", "b", "u"):
+        assert back[k].dtype == value[k].dtype and back[k].shape == value[k].shape
+        assert back[k].tobytes() == value[k].tobytes()
+    back["i"][0, 0] = 7                                              # writable
+    assert back["n"] is None and back["s"] == ["a", None, "é"] and math.isnan(back["x"])
+    assert back["k"] == 3 and back["m"] == [[0.5, "edge0"]]
+    with pytest.raises(TypeError):
+        pack({"o": np.array([{}], object)})
+    with pytest.raises(ValueError):
+        unpack(bytearray(pack(value))[:-1])
 
 
 AHEAD_SCRIPT = r"""
 import os, signal, sys, threading, time
+import numpy as np
 sys.modules.pop("ray", None)
 os.environ["HIERFL_REPORT_WORKERS"] = "2"
 from hierfl.report.plots import background as B
 assert B.workers() == 2, B.workers()
 
 def big(n):                       # more than a pipe holds: the child blocks writing it
-    return b"x" * n
+    return {"x": np.zeros(n, np.uint8)}
 
 def slow(n):
     time.sleep(1.5)
-    return n
+    return {"n": n}
 
 if sys.argv[1] == "unasked":      # two children blocked writing, then the report fails
     try:

@@ -52,9 +52,13 @@ def _read_ahead(groups: list[Group], round_: int) -> list[background.Ahead]:
         for s in g.members:
             if _large(os.path.join(s.folder, "clients.csv")):
                 _READING[s.folder] = background.ahead(read_clients, s.folder)
-    return [background.ahead(tline.load, g.members[0].folder, round_)
+    return [background.ahead(tline.load_fields, g.members[0].folder, round_)
             if _large(os.path.join(g.members[0].folder, "trace.csv")) else
-            background.Ahead(tline.load, (g.members[0].folder, round_)) for g in groups]
+            background.Ahead(tline.load_fields, (g.members[0].folder, round_)) for g in groups]
+
+
+def _timeline(job: background.Ahead) -> tline.Timeline | None:
+    return tline.from_fields(job.result())
 
 
 def _safe(notes: list[str], what: str, fn: Callable[..., Any], *args: Any) -> Any:
@@ -143,14 +147,15 @@ def _stragglers(sec: Section, groups: list[Group], colours: dict[str, str], runs
 
 def _timelines(sec: Section, groups: list[Group], round_: int, p: Callable[[str], str],
                notes: list[str], loading: list[background.Ahead]) -> None:
-    """The timeline of each group's first run (`loading`: their `tline.load`, started ahead)."""
+    """The timeline of each group's first run (`loading`: their `tline.load_fields`, started
+    ahead)."""
     folder = os.path.dirname(p("x")) or "."
     for f in os.listdir(folder) if os.path.isdir(folder) else []:   # an earlier report's
         if f.startswith("timeline_") and f.endswith((".png", ".svg")):
             os.unlink(p(f))
     for g, load in zip(groups, loading):
         s = g.members[0]
-        tl = _safe(notes, f"timeline ({g.label})", load.result)
+        tl = _safe(notes, f"timeline ({g.label})", _timeline, load)
         if tl is None or not tl.count:
             if os.path.isfile(os.path.join(s.folder, "trace.csv")):
                 notes.append(f"{g.label}: trace.csv has no events of cloud round "

@@ -265,6 +265,29 @@ def load(folder: str, round_: int) -> Timeline | None:
     return build_columns(ev, round_) if len(ev.time) else None
 
 
+ARRAYS = ("node", "kind", "begin", "finish", "peer")
+
+
+def load_fields(folder: str, round_: int) -> dict:
+    """`load` as a dict of numpy arrays and JSON values (what a child reading it ahead sends
+    back; `from_fields` makes the Timeline again); {} for None."""
+    tl = load(folder, round_)
+    if tl is None:
+        return {}
+    return {"round": tl.round, "start": tl.start, "end": tl.end, "names": tl.names,
+            **{k: getattr(tl, k) for k in ARRAYS}, "nodes": tl.nodes,
+            "clients": list(tl.clients), "marks": tl.marks, "in_flight": tl.in_flight,
+            "handovers": tl.handovers}
+
+
+def from_fields(d: dict) -> Timeline | None:
+    if not d:
+        return None
+    return Timeline(d["round"], d["start"], d["end"], d["names"], *(d[k] for k in ARRAYS),
+                    d["nodes"], set(d["clients"]), [tuple(m) for m in d["marks"]],
+                    d["in_flight"], [tuple(h) for h in d["handovers"]])
+
+
 def busy_fraction(tl: Timeline, node: str, kind: str) -> float:
     """Share of the round during which `node` does `kind` (overlapping bars merged)."""
     span = tl.end - tl.start

@@ -12,20 +12,24 @@ fork), in a pool's worker process, where a fork fails, or with HIERFL_REPORT_WOR
 held back across each fork, so a Ctrl-C reaches the report as one KeyboardInterrupt.
 
 `ahead(fn, *args)` starts reading a large input the same way (a city-scale round's timeline),
-outside the figures' limit of one child per core: its value comes back pickled when the report
-asks for it, or is worked out then in the report's process where no child ran or it failed."""
+outside the figures' limit of one child per core: its value (a dict of numpy arrays and JSON
+values; no pickle: `pack`) comes back when the report asks for it, or is worked out then in the
+report's process where no child ran or it failed."""
 from __future__ import annotations
 
 import contextlib
 import gc
+import json
 import multiprocessing
 import os
-import pickle
 import signal
+import struct
 import sys
 import threading
 from dataclasses import dataclass, field
 from typing import Callable, Iterator
+
+import numpy as np
 
 
 @dataclass
@@ -177,7 +181,7 @@ AHEAD_AT_ONCE = 2        # children working ahead (or holding a value) per core,
 
 class Ahead:
     """`fn(*args)` worked out in a forked child while the report goes on (`ahead`); `result()`
-    gives its value (sent back pickled). Where the child cannot be made, or fails in any way,
+    gives its value (sent back by `pack`). Where the child cannot be made, or fails in any way,
     `result()` calls fn(*args) itself, so a value or an error is what an inline call gives."""
 
     def __init__(self, fn: Callable, args: tuple):
@@ -189,16 +193,19 @@ class Ahead:
         if self.pid is None:
             return self.fn(*self.args)
         fd, self.read = self.read, None          # (closed below whatever happens)
-        value, got = None, False
+        data = bytearray()
         try:
             with os.fdopen(fd, "rb") as fh:
-                try:
-                    value, got = pickle.load(fh), True
-                except Exception:  # noqa: BLE001 - the child failed: worked out here instead
-                    pass
+                while chunk := fh.read(1 << 20):
+                    data += chunk
         finally:
             code = self._wait()                  # (a child still writing ends on the closed pipe)
-        return value if got and code == 0 else self.fn(*self.args)
+        if code == 0:
+            try:
+                return unpack(data)
+            except Exception:  # noqa: BLE001 - a damaged transfer: worked out here instead
+                pass
+        return self.fn(*self.args)
 
     def drop(self) -> None:
         drop_all([self])
@@ -228,7 +235,8 @@ def drop_all(jobs: list[Ahead]) -> None:
 def ahead(fn: Callable, *args) -> Ahead:
     """Start working out fn(*args) in a child now (inside background_saves; else it is worked
     out when asked for). For reading a run's large files (a W9 round's timeline: ~1 s each)
-    while the report draws its other figures: fn must only read, and its value pickle."""
+    while the report draws its other figures: fn must only read, and return what `pack`
+    takes."""
     job = Ahead(fn, args)
     saves = _ACTIVE
     if saves is None or len(saves.ahead) >= AHEAD_AT_ONCE * saves.workers:
@@ -257,7 +265,7 @@ def _worked_out(send: int, reads: list[int], fn: Callable, args: tuple) -> None:
     try:
         _close_all(reads)
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
-        data = memoryview(pickle.dumps(fn(*args), protocol=pickle.HIGHEST_PROTOCOL))
+        data = memoryview(pack(fn(*args)))
         while data:
             data = data[os.write(send, data):]
         code = 0
@@ -265,3 +273,31 @@ def _worked_out(send: int, reads: list[int], fn: Callable, args: tuple) -> None:
         pass
     finally:
         os._exit(code)
+
+
+def pack(value: dict) -> bytes:
+    """A dict of str keys to numeric numpy arrays and JSON values (strs, numbers, None, lists,
+    dicts; NaN and infinities as json writes them) as bytes: the header's length (8 bytes),
+    the header (JSON: each array's key, dtype and shape, and the other values), then the
+    arrays' bytes. Anything else raises (the report then works the value out itself)."""
+    arrays = {k: np.ascontiguousarray(v) for k, v in value.items() if isinstance(v, np.ndarray)}
+    if any(a.dtype.hasobject for a in arrays.values()):
+        raise TypeError("object arrays are not sent")
+    head = json.dumps({"arrays": [[k, a.dtype.str, list(a.shape)] for k, a in arrays.items()],
+                       "rest": {k: v for k, v in value.items() if k not in arrays}}).encode()
+    return b"".join([struct.pack("<Q", len(head)), head, *(a.tobytes() for a in arrays.values())])
+
+
+def unpack(data: bytearray) -> dict:
+    """`pack`'s dict back (arrays writable, on `data`'s memory)."""
+    (size,) = struct.unpack_from("<Q", data)
+    head = json.loads(bytes(data[8:8 + size]))
+    out, at = dict(head["rest"]), 8 + size
+    for key, dtype, shape in head["arrays"]:
+        dt = np.dtype(dtype)
+        n = int(np.prod(shape, dtype=np.int64))
+        out[key] = np.frombuffer(data, dt, n, at).reshape(shape)
+        at += n * dt.itemsize
+    if at != len(data):
+        raise ValueError("a transfer of the wrong length")
+    return out
