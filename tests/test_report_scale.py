@@ -398,13 +398,13 @@ def test_values_come_back_as_they_went_without_pickle():
     import math
 
     from hierfl.report.plots.background import pack, unpack
-    value = {"f": np.array([1.5, -0.0, math.nan, math.inf]), "i": np.arange(6).reshape(2, 3),
-             "b": np.array([True, False]), "u": np.zeros((0, 4), np.uint8),
+    value = {"b": np.array([True, False, True]), "f": np.array([1.5, -0.0, math.nan, math.inf]),
+             "i": np.arange(6).reshape(2, 3), "u": np.zeros((0, 4), np.uint8),
              "n": None, "s": ["a", None, "é"], "x": math.nan, "k": 3, "m": [[0.5, "edge0"]]}
     back = unpack(bytearray(pack(value)))
     for k in ("f", "i", "b", "u"):
         assert back[k].dtype == value[k].dtype and back[k].shape == value[k].shape
-        assert back[k].tobytes() == value[k].tobytes()
+        assert back[k].tobytes() == value[k].tobytes() and back[k].flags.aligned
     back["i"][0, 0] = 7                                              # writable
     assert back["n"] is None and back["s"] == ["a", None, "é"] and math.isnan(back["x"])
     assert back["k"] == 3 and back["m"] == [[0.5, "edge0"]]

@@ -279,13 +279,21 @@ def pack(value: dict) -> bytes:
     """A dict of str keys to numeric numpy arrays and JSON values (strs, numbers, None, lists,
     dicts; NaN and infinities as json writes them) as bytes: the header's length (8 bytes),
     the header (JSON: each array's key, dtype and shape, and the other values), then the
-    arrays' bytes. Anything else raises (the report then works the value out itself)."""
+    arrays' bytes, each padded to 8 bytes. Anything else raises (the report then works the
+    value out itself)."""
     arrays = {k: np.ascontiguousarray(v) for k, v in value.items() if isinstance(v, np.ndarray)}
     if any(a.dtype.hasobject for a in arrays.values()):
         raise TypeError("object arrays are not sent")
     head = json.dumps({"arrays": [[k, a.dtype.str, list(a.shape)] for k, a in arrays.items()],
                        "rest": {k: v for k, v in value.items() if k not in arrays}}).encode()
-    return b"".join([struct.pack("<Q", len(head)), head, *(a.tobytes() for a in arrays.values())])
+    parts = [struct.pack("<Q", len(head) + _pad(len(head))), head + b" " * _pad(len(head))]
+    for a in arrays.values():              # each starts 8-byte aligned (numpy reads it in place)
+        parts += (a.tobytes(), bytes(_pad(a.nbytes)))
+    return b"".join(parts)
+
+
+def _pad(n: int) -> int:
+    return -n % 8
 
 
 def unpack(data: bytearray) -> dict:
@@ -297,7 +305,7 @@ def unpack(data: bytearray) -> dict:
         dt = np.dtype(dtype)
         n = int(np.prod(shape, dtype=np.int64))
         out[key] = np.frombuffer(data, dt, n, at).reshape(shape)
-        at += n * dt.itemsize
+        at += n * dt.itemsize + _pad(n * dt.itemsize)
     if at != len(data):
         raise ValueError("a transfer of the wrong length")
     return out
