@@ -241,10 +241,10 @@ def test_figures_saved_aside_are_the_bytes_saved_inline(tmp_path, forking):
         forks[n, ahead] = len(pids) - before
     first, *rest = digests.values()
     assert all(d == first for d in rest) and len(first) > 20
-    # read ahead: each run's clients.csv and each timeline, two more children a run here
+    # read ahead: each run's timeline round, one more child a run here
     assert forks["0", big] == 0
-    assert forks["2", 0] == forks["2", big] + 2 * 2
-    assert len(sent) == 2 * 2                   # each read in its child, none read again here
+    assert forks["2", 0] == forks["2", big] + 2
+    assert len(sent) == 2                       # each read in its child, none read again here
     assert len(pids) >= 10                       # one child a figure, with 2 workers only
     for pid in pids:
         with pytest.raises(ChildProcessError):

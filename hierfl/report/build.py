@@ -32,29 +32,24 @@ def _clients(folder: str) -> dict[str, np.ndarray]:
 
 @functools.lru_cache(maxsize=8)
 def _read_clients(folder: str, stamp: object) -> dict[str, np.ndarray]:
-    job = _READING.pop(folder, None)
-    return job.result() if job is not None else read_clients(folder)
+    return read_clients(folder)
 
 
-_READING: dict[str, background.Ahead] = {}    # folder -> its clients.csv, read ahead
-AHEAD_BYTES = 4 << 20        # a file read aside from this size (~0.1 s of reading; a fork less)
-
-
-def _large(path: str) -> bool:
-    return os.path.isfile(path) and os.path.getsize(path) >= AHEAD_BYTES
+AHEAD_BYTES = 4 << 20   # a trace.csv read aside from this size (~0.1 s of reading; a fork less)
 
 
 def _read_ahead(groups: list[Group], round_: int) -> list[background.Ahead]:
-    """Start reading the large files aside: each run's clients.csv (`_READING`) and each
-    group's timeline round (returned)."""
-    _READING.clear()
+    """Each group's timeline round, read aside when its trace.csv is large. (clients.csv is
+    read here: read aside, the class and energy tables scanned it again, and at W9 the report,
+    CPU-bound on 2 cores, was no faster.)"""
+    out = []
     for g in groups:
-        for s in g.members:
-            if _large(os.path.join(s.folder, "clients.csv")):
-                _READING[s.folder] = background.ahead(read_clients, s.folder)
-    return [background.ahead(tline.load_fields, g.members[0].folder, round_)
-            if _large(os.path.join(g.members[0].folder, "trace.csv")) else
-            background.Ahead(tline.load_fields, (g.members[0].folder, round_)) for g in groups]
+        folder = g.members[0].folder
+        trace = os.path.join(folder, "trace.csv")
+        large = os.path.isfile(trace) and os.path.getsize(trace) >= AHEAD_BYTES
+        out.append(background.ahead(tline.load_fields, folder, round_) if large else
+                   background.Ahead(tline.load_fields, (folder, round_)))
+    return out
 
 
 def _timeline(job: background.Ahead) -> tline.Timeline | None:
@@ -232,11 +227,7 @@ def build(out: str, runs: list[Run], title: str, target: float | None, prefix: b
           timeline_round: int = 1) -> Report:
     """The report of `runs` (one run, or several on the same axes), figures written into OUT."""
     with keeping_layouts(), background_saves() as failed:   # clients.csv scanned once each;
-        try:                                                  # figures saved aside
-            rep = _build(out, runs, title, target, prefix, timeline_round)
-        finally:            # files read ahead that a cached reading made needless
-            background.drop_all(_READING.values())
-            _READING.clear()
+        rep = _build(out, runs, title, target, prefix, timeline_round)   # figures saved aside
     for path, error in failed:          # (known once every figure has been saved)
         for s in rep.sections:
             s.figures = [f for f in s.figures if f.path != path]
@@ -254,8 +245,7 @@ def _build(out: str, runs: list[Run], title: str, target: float | None, prefix: 
                                 ", ".join(r.path for r in runs))
     all_series = [s for g in groups for s in g.members]
     check_options(all_series, target, timeline_round)
-    # at city scale a round's timeline is ~10^5 events, clients.csv 10^5-10^6 rows: read
-    # aside while the rest is drawn
+    # at city scale a round's timeline is ~10^5 events: read aside while the rest is drawn
     loading = _read_ahead(groups, timeline_round)
     add_totals(all_series)
     tgt = target_of(all_series, target)
