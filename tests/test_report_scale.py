@@ -1,6 +1,7 @@
 """The report's reading at city scale (issue 19) gives what the plain readings give: the
 vectorised client numbers are str.isdecimal's, the tree's bottom groups are those of a loop over
-the nodes, and a report scans each clients.csv once."""
+the nodes, and a report scans each clients.csv once; figures saved and timelines read in forked
+children give the bytes of an inline report, and those children never hang or linger."""
 from __future__ import annotations
 
 import math

@@ -133,6 +133,21 @@ def _gather(body: np.ndarray, start: np.ndarray, length: np.ndarray) -> np.ndarr
     return out.view(f"S{width}").ravel()
 
 
+def decimals(chars: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Rows of an (n, w) uint8 matrix of ASCII cells, each padded on the right with NULs (a
+    numpy bytes array's view): whether each is 1-18 decimal digits (an int64 holds 18), and the
+    number it writes (0 where not). Digit by digit over the whole matrix: no Python per cell."""
+    pad = chars == 0
+    digit = (chars >= 48) & (chars <= 57)
+    length = np.count_nonzero(~pad, axis=1)
+    ok = (length > 0) & (length <= 18) & (digit | pad).all(axis=1) \
+        & (pad[:, :-1] <= pad[:, 1:]).all(axis=1)             # no NUL inside a cell
+    value = np.zeros(len(chars), np.int64)
+    for j in range(chars.shape[1]):
+        value = np.where(ok & digit[:, j], value * 10 + (chars[:, j] - 48), value)
+    return ok, value
+
+
 def _indices(head: list[str], names: list[str]) -> dict[str, int]:
     return {k: head.index(k) for k in names if k in head}
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .cells import read_columns
+from .cells import decimals, read_columns
 from .columns import SCORES
 from .manifest import manifest_labels
 from .summary import comparable, read_summary
@@ -211,17 +211,8 @@ def _integers(cells: np.ndarray) -> np.ndarray | None:
     width = cells.dtype.itemsize
     if width > 18 or cells.ndim != 1:
         return None
-    chars = np.ascontiguousarray(cells).view(np.uint8).reshape(len(cells), width)
-    used = chars != 0                                # numpy pads a shorter cell with NULs
-    if not used[:, 0].all() or (used[:, 1:] & ~used[:, :-1]).any():
-        return None                                  # an empty cell, or a NUL inside one
-    digit = chars - np.uint8(48)
-    if (used & (digit > 9)).any():
-        return None
-    value = np.zeros(len(cells), np.int64)
-    for j in range(width):
-        value = np.where(used[:, j], value * 10 + digit[:, j], value)
-    return value.astype(np.float64)
+    ok, value = decimals(np.ascontiguousarray(cells).view(np.uint8).reshape(len(cells), width))
+    return value.astype(np.float64) if ok.all() else None
 
 
 def concat_clients(parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:

@@ -79,7 +79,7 @@ def background_saves() -> Iterator[list[tuple[str, str]]]:
         with _no_interrupt():              # a second Ctrl-C waits until every child is reaped
             while saves.running:
                 _reap(saves, next(iter(saves.running)))
-            drop_all(saves.ahead)          # never asked for (the report failed)
+            _drop_all(saves.ahead)          # never asked for (the report failed)
 
 
 def forget(path: str) -> None:
@@ -207,9 +207,6 @@ class Ahead:
                 pass
         return self.fn(*self.args)
 
-    def drop(self) -> None:
-        drop_all([self])
-
     def _wait(self) -> int:
         _, status = os.waitpid(self.pid, 0)
         self.pid = None
@@ -219,7 +216,7 @@ class Ahead:
         return os.waitstatus_to_exitcode(status)
 
 
-def drop_all(jobs: list[Ahead]) -> None:
+def _drop_all(jobs: list[Ahead]) -> None:
     """Jobs not asked for: every pipe closed first (a child blocked writing then ends, as no
     other process holds its pipe open), then each child waited for."""
     jobs = list(jobs)

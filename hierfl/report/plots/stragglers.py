@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 
+from ...outputs.cells import decimals
 from ...outputs.summary_columns import is_client
 from ..stats import Group
 from .curves import eng_log_axis, per_round_panels
@@ -129,18 +130,9 @@ def client_numbers(names: list) -> tuple[np.ndarray, np.ndarray]:
         raw = None
     if raw is not None and raw.dtype.itemsize > len(prefix) and len(raw):
         b = raw.view(np.uint8).reshape(len(raw), raw.dtype.itemsize)
-        head, tail = b[:, :len(prefix)], b[:, len(prefix):]
-        digit = (tail >= 48) & (tail <= 57)
-        pad = tail == 0                               # numpy's S pads with NUL on the right
-        length = np.count_nonzero(~pad, axis=1)
-        ok = (head == np.frombuffer(prefix, np.uint8)).all(axis=1) & (length > 0) \
-            & (digit | pad).all(axis=1) & (pad[:, :-1] <= pad[:, 1:]).all(axis=1) \
-            & (length <= 18)                          # int64 holds 18 digits
-        value = np.zeros(len(raw), np.int64)
-        for j in range(tail.shape[1]):
-            live = ok & digit[:, j]
-            value[live] = value[live] * 10 + (tail[live, j] - 48)
-        return ok, value
+        ok, value = decimals(b[:, len(prefix):])
+        ok &= (b[:, :len(prefix)] == np.frombuffer(prefix, np.uint8)).all(axis=1)
+        return ok, np.where(ok, value, 0)
     name = np.array(names, dtype=str)
     if not len(name):
         return np.zeros(0, bool), np.zeros(0, np.int64)

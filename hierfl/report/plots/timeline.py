@@ -30,6 +30,11 @@ def _merged(items: list[tuple[float, float, float, float]] | np.ndarray
     return out
 
 
+def _by_code(tl: Timeline, names: set) -> np.ndarray:
+    """Whether each of the timeline's node codes names one of `names`."""
+    return np.array([n in names for n in tl.names], bool)
+
+
 def _rows(tl: Timeline, max_aggregators: int,
           max_clients: int) -> tuple[list[str], int, int]:
     """The rows drawn: the root, the first `max_aggregators` aggregators (top tiers first),
@@ -38,8 +43,7 @@ def _rows(tl: Timeline, max_aggregators: int,
     root, aggs = tl.nodes[:1], [n for n in tl.nodes[1:] if n not in tl.clients]
     clients = [n for n in tl.nodes if n in tl.clients]
     shown = set(root + aggs[:max_aggregators])
-    is_client = np.array([n in tl.clients for n in tl.names], bool)
-    is_shown = np.array([n in shown for n in tl.names], bool)
+    is_client, is_shown = _by_code(tl, tl.clients), _by_code(tl, shown)
     near_codes = np.unique(tl.node[is_client[tl.node] & is_shown[tl.peer]]) if tl.count else []
     near = {tl.names[c] for c in near_codes}
     ordered = [c for c in clients if c in near] + [c for c in clients if c not in near]
@@ -72,7 +76,7 @@ def timeline_figure(tl: Timeline, label: str, path: str, max_clients: int = 40,
         # aggregators: receive in the upper half of a row, send in the lower half (they overlap)
         geometry = {"download": (-0.4, 0.4), "upload": (0.0, 0.4), "compute": (-0.4, 0.8)}
         at = np.array([row.get(n, -1) for n in tl.names], np.int64)
-        client = np.array([n in tl.clients for n in tl.names], bool)
+        client = _by_code(tl, tl.clients)
         drawn = at[tl.node] >= 0 if tl.count else np.zeros(0, bool)
         for k, kind in ((1, "compute"), (0, "download"), (2, "upload")):
             m = drawn & (tl.kind == k)
