@@ -162,3 +162,39 @@ def test_crashes_outages_and_deadlines_together(tmp_path, name):
                                      train=_deadlines(hier), slow=True)
     _check_rounds(rows, clients, trace, hier, exact_failures=None)
     assert 0 < sum(c["failed"] == "1" for c in clients) <= _failure_events(trace)
+
+
+@pytest.mark.parametrize("name", ["fedavg", "hierfavg"])
+def test_dropped_straggler_crash_does_not_close_the_round(tmp_path, name):
+    """FedAvg drops stragglers: a round expects only the others. A dropped straggler that
+    crashes (or loses its download) must not count towards closing a wait_all round, or the
+    round ends before healthy clients arrive and their updates are wasted (seen by a reader:
+    rounds closed at a dropped straggler's crash, reported < healthy)."""
+    topo = {"edges": {"count": 2, "link": {"latency_s": 0.05, "bandwidth_Bps": 1e5}},
+            "clients": {"count": 8, "compute_flops": {"dist": "lognormal", "median": 1e6,
+                                                      "sigma": 1.0},
+                        "link": {"latency_s": 0.01, "uplink_Bps": 1000.0,
+                                 "downlink_Bps": 2000.0}},
+            "failures": {"crash_p": 0.4}}
+    doc = {"name": "dropcrash", "seed": 1, "topology": topo,
+           "data": {"name": "synthetic", "dim": 5, "classes": 3, "samples": 40},
+           "model": {"name": "logreg"},
+           "train": {"rounds": 6, "clients_per_round": "all",
+                     "local": {"steps": 5, "batch_size": 10, "lr": 0.05}},
+           "stragglers": {"fraction": 0.5, "drop": "always"},
+           "algorithms": [{"name": name}], "output": str(tmp_path / "out")}
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    run_scenario(load(str(path)), progress=False)
+    d = tmp_path / "out" / name
+    rows = list(csv.DictReader(open(d / "metrics.csv", newline="")))[1:]
+    clients = list(csv.DictReader(open(d / "clients.csv", newline="")))
+    crashed_dropped = 0
+    for r in rows:
+        mine = [c for c in clients if c["round"] == r["round"]]
+        healthy = [c for c in mine if c["straggler"] == "0" and c["failed"] == "0"]
+        crashed_dropped += sum(c["straggler"] == "1" and c["failed"] == "1" for c in mine)
+        assert int(r["reported"]) == len(healthy), (r["round"], r["reported"], len(healthy))
+        assert all(c["dropped"] == "0" for c in healthy)
+        assert float(r["bytes_wasted"]) == 0.0
+    assert crashed_dropped >= 3          # the case is exercised

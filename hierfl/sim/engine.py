@@ -195,7 +195,7 @@ class Simulation(FlatRounds, HierRounds, AsyncRounds, MobileRounds):
         got = yield from (self.hop(parent, name, down_bytes, k) if moving else
                           self.links[parent, name].send(down_bytes))
         if got is None:
-            return self._fail(collector, k, rec, preagg)
+            return self._fail(collector, k, rec, preagg, counted=not work.drop[i])
         add, record = self.trace.add, self.trace.record
         record((env._now, name, "compute_start", "", rec.steps))
         ctime = float(work.ctime[i])
@@ -203,7 +203,7 @@ class Simulation(FlatRounds, HierRounds, AsyncRounds, MobileRounds):
         if crash is not None:
             yield env.timeout(crash)
             add(env._now, name, "crash", "", rec.steps)
-            return self._fail(collector, k, rec, preagg)
+            return self._fail(collector, k, rec, preagg, counted=not work.drop[i])
         yield after(env, ctime)
         record((env._now, name, "compute_end", "", rec.steps))
         if work.drop[i]:
@@ -238,11 +238,15 @@ class Simulation(FlatRounds, HierRounds, AsyncRounds, MobileRounds):
             if rec.client not in used:
                 rec.dropped = True
 
-    def _fail(self, collector: Collector, k: int, rec: ClientRecord, preagg) -> None:
-        """The client's update is lost: no achieved gamma is claimed for it."""
+    def _fail(self, collector: Collector, k: int, rec: ClientRecord, preagg,
+              counted: bool = True) -> None:
+        """The client's update is lost: no achieved gamma is claimed for it. `counted`: the
+        round expects its update (a dropped straggler's was never expected: its collector
+        counts only the others, so its crash must not count towards closing the round)."""
         rec.failed = True
         rec.gamma = float("nan")
-        (preagg.collector if preagg is not None else collector).fail(k)
+        if counted:
+            (preagg.collector if preagg is not None else collector).fail(k)
         return None
 
     # ------------------------------------------------------------------ closed-form rounds
