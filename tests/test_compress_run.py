@@ -126,6 +126,12 @@ def test_resume_with_error_feedback_is_bit_identical(tmp_path, entry):
     ({"down": {"kind": "int8", "error_feedback": True}}, "compress", "up only"),
     ({"edge_up": {"kind": "randk", "k": 3}}, "compress", "random codecs"),
     ({"sideways": {"kind": "none"}}, "compress.sideways", "unknown key"),
+    ({"up": {"kind": "qsgd", "levels": 10 ** 20}}, "compress.up.levels", "at most 16777216"),
+    ({"up": {"kind": "int8", "encoding": "sparse"}}, "compress.up.encoding", "applies to topk"),
+    ({"up": {"kind": "randk", "k": 2, "encoding": "sparse"}}, "compress.up.encoding",
+     "applies to topk"),
+    ({"edge_up": {"kind": "int8"}}, "compress.edge_up.kind", "hierarchical algorithms"),
+    ({"edge_down": {"kind": "fp16"}}, "compress.edge_down.kind", "hierarchical algorithms"),
     ("topk", "compress", "expected a mapping"),
 ])
 def test_bad_compress_is_a_scenario_error(tmp_path, comp, key, says):
@@ -195,4 +201,10 @@ def test_down_on_a_deeper_tree_is_refused(tmp_path):
     path.write_text(yaml.safe_dump(doc))
     with pytest.raises(ScenarioError) as err:
         run_scenario(load(str(path), out=str(tmp_path / "o")), progress=False)
-    assert "algorithms[1].compress" in str(err.value) and "one aggregator tier" in str(err.value)
+    text = str(err.value)
+    assert "algorithms[1].compress.down.kind = 'int8'" in text and "one aggregator tier" in text
+    assert not (tmp_path / "o" / "fedavg").exists()     # refused before the first one ran
+    proc = subprocess.run([sys.executable, "-m", "hierfl", "validate", str(path)],
+                          capture_output=True, text=True)
+    assert proc.returncode == 2 and "algorithms[1].compress.down.kind" in proc.stderr
+    assert "Traceback" not in proc.stderr

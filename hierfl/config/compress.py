@@ -17,8 +17,14 @@ def _ratio(v: float) -> str | None:
     return None if 0 < v <= 1 else "must be in (0, 1]"
 
 
+MAX_LEVELS = 1 << 24    # qsgd: a float32 level and the 24-bit uniform that rounds it hold no more
+
+
 def _levels(v: int) -> str | None:
-    return None if v >= 1 else "must be >= 1"
+    if v < 1:
+        return "must be >= 1"
+    return None if v <= MAX_LEVELS else f"must be at most {MAX_LEVELS} (2^24: a float32 " \
+        "entry's level and its 24-bit rounding draw resolve no finer)"
 
 
 @dataclass(frozen=True)
@@ -31,7 +37,8 @@ class CodecSpec:
                                "(0, 1] (k = ceil(ratio * P))", check=_ratio)
     k: int | None = spec(None, "topk, randk: entries sent per tensor (instead of ratio)",
                          check=positive)
-    levels: int | None = spec(None, "qsgd: quantisation levels s >= 1", check=_levels)
+    levels: int | None = spec(None, "qsgd: quantisation levels s, 1 <= s <= 2^24",
+                              check=_levels)
     error_feedback: bool = spec(False, "keep what was not sent per sender and add it to its "
                                 "next message (up only)")
     encoding: Literal["sparse", "bitmap", "best"] = spec(
@@ -80,3 +87,27 @@ class CompressSpec:
     @property
     def active(self) -> bool:
         return any(getattr(self, d).active for d in DIRECTIONS)
+
+
+def given_problems(raw: object, hierarchical: bool) -> list[tuple[str, object, str]]:
+    """What the dataclasses cannot see in an entry's `compress:` as written: (key below
+    compress, value, message). `encoding` given on a kind other than topk (its default,
+    sparse, is otherwise accepted silently); `edge_up` / `edge_down` coding something on a
+    flat algorithm, whose edges relay the clients' messages (coded by up / down) and never
+    send an upload of their own."""
+    out: list[tuple[str, object, str]] = []
+    if not isinstance(raw, dict):
+        return out
+    for d in DIRECTIONS:
+        codec = raw.get(d)
+        if not isinstance(codec, dict):
+            continue
+        kind = codec.get("kind", "none")
+        if codec.get("encoding") == "sparse" and kind != "topk":    # (others: CodecSpec's)
+            out.append((f"{d}.encoding", codec["encoding"],
+                        f"encoding applies to topk, not {kind!r}"))
+        if d in ("edge_up", "edge_down") and not hierarchical and kind != "none":
+            out.append((f"{d}.kind", kind, "applies to hierarchical algorithms (an "
+                        "aggregator's own upload and the model its parent sends); a flat "
+                        "algorithm's edges relay the clients' messages, coded by up and down"))
+    return out

@@ -16,7 +16,7 @@ import torch
 
 from ..algorithms.base import Algorithm, RoundCtx, Upload
 from ..compress import EdgeState, build as build_compressor
-from ..config.errors import ScenarioError
+from ..scenario.world_check import check_compress_tiers
 from ..config.schema import AlgorithmEntry, Scenario
 from ..data.federated import FederatedData
 from ..learn.batches import Batch, full_plan, minibatch_plan, steps_for
@@ -67,12 +67,8 @@ class RoundRunner(AsyncEdgeSteps):
         self.codec = build_compressor(entry.compress, scenario.seed, len(self.counts),
                                       model.n_params, algo)
         self._edge_wrap = self.codec is not None and self.codec.spec.edge_up.active
-        if self.codec is not None and algo.hierarchical and topo.n_tiers > 1 and \
-                (self.codec.spec.down.active or self.codec.spec.edge_down.active):
-            i = next((i for i, e in enumerate(scenario.algorithms) if e.label == entry.label), 0)
-            raise ScenarioError.one(scenario.file, f"algorithms[{i}].compress", entry.label,
-                                    "down / edge_down compression of a hierarchical algorithm "
-                                    "needs one aggregator tier (cloud, edges, clients)")
+        if self.codec is not None:      # (build_world has checked it: a world made otherwise)
+            check_compress_tiers(scenario, topo.n_tiers)
 
     # ------------------------------------------------------------------ the algorithm's flags
     @property

@@ -13,7 +13,7 @@ from typing import Any
 
 
 from ..config.errors import NO_VALUE, Problem, Problems, ScenarioError
-from ..config.compress import CompressSpec
+from ..config.compress import CompressSpec, given_problems
 from ..config.mobility import MobilitySpec
 from ..config.fields import build, convert, is_fail
 from ..config.limits import memory_limit, model_params, resource_problems
@@ -213,6 +213,8 @@ def _algorithms(raw: dict, p: Problems) -> list[AlgorithmEntry]:
         over = _entry_overrides(raw, a, p, key)
         comp = convert(CompressSpec, a["compress"], f"{key}.compress", p) \
             if "compress" in a else None
+        for sub, value, msg in given_problems(a.get("compress"), cls.hierarchical):
+            p.add(f"{key}.compress.{sub}", value, msg)
         mob = convert(MobilitySpec, a["mobility"], f"{key}.mobility", p) \
             if "mobility" in a else None
         if over is None or is_fail(local) or is_fail(params) or is_fail(comp) or is_fail(mob):

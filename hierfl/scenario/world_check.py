@@ -41,7 +41,28 @@ def scenario_topology(sc: Scenario, graph: Any = None) -> Topology:
             raise ScenarioError.one(sc.file, f"algorithms[{i}].tier_rounds", list(rounds),
                                     f"one entry per aggregator tier, from the top: this "
                                     f"topology has {tiers}")
+    check_compress_tiers(sc, tiers)
     return topo
+
+
+def check_compress_tiers(sc: Scenario, tiers: int) -> None:
+    """down / edge_down of a hierarchical algorithm code the model of a single aggregator tier
+    (cloud, edges, clients): refused on a deeper tree before anything runs."""
+    from ..algorithms.registry import REGISTRY
+
+    if tiers <= 1:
+        return
+    for i, entry in enumerate(sc.algorithms):
+        comp = entry.compress
+        if comp is None or not REGISTRY.info(entry.name).hierarchical:
+            continue
+        for d in ("down", "edge_down"):
+            codec = getattr(comp, d)
+            if codec.active:
+                raise ScenarioError.one(sc.file, f"algorithms[{i}].compress.{d}.kind",
+                                        codec.kind, f"{d} compression of a hierarchical "
+                                        "algorithm needs one aggregator tier (cloud, edges, "
+                                        f"clients): this topology has {tiers}")
 
 
 def guard(sc: Scenario, topo: Topology, data: FederatedData, n_params: int | None) -> None:
