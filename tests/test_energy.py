@@ -169,6 +169,27 @@ def test_bad_powers_are_scenario_errors(tmp_path, key, value, why):
                                                   else "low")[:4] in err and why in err
 
 
+def test_drawn_powers_past_the_bound_are_scenario_errors(tmp_path):
+    """A distribution whose parameters pass (median 1 W) can still draw a tail past the bound:
+    each drawn value is checked, naming the client (as drawn latencies and bandwidths are)."""
+    doc = _doc(tmp_path, [{"name": "fedavg"}])
+    clients = doc["topology"]["clients"]
+    clients["count"] = 50
+    doc["data"] = {"name": "synthetic", "dim": 3, "classes": 2, "samples": 10}
+    doc["model"] = {"name": "logreg"}
+    clients["power_w"] = {"dist": "lognormal", "median": 1.0, "sigma": 8.0}
+    clients["link"]["rx_w"] = {"dist": "uniform", "low": 0.0, "high": 2.0}
+    rc, err = _validate(make_scenario(tmp_path, doc))
+    assert rc == 2 and "Traceback" not in err
+    named = [line for line in err.splitlines() if ".power_w = " in line]
+    assert named and all("must be in [0, 100000] W" in line for line in named)
+    assert all(float(line.split(" = ")[1].split(":")[0]) > 1e5 for line in named)
+    assert "rx_w" not in err
+    clients["power_w"] = {"dist": "lognormal", "median": 1.0, "sigma": 0.5}
+    rc, err = _validate(make_scenario(tmp_path, doc))
+    assert rc == 0, err
+
+
 def test_report_has_energy_to_target_curve_and_classes(tmp_path):
     from hierfl.report.write import write_report
 

@@ -21,7 +21,7 @@ from ..config.errors import Problems
 from ..config.limits import MAX_LATENCY_S, MIN_BANDWIDTH_BPS, MIN_FLOPS
 from ..config.topology import LinkSpec, TopologySpec
 from .dist import draw
-from .power import client_powers
+from .power import bad_powers, client_powers, drawn_power_problems
 from .traces import read_devices
 
 CLOUD, AGGREGATOR, CLIENT = 0, 1, 2
@@ -260,16 +260,22 @@ def check_tree(tree: Tree, file: str = "") -> None:
         bad = bad_lat(t.lat_up) | bad_bw(t.bw_up) | bad_lat(t.lat_down) | bad_bw(t.bw_down) | \
             ~np.isfinite(t.flops) | (t.flops <= 0) | (t.flops < MIN_FLOPS)
     bad[0] = False                           # the cloud has no link and its speed is not checked
-    if not bad.any():
+    client_rows = np.flatnonzero(t.role == CLIENT)
+    watts = np.zeros(t.n_rows, bool)
+    if t.power is not None:
+        watts[client_rows[bad_powers(t.power)]] = True
+    if not (bad | watts).any():
         return
     p = Problems(file)
-    for r in np.flatnonzero(bad).tolist():
+    for r in np.flatnonzero(bad | watts).tolist():
         n, par = t.names[r], t.names[int(t.parent[r])]
         link_problems(p, n, par, {"latency_s": float(t.lat_up[r]),
                                   "bandwidth_Bps": float(t.bw_up[r])})
         link_problems(p, par, n, {"latency_s": float(t.lat_down[r]),
                                   "bandwidth_Bps": float(t.bw_down[r])})
         flops_problem(p, n, float(t.flops[r]))
+        if watts[r]:
+            drawn_power_problems(p, n, par, t.power[int(np.searchsorted(client_rows, r))])
     p.raise_if_any()
 
 

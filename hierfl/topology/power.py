@@ -43,11 +43,31 @@ def client_powers(spec: TopologySpec, n: int, seed: int,
 def power_problems(g, n: str, parent: str, p) -> None:
     """A graph file's optional energy attributes of node `n` and its upward link: finite watts
     in [0, MAX_POWER_W]."""
-    from ..config.limits import MAX_POWER_W
-
     where = [(f"nodes.{n}.{k}", g.nodes[n].get(k)) for k in NODE_KEYS]
     if g.has_edge(n, parent):
         where += [(f"links.{n}->{parent}.{k}", g.edges[n, parent].get(k)) for k in LINK_KEYS]
+    watts_problems(p, where)
+
+
+def bad_powers(power: np.ndarray) -> np.ndarray:
+    """(n,) bool: clients whose drawn power_w, idle_w, tx_w or rx_w is not finite watts in
+    [0, MAX_POWER_W] (a wide distribution's tail: the scenario's bounds check only its
+    parameters)."""
+    from ..config.limits import MAX_POWER_W
+
+    with np.errstate(invalid="ignore"):
+        return (~np.isfinite(power) | (power < 0) | (power > MAX_POWER_W)).any(1)
+
+
+def drawn_power_problems(p, n: str, parent: str, row: np.ndarray) -> None:
+    """The problems of client `n`'s drawn powers (power_problems' wording)."""
+    watts_problems(p, [(f"nodes.{n}.{k}", float(v)) for k, v in zip(NODE_KEYS, row[:2])] +
+                   [(f"links.{n}->{parent}.{k}", float(v)) for k, v in zip(LINK_KEYS, row[2:])])
+
+
+def watts_problems(p, where: list) -> None:
+    from ..config.limits import MAX_POWER_W
+
     for key, v in where:
         if v is None:
             continue
