@@ -40,6 +40,9 @@ def _tiers(t) -> str:
 def cmd_validate(args: argparse.Namespace) -> int:
     """Checks what `hierfl run` would build, without torch for the stacked built-in models (the
     world is checked, not built for training: scenario/world_check.py)."""
+    import dataclasses
+
+    from .config.compress import described
     from .scenario.load import load
     from .scenario.world_check import check_world
 
@@ -63,7 +66,9 @@ def cmd_validate(args: argparse.Namespace) -> int:
     print(f"  model: {sc.model.name}, {world.n_params} parameters")
     print(f"  rounds: {sc.train.rounds}, clients per round: {sc.train.clients_per_round}")
     for e in sc.algorithms:
-        print(f"  algorithm {e.label}: {e.name} {e.params}")
+        codec = described(dataclasses.asdict(e.compress)) if e.compress is not None else ""
+        print(f"  algorithm {e.label}: {e.name} {e.params}" +
+              (f"; compress {codec}" if codec else ""))
     return 0
 
 

@@ -208,3 +208,21 @@ def test_down_on_a_deeper_tree_is_refused(tmp_path):
                           capture_output=True, text=True)
     assert proc.returncode == 2 and "algorithms[1].compress.down.kind" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_validate_lists_each_entrys_codecs(tmp_path):
+    """Entries that differ only in compress are told apart by `hierfl validate`."""
+    path = _path(tmp_path, [
+        {"name": "fedavg", "label": "plain", "compress": NONE},
+        {"name": "fedavg", "label": "top", "compress": {"up": {"kind": "topk", "k": 3,
+                                                               "error_feedback": True}}},
+        {"name": "hierfavg", "label": "h", "compress": {"up": {"kind": "qsgd", "levels": 4},
+                                                        "edge_up": {"kind": "int8"}}}])
+    proc = subprocess.run([sys.executable, "-m", "hierfl", "validate", path],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    lines = {ln.split(":")[0].split()[-1]: ln for ln in proc.stdout.splitlines()
+             if ln.startswith("  algorithm ")}
+    assert "compress" not in lines["plain"]
+    assert lines["top"].endswith("; compress up={kind=topk, k=3, error_feedback=True}")
+    assert lines["h"].endswith("; compress up={kind=qsgd, levels=4}, edge_up={kind=int8}")

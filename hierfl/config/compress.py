@@ -111,3 +111,15 @@ def given_problems(raw: object, hierarchical: bool) -> list[tuple[str, object, s
                         "aggregator's own upload and the model its parent sends); a flat "
                         "algorithm's edges relay the clients' messages, coded by up and down"))
     return out
+
+
+def described(comp: object) -> str:
+    """The directions an entry codes, as written in summary.json ("up={kind=topk, ratio=0.01,
+    error_feedback=True}, edge_up={kind=int8}"; defaults left out); "" for none."""
+    if not isinstance(comp, dict):
+        return ""
+    on = {d: {k: v for k, v in c.items() if v is not None and v is not False
+              and not (k == "encoding" and v == "sparse")}
+          for d, c in comp.items() if isinstance(c, dict) and c.get("kind") != "none"}
+    return ", ".join(f"{d}={{" + ", ".join(f"{k}={v}" for k, v in c.items()) + "}"
+                     for d, c in on.items())

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..config.compress import described
 from ..outputs.summary_columns import as_list, is_client
 from .stats import Group
 from .tables import local_overrides
@@ -178,9 +179,5 @@ def _non_default(key: str, value: object) -> dict:
 
 def _compress_fact(comp: object) -> str:
     """The directions an entry compresses ("; compress up={kind=topk, ratio=0.01, ...}")."""
-    if not isinstance(comp, dict):
-        return ""
-    on = {d: {k: v for k, v in c.items() if v is not None and v is not False
-              and not (k == "encoding" and v == "sparse")}
-          for d, c in comp.items() if isinstance(c, dict) and c.get("kind") != "none"}
-    return f"; compress {_compact(on)}" if on else ""
+    text = described(comp)
+    return f"; compress {text}" if text else ""
