@@ -21,28 +21,10 @@ def _print_problems(exc: ScenarioError) -> None:
         print(f"  {p}", file=sys.stderr)
 
 
-def _tiers(t) -> str:
-    """The aggregators per tier, from the top: '2 regional + 6 edge (2 aggregator tiers)'."""
-    by_depth: dict[int, list[str]] = {}
-    for n in t.children:        # the nodes with children (built trees store no client's)
-        d = t.depth[n]
-        if 0 < d and (t.children[n] or not t.is_client(n)):
-            by_depth.setdefault(d, []).append(n)
-    parts = []
-    for d in sorted(by_depth):
-        names = sorted({n.rstrip("0123456789") or n for n in by_depth[d]})
-        parts.append(f"{len(by_depth[d])} {'/'.join(names)}")
-    if len(parts) == 1:
-        return f"{parts[0]} aggregator{'s' if len(by_depth[min(by_depth)]) != 1 else ''}"
-    return " + ".join(parts) + f" ({len(parts)} aggregator tiers, top first)"
-
-
 def cmd_validate(args: argparse.Namespace) -> int:
     """Checks what `hierfl run` would build, without torch for the stacked built-in models (the
     world is checked, not built for training: scenario/world_check.py)."""
-    import dataclasses
-
-    from .config.compress import described
+    from .cli_summary import validated
     from .scenario.load import load
     from .scenario.world_check import check_world
 
@@ -55,20 +37,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
         from .exec.device import resolve
 
         resolve(sc.train.executor.device, sc.file)
-    t = world.topo
-    print(f"scenario {sc.name!r} ({args.scenario}) is valid")
-    print(f"  topology: 1 cloud, {_tiers(t)}, {t.n_clients} clients "
-          f"(client speed {t.client_flops.min():.3g}..{t.client_flops.max():.3g} FLOP/s)")
-    c = world.data.counts
-    print(f"  data: {sc.data.name}, {int(c.sum())} training rows "
-          f"({c.min()}..{c.max()} per client), {len(world.data.x_test)} test rows, "
-          f"dim {world.data.dim}")
-    print(f"  model: {sc.model.name}, {world.n_params} parameters")
-    print(f"  rounds: {sc.train.rounds}, clients per round: {sc.train.clients_per_round}")
-    for e in sc.algorithms:
-        codec = described(dataclasses.asdict(e.compress)) if e.compress is not None else ""
-        print(f"  algorithm {e.label}: {e.name} {e.params}" +
-              (f"; compress {codec}" if codec else ""))
+    print("\n".join(validated(sc, world, args.scenario)))
     return 0
 
 
