@@ -283,6 +283,12 @@ class RoundRunner(AsyncEdgeSteps):
         tensors, weight = self.algo.partial(torch.tensor(clients), self._rows(work, rows))
         return (tensors, weight), tensors_bytes(tensors) + 4.0   # the sums + their total weight
 
+    @staticmethod
+    def partial_bytes(work: Work) -> float:
+        """The size of an edge's partial sum (`partial`'s count: the first upload tensor's
+        row, dense, + its total weight)."""
+        return messages.message_bytes([work.uploads.tensors[0].shape[1]]) + 4.0
+
     def aggregate_partials(self, t: int, partials: list[Any]) -> None:
         self.algo.aggregate_partials(list(partials), self._ctx(t))
 

@@ -73,6 +73,25 @@ def check_asynchrony(p: Problems, train: TrainSpec, entries: list[AlgorithmEntry
                   "client state (asynchronous: fedavg, fedprox, hierfavg)")
 
 
+def check_preaggregate(p: Problems, train: TrainSpec, entries: list[AlgorithmEntry]) -> None:
+    """first_k at the cloud keeps the first k client updates; with train.edge_preaggregate the
+    cloud receives edges' partial sums, and each edge would keep its own first k clients and
+    the cloud its first k edges (up to k x k updates, not k): refused."""
+    from ..algorithms.registry import get
+
+    if not train.edge_preaggregate:
+        return
+    for i, e in enumerate(entries):
+        caps = get(e.name).caps
+        if caps.hierarchical or not caps.linear_aggregate:
+            continue                            # edge_preaggregate does not apply to it
+        if e.round_policy(train).policy == "first_k":
+            key = "train.round.policy" if e.round is None else f"algorithms[{i}].round.policy"
+            p.add(key, "first_k", "does not apply with train.edge_preaggregate (each edge "
+                  "would keep its own first k clients and the cloud its first k partial sums, "
+                  "not the first k clients): relay the updates, or use wait_all or a deadline")
+
+
 def _lr_problem(lr: float, decay: float, rounds: int) -> str | None:
     top = math.log10(lr) + max(rounds - 1, 0) * max(math.log10(decay), 0.0)
     if top <= math.log10(MAX_LR):

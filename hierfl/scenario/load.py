@@ -18,8 +18,8 @@ from ..config.mobility import MobilitySpec
 from ..config.fields import build, convert, is_fail
 from ..config.limits import memory_limit, model_params, resource_problems
 from ..config.yamldoc import check_file, read_doc
-from .checks import check_algorithms, check_asynchrony, check_output, check_rounds, \
-    check_samples, check_work, label_problem, mean_of as _mean
+from .checks import check_algorithms, check_asynchrony, check_output, check_preaggregate, \
+    check_rounds, check_samples, check_work, label_problem, mean_of as _mean
 from ..config.schema import AlgorithmEntry, DataSpec, DistSpec, LocalSpec, ModelSpec, Scenario, \
     RoundSpec, ScenarioFile, StragglerSpec, TrainSpec
 
@@ -330,6 +330,7 @@ def _cross_checks(raw: dict, p: Problems, base_dir: str, topo: Any, data: DataSp
     if train is not None:
         check_algorithms(p, entries, train.rounds, _n_top(topo))
         check_asynchrony(p, train, entries)
+        check_preaggregate(p, train, entries)
     if data is None or model is None or train is None or n is None:
         return
     cpr = train.clients_per_round

@@ -160,7 +160,7 @@ class Simulation(FlatRounds, HierRounds, AsyncRounds, MobileRounds):
             if self.mobility is not None:
                 self._moved()
             self.trace.add(self.env.now, "cloud", "round_start", "", t)
-            info = RoundInfo(t)
+            info = self.open_info = RoundInfo(t)
             if self.runner.hierarchical:
                 yield from self._hier_round(t, info)
             else:
@@ -168,7 +168,9 @@ class Simulation(FlatRounds, HierRounds, AsyncRounds, MobileRounds):
             self.trace.add(self.env.now, "cloud", "round_end", "", t)
             duration = self.sc.train.duration_s
             info.last = duration is not None and self.env.now >= duration
-            if on_round is not None and not on_round(t, info) or info.last:
+            stop = on_round is not None and not on_round(t, info) or info.last
+            info.recorded = True
+            if stop:
                 return
 
     def _mark_active(self, sel: np.ndarray) -> Chosen:

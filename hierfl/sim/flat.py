@@ -80,7 +80,8 @@ class FlatRounds:
             members = [self.index[c] for c in kids]
             live = [k for k in members if not work.drop[pos[k]]]
             if live:
-                pa = PreAgg(Collector(self.env, len(live), self.round_spec, opened=col.opened))
+                opened = col.opened - self._partial_lead(node, work)
+                pa = PreAgg(Collector(self.env, len(live), self.round_spec, opened=opened))
                 gens.append(self._preagg_up(node, pa, pos, work, col, partials))
         if bottom:                  # a node's children are all clients or all aggregators
             ids = list(map(self.index.__getitem__, kids))   # links: made at the round's start
@@ -91,12 +92,29 @@ class FlatRounds:
                                          partials, preagg) for kid in kids)
         self.spawn(*gens)
 
+    def _partial_lead(self, edge: str, work: Work) -> float:
+        """Under a deadline, how much earlier than the cloud a pre-aggregating edge closes: its
+        partial sum's time up its path on idle links (latency + bytes / bandwidth per hop), so
+        that a sum sent at the edge's close reaches the cloud before the deadline (a nanosecond
+        before: an arrival at the deadline itself comes after the cloud's timer, late)."""
+        if not self.round_spec.policy.startswith("deadline"):
+            return 0.0
+        nbytes = self.runner.partial_bytes(work)
+        path = self.topo.path_up(edge)
+        lead = sum(lat + nbytes / bw for lat, bw in (self.topo.link(a, b)
+                                                     for a, b in zip(path[:-1], path[1:])))
+        return lead * (1 + 1e-9) + 1e-9
+
     def _flat_child(self, parent: str, node: str, chosen, pos, down_bytes, work, col, partials,
                     preagg):
         if (yield from self.send(parent, node, down_bytes)) is None:
-            for k in self.under[node]:
-                if int(k) in pos and not work.drop[pos[int(k)]]:
-                    self._fail(col, int(k), work.recs[pos[int(k)]], None)
+            lost = [int(k) for k in self.under[node]
+                    if int(k) in pos and not work.drop[pos[int(k)]]]
+            for k in lost:      # pre-aggregating: the cloud counts bottom edges, not clients
+                self._fail(col, k, work.recs[pos[k]], None, counted=not preagg)
+            if preagg:
+                for edge in dict.fromkeys(self._parent[self.topo.clients[k]] for k in lost):
+                    col.fail(edge)
             return
         self._broadcast(node, chosen, pos, down_bytes, work, col, partials, preagg)
 
@@ -111,9 +129,15 @@ class FlatRounds:
         part, nbytes = self.runner.partial(ks, [pos[k] for k in ks], work)
         self.trace.add(self.env.now, edge, "aggregate", "", len(ks))
         path = self.topo.path_up(edge)
-        for a, b in zip(path[:-1], path[1:]):
-            if (yield from self.send(a, b, nbytes)) is None:
+        for j, (a, b) in enumerate(zip(path[:-1], path[1:])):
+            if (yield from self.send(a, b, nbytes)) is None:    # lost: as a relayed upload,
+                self.ledger.wasted += nbytes * j                # the hops before it wasted and
+                for k in ks:                                    # its clients' updates failed
+                    rec = work.recs[pos[k]]
+                    rec.failed, rec.gamma = True, float("nan")
                 col.fail(edge)
                 return
         if col.arrive(edge):
             partials.append((edge, part, ks))
+        else:                                   # late: the cloud's round had closed
+            self.ledger.wasted += nbytes * (len(path) - 1)

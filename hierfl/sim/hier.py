@@ -94,6 +94,8 @@ class HierRounds:
         if col.arrive(node):
             uploads[node] = msg
             got[node] = mine
+        else:                                   # late: its parent's round had closed
+            self.ledger.wasted += nbytes
 
     def _aggregator(self, node: str, t: int, chosen: Chosen, model: Any, info: RoundInfo):
         """An aggregator's rounds over its children; returns (its upload, the upload's bytes,
@@ -124,7 +126,9 @@ class HierRounds:
                 yield col.closed
                 settle(work.recs, work.drop, work.up_bytes, db, opened, self.env.now, self.topo)
                 es = self.edge_close(t, es, work, col.arrived)
-                info.clients.extend(work.recs)
+                # an edge round that closes after its cloud round was written (an edge that
+                # does not report, or is late) is written with the round then open
+                (self.open_info if info.recorded else info).clients.extend(work.recs)
                 mine.update(int(k) for k in col.arrived)
             else:
                 col = Collector(self.env, len(kids), policy)

@@ -47,6 +47,7 @@ class RoundInfo:
     failed: int = 0
     clients: list[ClientRecord] = field(default_factory=list)
     last: bool = False          # the run ends after this round (train.duration_s): evaluate it
+    recorded: bool = False      # written out: records that come later go to the next round's
 
 
 @dataclass
