@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from .errors import Problems
 from .fields import positive, spec
 
 KINDS = ("none", "topk", "randk", "qsgd", "sign", "int8", "fp16")
@@ -89,28 +90,25 @@ class CompressSpec:
         return any(getattr(self, d).active for d in DIRECTIONS)
 
 
-def given_problems(raw: object, hierarchical: bool) -> list[tuple[str, object, str]]:
-    """What the dataclasses cannot see in an entry's `compress:` as written: (key below
-    compress, value, message). `encoding` given on a kind other than topk (its default,
-    sparse, is otherwise accepted silently); `edge_up` / `edge_down` coding something on a
-    flat algorithm, whose edges relay the clients' messages (coded by up / down) and never
-    send an upload of their own."""
-    out: list[tuple[str, object, str]] = []
+def given_problems(p: Problems, key: str, raw: object, hierarchical: bool) -> None:
+    """What the dataclasses cannot see in an entry's `compress:` (at `key`) as written:
+    `encoding: sparse` (the default, so otherwise accepted silently) on a kind other than topk
+    (bitmap and best are CodecSpec's to refuse); `edge_up` / `edge_down` coding something on a
+    flat algorithm, whose edges relay the clients' messages (coded by up / down) and never send
+    an upload of their own."""
     if not isinstance(raw, dict):
-        return out
+        return
     for d in DIRECTIONS:
         codec = raw.get(d)
         if not isinstance(codec, dict):
             continue
         kind = codec.get("kind", "none")
-        if codec.get("encoding") == "sparse" and kind != "topk":    # (others: CodecSpec's)
-            out.append((f"{d}.encoding", codec["encoding"],
-                        f"encoding applies to topk, not {kind!r}"))
+        if codec.get("encoding") == "sparse" and kind != "topk":
+            p.add(f"{key}.{d}.encoding", "sparse", f"encoding applies to topk, not {kind!r}")
         if d in ("edge_up", "edge_down") and not hierarchical and kind != "none":
-            out.append((f"{d}.kind", kind, "applies to hierarchical algorithms (an "
-                        "aggregator's own upload and the model its parent sends); a flat "
-                        "algorithm's edges relay the clients' messages, coded by up and down"))
-    return out
+            p.add(f"{key}.{d}.kind", kind, "applies to hierarchical algorithms (an "
+                  "aggregator's own upload and the model its parent sends); a flat "
+                  "algorithm's edges relay the clients' messages, coded by up and down")
 
 
 def described(comp: object) -> str:

@@ -57,6 +57,7 @@ def check_asynchrony(p: Problems, train: TrainSpec, entries: list[AlgorithmEntry
             p.add(f"algorithms[{i}].name", e.name, f"cannot run with train.edge_round "
                   f"{edge!r}: its edge rule is not a mean of client models (asynchronous "
                   "edges: hierfavg, pfedmac_sh)")
+    check_preaggregate(p, train, entries)
     for i, e in enumerate(entries):
         pol = e.round_policy(train).policy
         if pol not in ASYNC_POLICIES:

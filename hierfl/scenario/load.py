@@ -18,8 +18,8 @@ from ..config.mobility import MobilitySpec
 from ..config.fields import build, convert, is_fail
 from ..config.limits import memory_limit, model_params, resource_problems
 from ..config.yamldoc import check_file, read_doc
-from .checks import check_algorithms, check_asynchrony, check_output, check_preaggregate, \
-    check_rounds, check_samples, check_work, label_problem, mean_of as _mean
+from .checks import check_algorithms, check_asynchrony, check_output, check_rounds, \
+    check_samples, check_work, label_problem, mean_of as _mean
 from ..config.schema import AlgorithmEntry, DataSpec, DistSpec, LocalSpec, ModelSpec, Scenario, \
     RoundSpec, ScenarioFile, StragglerSpec, TrainSpec
 
@@ -213,8 +213,7 @@ def _algorithms(raw: dict, p: Problems) -> list[AlgorithmEntry]:
         over = _entry_overrides(raw, a, p, key)
         comp = convert(CompressSpec, a["compress"], f"{key}.compress", p) \
             if "compress" in a else None
-        for sub, value, msg in given_problems(a.get("compress"), cls.hierarchical):
-            p.add(f"{key}.compress.{sub}", value, msg)
+        given_problems(p, f"{key}.compress", a.get("compress"), cls.hierarchical)
         mob = convert(MobilitySpec, a["mobility"], f"{key}.mobility", p) \
             if "mobility" in a else None
         if over is None or is_fail(local) or is_fail(params) or is_fail(comp) or is_fail(mob):
@@ -330,7 +329,6 @@ def _cross_checks(raw: dict, p: Problems, base_dir: str, topo: Any, data: DataSp
     if train is not None:
         check_algorithms(p, entries, train.rounds, _n_top(topo))
         check_asynchrony(p, train, entries)
-        check_preaggregate(p, train, entries)
     if data is None or model is None or train is None or n is None:
         return
     cpr = train.clients_per_round
