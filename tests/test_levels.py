@@ -142,6 +142,26 @@ def test_report_of_a_four_level_tree_has_a_column_and_a_figure_per_level(tmp_pat
     assert not (out / "bytes_per_tier.png").exists() and "bytes_per_level.png" in md
 
 
+def test_level_columns_follow_each_row_past_a_personalised_algorithm(tmp_path):
+    """A personalised algorithm has two table rows: the rows after it kept their own level
+    bytes (they took the next algorithm's, and the last row was lost)."""
+    from hierfl.report import write_report
+
+    doc = _doc(tmp_path, [{"name": "fedavg"}, {"name": "ditto"},
+                          {"name": "hierfavg", "edge_rounds": 2}])
+    run_outputs(make_scenario(tmp_path, doc), out=tmp_path / "out")
+    out = tmp_path / "out"
+    md = open(write_report(str(out))).read()
+    table = md.split("## Time and bytes to accuracy")[1].split("\n\n")[1].splitlines()
+    head = [c.strip() for c in table[0].strip("|").split("|")]
+    rows = {r[0]: r for r in ([c.strip() for c in line.strip("|").split("|")]
+                              for line in table[2:])}
+    assert list(rows) == ["fedavg", "ditto", "ditto (personalised)", "hierfavg"]
+    col = head.index("bytes client-edge")
+    # two rounds, both directions, 4 B a model: 12 + 12 a round flat, 24 + 24 for HierFAVG
+    assert [rows[k][col] for k in rows] == ["192 B", "192 B", "192 B", "384 B"]
+
+
 def test_pause_and_resume_keeps_the_levels_and_the_unstable_flag(tmp_path):
     """A checkpoint carries the per-level bytes, and the instability rule continues from the
     rows already written: metrics.csv byte-identical to an uninterrupted run."""

@@ -19,7 +19,7 @@ def add_breakdowns(sec: dict[str, Section], groups: list[Group], runs: list[Run]
                    safe: Callable[..., Any]) -> None:
     levels = levels_of(runs)
     table = sec["table"]
-    table.head, table.rows = level_columns(table.head, table.rows, groups, levels)
+    table.head, table.rows = level_columns(table.head, table.rows, table.owners, levels)
     level_figures(sec["curves"], groups, colours, levels, p, notes, safe)
     if "classes" in sec:
         fill_classes(sec["classes"], groups)

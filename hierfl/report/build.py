@@ -253,7 +253,7 @@ def _build(out: str, runs: list[Run], title: str, target: float | None, prefix: 
                  groups)
     sec = {s.key: s for s in rep.sections}
     sec["scenario"].facts = _facts(runs)
-    sec["table"].head, sec["table"].rows = table_rows(groups, tgt)
+    sec["table"].head, sec["table"].rows, sec["table"].owners = table_rows(groups, tgt)
     sec["table"].text = TABLE_NOTE
     colours = plots.palette(g.label for g in groups)
     p = lambda name: os.path.join(out, name)  # noqa: E731

@@ -37,10 +37,11 @@ def deeper(levels: list[str]) -> bool:
     return levels != LEGACY
 
 
-def level_columns(head: list[str], rows: list[list[str]], groups: list[Group],
+def level_columns(head: list[str], rows: list[list[str]], owners: list[Group],
                   levels: list[str]) -> tuple[list[str], list[list[str]]]:
     """The table with its client-edge and edge-cloud byte columns replaced by one per level
-    (both directions, last round; mean ± std over seeds)."""
+    (both directions, last round; mean ± std over seeds); `owners`: each row's group (a
+    personalised algorithm has two rows)."""
     if not deeper(levels) or "bytes edge-cloud" not in head or "bytes client-edge" not in head:
         return head, rows
     i, j = head.index("bytes client-edge"), head.index("bytes edge-cloud")
@@ -55,7 +56,7 @@ def level_columns(head: list[str], rows: list[list[str]], groups: list[Group],
     def splice(row: list[str], new: list[str]) -> list[str]:
         kept = [row[k] for k in keep]
         return kept[:at] + new + kept[at:]
-    return splice(head, new_head), [splice(r, cells(g)) for r, g in zip(rows, groups)]
+    return splice(head, new_head), [splice(r, cells(g)) for r, g in zip(rows, owners)]
 
 
 def level_figures(sec: Section, groups: list[Group], colours: dict[str, str],

@@ -26,6 +26,7 @@ class Section:
     facts: list[tuple[str, str]] = field(default_factory=list)   # key-value table
     head: list[str] = field(default_factory=list)                # a table: head and rows
     rows: list[list[str]] = field(default_factory=list)
+    owners: list = field(default_factory=list)      # each row's group (stats.Group)
     text: str = ""              # a paragraph under the table
     notes: list[str] | None = None     # a list (None: the section has none)
     empty: str = ""             # said instead of an empty list

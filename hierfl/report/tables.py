@@ -135,11 +135,12 @@ def _to_target(v: dict[str, list[float]], n: int, pre: str = "") -> list[str]:
             le + pm(rounds, lambda x: num(x, ".0f") if n == 1 else num(x, ".1f"))]
 
 
-def table_rows(groups: list[Group], target: float) -> tuple[list[str], list[list[str]]]:
-    """The time/bytes-to-accuracy table: head and rows of cells (a second row for the
-    personalised models of a personalised algorithm)."""
+def table_rows(groups: list[Group], target: float
+               ) -> tuple[list[str], list[list[str]], list[Group]]:
+    """The time/bytes-to-accuracy table: head, rows of cells (a second row for the
+    personalised models of a personalised algorithm) and each row's group."""
     multi = any(g.n > 1 for g in groups)
-    rows = []
+    rows, owners = [], []
     for g in groups:
         v = group_numbers(g, target)
         notes = [f"diverged at round {t}" + (f" (seed {s.seed})" if g.n > 1 else "")
@@ -149,11 +150,13 @@ def table_rows(groups: list[Group], target: float) -> tuple[list[str], list[list
         seeds = [", ".join("?" if s is None else str(s) for s in g.seeds)] if multi else []
         rows.append([g.label, pm(v["final_acc"], num), pm(v["final_personal_acc"], num),
                      *common, *_to_target(v, g.n), "; ".join(notes), *seeds])
+        owners.append(g)
         if any(math.isfinite(x) for x in v["final_personal_acc"]):
             rows.append([f"{g.label} (personalised)", "—", pm(v["final_personal_acc"], num),
                          *common, *_to_target(v, g.n, "personal_"),
                          "judged on each client's personalised model", *seeds])
-    return table_head(task_of(groups), multi), rows
+            owners.append(g)
+    return table_head(task_of(groups), multi), rows, owners
 
 
 # ------------------------------------------------------------------------------ csv files
