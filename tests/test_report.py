@@ -204,6 +204,19 @@ def test_runs_of_different_scenarios_are_not_pooled(runs):
                                                          ("hierfavg", 2, [0, 1])]
 
 
+def test_runs_whose_topology_files_lie_in_different_folders_are_pooled(runs):
+    """A sweep's points are run from their own folders: the topology file's path differs, its
+    contents (in summary.json's scenario.topology) do not. Only a different topology splits."""
+    root, s0, s1 = runs
+    moved = root / "moved"
+    shutil.copytree(s1, moved)
+    s = json.loads((moved / "summary.json").read_text())
+    s["scenario"]["topology_file"] = "/elsewhere/.staging/point.1234/topology.yaml"
+    (moved / "summary.json").write_text(json.dumps(s))
+    pooled, _ = groups_of([load_run(str(s0)), load_run(str(moved))], prefix=True)
+    assert [(g.label, g.n) for g in pooled] == [("fedavg", 2), ("hierfavg", 2)]
+
+
 def test_report_of_a_folder_without_runs_exits_2(tmp_path, capsys):
     assert main(["report", str(tmp_path)]) == 2
     assert "metrics.csv" in capsys.readouterr().err

@@ -156,8 +156,11 @@ def read_summary(out: str) -> dict | None:
 
 
 def comparable(summary: dict | None) -> str | None:
-    """A key equal for two runs that differ only by seed (and output folder), else None."""
+    """A key equal for two runs that differ only by seed (and where their files lie: the
+    output folder, the scenario's and the topology's paths; the topology's contents are in
+    scenario.topology), else None."""
     if not summary or "scenario" not in summary:
         return None
-    sc = {k: v for k, v in summary["scenario"].items() if k not in ("seed", "output", "file")}
+    sc = {k: v for k, v in summary["scenario"].items()
+          if k not in ("seed", "output", "file", "topology_file")}
     return json.dumps(sc, sort_keys=True, default=str)
