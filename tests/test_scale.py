@@ -148,6 +148,32 @@ def test_state_over_budget_is_refused_naming_its_size(tmp_path):
         in p.message and "train.max_state_gb = 1e-06" in p.message
 
 
+def test_state_is_the_state_guards_alone(tmp_path, capsys):
+    """200,000 clients x an MLP of 35,510 parameters: FedAvg keeps one model, SCAFFOLD a
+    control variate per client (28.4 GB). The older resource guard charged every algorithm
+    three per-client copies (85 GB) and refused even FedAvg, whatever train.max_state_gb said;
+    now the per-algorithm state guard decides, and max_state_gb is the budget."""
+    from hierfl.cli import main
+
+    doc = {"name": "wide", "seed": 0,
+           "topology": {"edges": {"count": 100}, "clients": {"count": 200_000}},
+           "data": {"name": "synthetic", "dim": 60, "classes": 10, "samples": 20},
+           "model": {"name": "mlp", "hidden": [500]},      # 60*500+500 + 500*10+10 = 35510
+           "train": {"rounds": 1, "clients_per_round": 10, "max_state_gb": 1000,
+                     "local": {"steps": 1}},
+           "algorithms": [{"name": "fedavg"}, {"name": "scaffold"}]}
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    assert main(["validate", str(path)]) == 0, capsys.readouterr().err
+    doc["train"]["max_state_gb"] = 10
+    path.write_text(yaml.safe_dump(doc))
+    capsys.readouterr()
+    assert main(["validate", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "algorithms[1].name = 'scaffold'" in err and "needs 28.4 GB" in err
+    assert "resource guard" not in err
+
+
 def test_city_scale_is_shipped_but_not_fingerprinted():
     path = os.path.join(ROOT, "scenarios", "city_scale.yaml")
     assert golden.golden_skip(path) and not golden.needs_data(path)

@@ -19,8 +19,9 @@ MIN_BANDWIDTH_BPS = 1.0     # bytes per second
 MIN_FLOPS = 1.0             # device speed, FLOP/s
 MAX_POWER_W = 1e5           # a device or radio power, W (a larger figure is likely in mW)
 
-STATE_COPIES = 3        # (N, P) tensors an algorithm may keep (models, control variates, ...)
 ROUND_COPIES = 6        # (C, P) tensors of one round (start, iterate, gradient, anchors, ...)
+# (an algorithm's state between rounds, per client, is the state guard's: algorithms/state_size,
+#  with train.max_state_gb; here the global model alone)
 GRAPH_BYTES = 2_000     # networkx node + two link attribute dicts, per node
 
 
@@ -56,7 +57,7 @@ def resource_problems(model: ModelSpec, n_clients: int, n_nodes: int, clients_pe
     p = n_params if n_params is not None else (model_params(model, dim, out_dim) or 0)
     c = clients_per_round
     parts = {
-        "client state": 4.0 * p * n_clients * STATE_COPIES,
+        "model": 4.0 * p,
         "one round": 4.0 * p * c * ROUND_COPIES,
         "data": 4.0 * n_clients * rows_per_client * (dim + 1),
         "topology graph": float(GRAPH_BYTES) * (n_clients + n_nodes + 1),
@@ -86,8 +87,10 @@ def resource_problems(model: ModelSpec, n_clients: int, n_nodes: int, clients_pe
     detail = ", ".join(f"{k} {v / 2**30:.3g} GiB" for k, v in parts.items() if v >= 2**30 / 10)
     msg = (f"needs about {total / 2**30:.3g} GiB ({detail}; {n_clients} clients x {p} "
            f"parameters), more than this machine's {limit / 2**30:.3g} GiB (resource guard)")
-    key, value = {"client state": ("model", f"{p} parameters"),
-                  "one round": ("train.clients_per_round", c),
+    one_client = 4.0 * p * (1 + ROUND_COPIES) > limit      # the model itself is too large
+    key, value = {"model": ("model", f"{p} parameters"),
+                  "one round": ("model", f"{p} parameters") if one_client else
+                  ("train.clients_per_round", c),
                   "data": ("data", f"{n_clients * rows_per_client:.3g} rows x {dim}"),
                   "topology graph": ("topology.clients.count", n_clients),
                   "minibatch plan": (plan_key, plan_value)
