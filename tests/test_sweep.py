@@ -13,6 +13,7 @@ from hierfl import sweep as sw
 from hierfl.run import run_scenario
 from hierfl.config.errors import ScenarioError
 from hierfl.scenario.load import load
+from hierfl.sweep.spec import STAGING
 
 TOPOLOGY = """\
 edges: {count: 2, link: {latency_s: 0.05, bandwidth_Bps: 1.0e8}}
@@ -309,3 +310,83 @@ def test_sweep_over_data_name_still_refuses_a_key_no_swept_set_reads(tmp_path):
     (tmp_path / "base.yaml").write_text(base)
     with pytest.raises(ScenarioError, match="does not use alpha"):
         sw.load_sweep(f)
+
+
+def test_points_finished_in_staging_by_an_interrupted_driver_are_kept(tmp_path):
+    """A driver stopped (Ctrl-C, SIGKILL) after points wrote DONE in staging but before they
+    were moved into place: the rerun moves them in (nothing left to run: no pool is started)
+    instead of deleting staging and running them again. A staging folder whose point.yaml is
+    another point's text is not taken."""
+    import shutil
+
+    from hierfl.sweep.driver import execute_point
+
+    f = _files(tmp_path, "seed: [0, 1]")
+    s = sw.load_sweep(f)
+    out = tmp_path / "out"
+    staging = out / STAGING
+    done = {}
+    for pt, tag in zip(s.points, ("11111111", "22222222")):
+        folder = staging / f"{pt.name}.{tag}"
+        execute_point(pt.text, str(folder), report=False)
+        done[pt.name] = (folder / "DONE").read_text()
+    a = s.points[0].name
+    other = staging / f"{a}.00000000"                   # sorted first: must be passed over
+    shutil.copytree(staging / f"{a}.11111111", other)
+    (other / sw.POINT_FILE).write_text(s.points[1].text)
+    (other / "DONE").write_text("{}\n")
+    assert sw.run_sweep(sw.load_sweep(f), "local", workers=1, progress=False) == {}
+    for pt in s.points:
+        assert (out / pt.name / "DONE").read_text() == done[pt.name]
+        assert (out / pt.name / sw.POINT_FILE).read_text() == pt.text
+    assert not staging.exists() and (out / "sweep.csv").is_file()
+
+
+def _marked(mark: str) -> list[int]:
+    """The pids of live processes whose environment holds `mark`."""
+    pids = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/environ", "rb") as fh:
+                    if mark.encode() in fh.read():
+                        pids.append(int(d))
+            except OSError:
+                pass
+    return pids
+
+
+@pytest.mark.parametrize("sig", ["SIGKILL", "SIGINT"])
+def test_a_stopped_driver_leaves_no_worker_behind(tmp_path, sig):
+    """SIGKILL of the sweep driver: its pool workers exit (they waited forever for work,
+    orphaned). SIGINT: the driver stops its workers (they went on with the queued points) and
+    exits 130 promptly, keeping what had finished."""
+    import signal
+    import subprocess
+    import sys
+    import time
+    import uuid
+
+    if not os.path.isdir("/proc"):
+        pytest.skip("needs /proc")
+    f = _files(tmp_path, "seed: [0, 1, 2, 3, 4, 5]")
+    mark = f"HIERFL_TEST_MARK={uuid.uuid4().hex}"
+    env = dict(os.environ, HIERFL_TEST_MARK=mark.split("=")[1])
+    proc = subprocess.Popen([sys.executable, "-m", "hierfl", "sweep", f, "--workers", "2"],
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    out = tmp_path / "out"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not any(out.glob("*/DONE")):
+        time.sleep(0.05)
+    assert any(out.glob("*/DONE")), proc.stderr.read().decode()[-2000:]
+    os.kill(proc.pid, getattr(signal, sig))
+    rc = proc.wait(timeout=30)
+    assert rc == (-9 if sig == "SIGKILL" else 130)
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline and [p for p in _marked(mark) if p != proc.pid]:
+        time.sleep(0.1)
+    assert not _marked(mark)
+    if sig == "SIGINT":                           # what finished is in place or salvageable
+        finished = [p for p in (out / STAGING).glob("*/DONE")] if \
+            (out / STAGING).exists() else []
+        assert not finished

@@ -15,6 +15,7 @@ import os
 import shutil
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from typing import Any, Callable
@@ -174,12 +175,60 @@ class _Ready:
         return out
 
 
+def _watch_driver(driver: int) -> None:
+    """A pool worker's watchdog: exit when the driver is gone (killed: a worker waiting for
+    work would otherwise wait forever, holding both ends of its queue's pipe)."""
+    def watch() -> None:
+        while os.getppid() == driver:
+            time.sleep(0.5)
+        os._exit(1)
+    threading.Thread(target=watch, daemon=True).start()
+
+
+def _salvage(sw: Sweep, staging: str, todo: list[Point]) -> list[Point]:
+    """Points that finished in the staging folder of an interrupted or killed driver (DONE
+    inside, the same point.yaml): moved into place. Returns the points still to run."""
+    if not os.path.isdir(staging):
+        return todo
+    by_name = {pt.name: pt for pt in todo}
+    kept = set()
+    for entry in sorted(os.listdir(staging)):
+        pt = by_name.get(entry.rpartition(".")[0])
+        folder = os.path.join(staging, entry)
+        if pt is None or pt.name in kept or not os.path.isfile(os.path.join(folder, DONE)):
+            continue
+        try:
+            with open(os.path.join(folder, POINT_FILE), encoding="utf-8") as fh:
+                same = fh.read() == pt.text
+        except OSError:
+            same = False
+        if same:
+            _commit(folder, os.path.join(sw.output, pt.name))
+            kept.add(pt.name)
+    return [pt for pt in todo if pt.name not in kept]
+
+
+def _stop(pool: cf.ProcessPoolExecutor, futs: dict, sw: Sweep,
+          done: Callable[[Point, dict], None]) -> None:
+    """Ctrl-C: keep the points that have finished, stop the workers (they would go on with the
+    queued points), start nothing more."""
+    for fut, (pt, folder, _) in futs.items():
+        if fut.done() and not fut.cancelled() and fut.exception() is None and \
+                os.path.isfile(os.path.join(folder, DONE)):
+            _commit(folder, os.path.join(sw.output, pt.name))
+            done(pt, fut.result())
+    for proc in list((getattr(pool, "_processes", None) or {}).values()):
+        proc.terminate()
+    pool.shutdown(wait=False, cancel_futures=True)
+
+
 def _run_local(sw: Sweep, ready: _Ready, workers: int, staging: str,
                done: Callable[[Point, dict], None], failed: dict[str, str]) -> None:
     ctx = multiprocessing.get_context("spawn")
     retry: list = []
     for attempt in range(2):                   # a pool broken by a killed worker: one retry
-        pool = cf.ProcessPoolExecutor(max_workers=workers, mp_context=ctx)
+        pool = cf.ProcessPoolExecutor(max_workers=workers, mp_context=ctx,
+                                      initializer=_watch_driver, initargs=(os.getpid(),))
         futs: dict = {}
         broken = False
 
@@ -214,7 +263,7 @@ def _run_local(sw: Sweep, ready: _Ready, workers: int, staging: str,
                 if not broken:
                     submit(ready.take())
         except BaseException:                  # Ctrl-C: do not start the queued points
-            pool.shutdown(wait=False, cancel_futures=True)
+            _stop(pool, futs, sw, done)
             raise
         pool.shutdown(wait=True)
         if not retry and not ready.waiting:
@@ -270,9 +319,9 @@ def run_sweep(sw: Sweep, backend: str = "local", address: str = "local",
     try:
         _check_resume(sw)
         staging = os.path.join(sw.output, STAGING)
+        todo = _salvage(sw, staging, [pt for pt in sw.points if not is_done(sw.output, pt)])
         shutil.rmtree(staging, ignore_errors=True)
         os.makedirs(staging)
-        todo = [pt for pt in sw.points if not is_done(sw.output, pt)]
         n_done = len(sw.points) - len(todo)
         _log(progress, f"sweep {sw.file}: {len(sw.points)} points, {n_done} already finished, "
              f"{len(todo)} to run on {backend} -> {sw.output}")
