@@ -217,6 +217,19 @@ def test_runs_whose_topology_files_lie_in_different_folders_are_pooled(runs):
     assert [(g.label, g.n) for g in pooled] == [("fedavg", 2), ("hierfavg", 2)]
 
 
+def test_a_torn_last_metrics_row_is_not_a_round(runs):
+    """A run killed while appending a row leaves a last line without its newline: the report
+    reads the rounds before it (it took the torn row for a round, with a numpy warning)."""
+    root, s0, _ = runs
+    torn = root / "torn"
+    shutil.copytree(s0, torn)
+    with open(torn / "fedavg" / "metrics.csv", "a") as fh:
+        fh.write("99,1.23,45")
+    want = {s.label: s.rows for s in load_run(str(s0)).series}
+    got = {s.label: s.rows for s in load_run(str(torn)).series}
+    assert got == want
+
+
 def test_report_of_a_folder_without_runs_exits_2(tmp_path, capsys):
     assert main(["report", str(tmp_path)]) == 2
     assert "metrics.csv" in capsys.readouterr().err

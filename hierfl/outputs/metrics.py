@@ -4,6 +4,7 @@ need."""
 from __future__ import annotations
 
 import csv
+import io
 import math
 import os
 from dataclasses import dataclass
@@ -111,11 +112,16 @@ def _num(v: str | None) -> float | None:
 
 
 def read_metrics(path: str, label: str, seed: int | None = None, run: str = "") -> Series:
+    """A metrics.csv's rows. A last line without its newline is a row torn by a killed run (a
+    resume truncates it): not a round."""
     rows = []
     with open(path, newline="") as fh:
-        for r in csv.DictReader(fh):
-            row = {k: _num(v) for k, v in r.items() if k is not None}
-            rows.append({k: v for k, v in row.items() if v is not None})
+        text = fh.read()
+    if text and not text.endswith("\n"):
+        text = text[:text.rfind("\n") + 1]
+    for r in csv.DictReader(io.StringIO(text)):
+        row = {k: _num(v) for k, v in r.items() if k is not None}
+        rows.append({k: v for k, v in row.items() if v is not None})
     return Series(label, rows, seed, run, os.path.dirname(path))
 
 
