@@ -149,8 +149,8 @@ def test_state_over_budget_is_refused_naming_its_size(tmp_path):
 
 
 def test_state_is_the_state_guards_alone(tmp_path, capsys):
-    """200,000 clients x an MLP of 35,510 parameters: FedAvg keeps one model, SCAFFOLD a
-    control variate per client (28.4 GB). The older resource guard charged every algorithm
+    """200,000 clients x an MLP of 35,510 parameters: FedAvg keeps one model, SCAFFOLD and
+    FedDyn a tensor per client (28.4 GB each). The older resource guard charged every algorithm
     three per-client copies (85 GB) and refused even FedAvg, whatever train.max_state_gb said;
     now the per-algorithm state guard decides, and max_state_gb is the budget."""
     from hierfl.cli import main
@@ -161,7 +161,7 @@ def test_state_is_the_state_guards_alone(tmp_path, capsys):
            "model": {"name": "mlp", "hidden": [500]},      # 60*500+500 + 500*10+10 = 35510
            "train": {"rounds": 1, "clients_per_round": 10, "max_state_gb": 1000,
                      "local": {"steps": 1}},
-           "algorithms": [{"name": "fedavg"}, {"name": "scaffold"}]}
+           "algorithms": [{"name": "fedavg"}, {"name": "scaffold"}, {"name": "feddyn"}]}
     path = tmp_path / "s.yaml"
     path.write_text(yaml.safe_dump(doc))
     assert main(["validate", str(path)]) == 0, capsys.readouterr().err
@@ -171,6 +171,7 @@ def test_state_is_the_state_guards_alone(tmp_path, capsys):
     assert main(["validate", str(path)]) == 2
     err = capsys.readouterr().err
     assert "algorithms[1].name = 'scaffold'" in err and "needs 28.4 GB" in err
+    assert "algorithms[2].name = 'feddyn'" in err     # every one over the budget is named
     assert "resource guard" not in err
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from ..config.errors import ScenarioError
+from ..config.errors import Problem, ScenarioError
 from ..config.limits import memory_limit
 
 # name -> params -> (model-sized float32 tensors kept once, other bytes kept once,
@@ -42,28 +42,36 @@ def predicted_bytes(name: str, params: Any, n_clients: int, n_params: int) -> in
     return 4 * n_params * fixed + fixed_b + n_clients * (4 * n_params * per_client + client_b)
 
 
-def check_state_size(sc: Any, index: int, entry: Any, n_clients: int, n_params: int,
-                     size: float | None) -> None:
-    """ScenarioError (exit 2) naming the GB when `size` bytes exceed train.max_state_gb
-    (default: half of this machine's memory)."""
+def state_problem(sc: Any, index: int, entry: Any, n_clients: int, n_params: int,
+                  size: float | None) -> Problem | None:
+    """The problem (naming the GB) when `size` bytes exceed train.max_state_gb (default: half
+    of this machine's memory), else None."""
     limit_gb = sc.train.max_state_gb
     default = limit_gb is None
     if default:
         limit_gb = memory_limit() / 2 / 1e9
     gb = size / 1e9 if size is not None else 0.0
     if gb <= limit_gb:
-        return
+        return None
     budget = (f"half of this machine's {2 * limit_gb:.3g} GB of memory (train."
               f"max_state_gb not set)" if default else f"train.max_state_gb = {limit_gb:g}")
-    raise ScenarioError.one(
-        sc.file, f"algorithms[{index}].name", entry.name,
-        f"its state (the model, server and per-client tensors) for {n_clients} clients x "
-        f"{n_params} parameters needs {gb:.3g} GB, more than {budget}: fewer clients, a "
-        f"smaller model, or a larger train.max_state_gb")
+    return Problem(sc.file, f"algorithms[{index}].name", entry.name,
+                   f"its state (the model, server and per-client tensors) for {n_clients} "
+                   f"clients x {n_params} parameters needs {gb:.3g} GB, more than {budget}: "
+                   "fewer clients, a smaller model, or a larger train.max_state_gb")
+
+
+def check_states(sc: Any, n_clients: int, n_params: int,
+                 size_of: Callable[[Any], float | None]) -> None:
+    """ScenarioError (exit 2) naming every algorithm whose state (`size_of(entry)` bytes) is
+    over the budget."""
+    probs = [state_problem(sc, i, e, n_clients, n_params, size_of(e))
+             for i, e in enumerate(sc.algorithms)]
+    if any(probs):
+        raise ScenarioError([p for p in probs if p is not None])
 
 
 def guard_predicted_state(sc: Any, n_clients: int, n_params: int) -> None:
     """`hierfl validate`'s state guard: every algorithm's predicted state (no torch)."""
-    for i, entry in enumerate(sc.algorithms):
-        size = predicted_bytes(entry.name, entry.params, n_clients, n_params)
-        check_state_size(sc, i, entry, n_clients, n_params, size)
+    check_states(sc, n_clients, n_params,
+                 lambda e: predicted_bytes(e.name, e.params, n_clients, n_params))

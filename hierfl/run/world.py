@@ -9,7 +9,7 @@ import torch
 from .. import seeding
 from ..algorithms.base import Algorithm, Setup
 from ..algorithms.registry import get
-from ..algorithms.state_size import check_state_size
+from ..algorithms.state_size import check_states
 from ..config.schema import AlgorithmEntry, Scenario
 from ..data import FederatedData, load_data
 from ..exec.device import resolve as resolve_device
@@ -79,6 +79,5 @@ def state_bytes(sc: Scenario, entry: AlgorithmEntry, world: World) -> float | No
 def guard_state(sc: Scenario, world: World) -> None:
     """Refuse (exit 2), before any state is allocated, an algorithm whose state exceeds
     train.max_state_gb (default: half of this machine's memory), naming its size."""
-    for i, entry in enumerate(sc.algorithms):
-        check_state_size(sc, i, entry, world.topo.n_clients, world.model.n_params,
-                         state_bytes(sc, entry, world))
+    check_states(sc, world.topo.n_clients, world.model.n_params,
+                 lambda entry: state_bytes(sc, entry, world))
