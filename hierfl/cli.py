@@ -78,8 +78,12 @@ def cmd_run(args: argparse.Namespace) -> int:
         ex = dataclasses.replace(sc.train.executor, threads=args.threads)
         sc = dataclasses.replace(sc, train=dataclasses.replace(sc.train, executor=ex))
     if args.resume:               # refuse a changed run before saying what will run
+        from .outputs.manifest import MANIFEST
         from .run.fingerprint import check_resume, run_fingerprint
         check_resume(sc, run_fingerprint(sc))
+        if not os.path.isfile(os.path.join(sc.output, MANIFEST)) and not args.quiet:
+            print(f"--resume: no earlier run in {sc.output}; running from the start",
+                  file=sys.stderr)
     _check_out(sc, args)
     if not args.quiet:
         print(f"running {sc.name}: {len(sc.algorithms)} algorithm(s), {sc.train.rounds} rounds "
@@ -365,7 +369,9 @@ def main(argv: list[str] | None = None) -> int:
         print(msg, file=sys.stderr)
         return code
     except KeyboardInterrupt:
-        print("interrupted: metrics written so far are kept", file=sys.stderr)
+        kept = {"run": ": metrics written so far are kept",
+                "sweep": ": finished points are kept"}
+        print("interrupted" + kept.get(getattr(args, "cmd", ""), ""), file=sys.stderr)
         return 130
 
 

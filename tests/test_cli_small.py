@@ -103,6 +103,16 @@ def test_run_without_report_then_report_later(tmp_path, capsys):
     assert row.split("|")[2].strip() == f"{last:.3f}"
 
 
+def test_resume_with_nothing_to_resume_says_so(tmp_path, capsys):
+    path = make_scenario(tmp_path, **{"train.rounds": 1})
+    out = tmp_path / "o"
+    assert main(["run", path, "--out", str(out), "--no-report", "--resume"]) == 0
+    assert f"--resume: no earlier run in {out}; running from the start" in \
+        capsys.readouterr().err
+    assert main(["run", path, "--out", str(out), "--no-report", "--resume"]) == 0
+    assert "no earlier run" not in capsys.readouterr().err     # run.json is there now
+
+
 def test_topology_png_of_many_clients_draws_the_tree_down_to_the_aggregators(tmp_path, capsys):
     """Above 300 clients `topology --png` draws what the report draws at scale (each bottom
     aggregator's clients as one marker, their count in the title), a PNG only, its size and
