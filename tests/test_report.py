@@ -153,6 +153,14 @@ def test_metrics_all_matches_metrics_csv(runs):
 
 
 # ------------------------------------------------------------------------------ compare
+def test_compare_refuses_a_folder_given_twice(runs, capsys):
+    """Its seeds would be pooled with themselves (seeds "1, 1", a std of 0)."""
+    _, s0, s1 = runs
+    assert main(["compare", str(s0), str(s1), str(s0) + "/"]) == 2
+    err = capsys.readouterr().err
+    assert "RUN" in err and f"the same folder as {s0}" in err and "Traceback" not in err
+
+
 def test_compare_pools_seeds_mean_and_sample_std(runs):
     root, s0, s1 = runs
     out = root / "cmp"
