@@ -165,6 +165,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 def cmd_topology(args: argparse.Namespace) -> int:
     from .config.errors import Problems
+    from .config.yamldoc import read_yaml
     from .scenario.load import load_topology
     from .topology.describe import draw, summary
     from .topology.graph import build_topology
@@ -172,11 +173,19 @@ def cmd_topology(args: argparse.Namespace) -> int:
     path = os.path.abspath(args.file)
     if args.png:
         check_figure(args.png)
-    problems = Problems(path)
-    spec, _ = load_topology(path, os.path.dirname(path), path, problems)
-    problems.raise_if_any()
-    topo = build_topology(spec, args.seed, path)
-    print(f"topology {args.file} (seed {args.seed})")
+    doc = read_yaml(path, "topology")
+    if isinstance(doc, dict) and "topology" in doc and "algorithms" in doc:   # a scenario's
+        from .scenario.load import load
+        sc = load(path)
+        spec, path, seed = sc.topology, sc.topology_file or path, sc.seed
+    else:
+        problems = Problems(path)
+        spec, _ = load_topology(path, os.path.dirname(path), path, problems)
+        problems.raise_if_any()
+        seed = 0
+    seed = seed if args.seed is None else args.seed
+    topo = build_topology(spec, seed, path)
+    print(f"topology {args.file} (seed {seed})")
     print(summary(topo))
     if args.png:
         from .report.plots.system_scale import tree_png
@@ -327,8 +336,9 @@ def parser() -> argparse.ArgumentParser:
     cp.add_argument("--timeline-round", type=int, default=1, help="cloud round of the timeline")
     cp.set_defaults(fn=cmd_compare)
     tp = sub.add_parser("topology", help="print a topology's tiers and distributions, draw it")
-    tp.add_argument("file")
-    tp.add_argument("--seed", type=int, default=0, help="seed for drawn attributes")
+    tp.add_argument("file", help="a topology file, or a scenario (its topology)")
+    tp.add_argument("--seed", type=int, help="seed for drawn attributes (default: the "
+                    "scenario's, 0 for a topology file)")
     tp.add_argument("--png", help="draw the tree into this file (.png or .svg); without it "
                     "nothing is written")
     tp.set_defaults(fn=cmd_topology)

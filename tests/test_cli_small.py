@@ -103,6 +103,19 @@ def test_run_without_report_then_report_later(tmp_path, capsys):
     assert row.split("|")[2].strip() == f"{last:.3f}"
 
 
+def test_topology_of_a_scenario_file_is_its_topology_with_its_seed(tmp_path, capsys):
+    """`hierfl topology` of a scenario (its topology inline or in a file) prints what that
+    topology file prints with the scenario's seed (it refused the scenario's other keys)."""
+    path = make_scenario(tmp_path, seed=7)
+    assert main(["topology", path]) == 0
+    got = capsys.readouterr().out.splitlines()
+    assert got[0].endswith("(seed 7)")
+    import yaml
+    (tmp_path / "t.yaml").write_text(yaml.safe_dump(yaml.safe_load(open(path))["topology"]))
+    assert main(["topology", str(tmp_path / "t.yaml"), "--seed", "7"]) == 0
+    assert capsys.readouterr().out.splitlines()[1:] == got[1:]
+
+
 def test_resume_with_nothing_to_resume_says_so(tmp_path, capsys):
     path = make_scenario(tmp_path, **{"train.rounds": 1})
     out = tmp_path / "o"
