@@ -124,6 +124,7 @@ def test_edge_rounds_closing_after_their_cloud_round_keep_their_rows(tmp_path):
     doc = _doc(tmp_path, [{"name": "pfedmac_sh", "edge_rounds": 2, "edges_per_round": 1}],
                rounds=4)
     doc["train"]["clients_per_round"] = 12
+    doc["stragglers"] = {"fraction": 0.5}
     out = _run(tmp_path, doc)
     trace = _read(out, "pfedmac_sh", "trace")
     aggregated = sum(int(float(e["value"])) for e in trace
@@ -132,3 +133,65 @@ def test_edge_rounds_closing_after_their_cloud_round_keep_their_rows(tmp_path):
     assert sum(r["dropped"] == "0" and r["failed"] == "0" for r in rows) == aggregated
     per_round = Counter(r["round"] for r in rows)
     assert [per_round[str(t)] for t in (1, 2, 3)] == [24, 24, 24]   # 12 clients x 2 edge rounds
+    # a round's batch of rows: its own (on time), then earlier rounds' late ones; the metrics
+    # row's stragglers count its own alone (they counted the late ones too)
+    first = {}
+    for i, r in enumerate(rows):
+        first.setdefault(r["round"], i)
+    late = 0
+    for m in _read(out, "pfedmac_sh", "metrics")[1:]:
+        t = m["round"]
+        end = first.get(str(int(t) + 1), len(rows))
+        own = [r for r in rows[first[t]:end] if r["round"] == t]
+        late += sum(r["round"] != t for r in rows[first[t]:end])
+        assert int(m["stragglers"]) == sum(r["straggler"] == "1" for r in own), t
+    assert late > 0
+
+
+def _sums(trace, size):
+    """Per cloud round: the partial sums its edges made (aggregate events with clients) and the
+    sums of that size the cloud received before the round's end."""
+    made, got, r, open_ = Counter(), Counter(), 0, False
+    for e in trace:
+        if e["node"] == "cloud" and e["kind"] in ("round_start", "round_end"):
+            r, open_ = int(float(e["value"])), e["kind"] == "round_start"
+        elif open_ and e["kind"] == "aggregate" and e["node"].startswith("edge") and \
+                float(e["value"]) > 0:
+            made[r] += 1
+        elif open_ and e["node"] == "cloud" and e["kind"] == "recv" and \
+                float(e["value"]) == size:
+            got[r] += 1
+    return made, got
+
+
+SUM = 610 * 4 + 4          # logreg 60 -> 10: the sums and their total weight
+
+
+def test_preaggregation_under_a_timeout_closes_edges_early_enough(tmp_path):
+    """wait_all with timeout_s limits the cloud's wait as a deadline does: pre-aggregating
+    edges closed at the cloud's own limit, so every sum they sent then was late (0 reported)."""
+    doc = _doc(tmp_path, [{"name": "fedavg"}], train={
+        "edge_preaggregate": True, "round": {"policy": "wait_all", "timeout_s": 0.25}})
+    out = _run(tmp_path, doc)
+    made, got = _sums(_read(out, "fedavg", "trace"), SUM)
+    assert made == got and sum(got.values()) > 0
+    assert all(int(r["reported"]) > 0 for r in _read(out, "fedavg", "metrics")[1:])
+
+
+def test_preaggregation_deadline_counts_sums_sharing_an_upper_link(tmp_path):
+    """Four edges under one slow regional link: their sums queue on it. Each edge closes early
+    enough for the sums sent with it (one of them arrived after the deadline, its clients'
+    work wasted, when each edge counted only its own sum)."""
+    doc = _doc(tmp_path, [{"name": "fedavg"}], rounds=3, train={
+        "edge_preaggregate": True, "clients_per_round": "all",
+        "round": {"policy": "deadline_partial", "deadline_s": 2.0}})
+    doc["topology"] = {
+        "tiers": [{"name": "regional", "count": 1, "link": {"latency_s": 0.01,
+                                                              "bandwidth_Bps": 2e4}},
+                  {"name": "edge", "count": 4, "link": {"latency_s": 0.01,
+                                                          "bandwidth_Bps": 1.25e8}}],
+        "clients": {"count": 16, "link": {"latency_s": 0.01, "bandwidth_Bps": 2.5e6},
+                    "compute_flops": {"dist": "lognormal", "median": 3e4, "sigma": 1.0}}}
+    out = _run(tmp_path, doc)
+    made, got = _sums(_read(out, "fedavg", "trace"), SUM)
+    assert made == got and sum(got.values()) >= 3 * 3

@@ -105,7 +105,8 @@ def given_problems(p: Problems, key: str, raw: object, hierarchical: bool) -> No
         kind = codec.get("kind", "none")
         if codec.get("encoding") == "sparse" and kind != "topk":
             p.add(f"{key}.{d}.encoding", "sparse", f"encoding applies to topk, not {kind!r}")
-        if d in ("edge_up", "edge_down") and not hierarchical and kind != "none":
+        if d in ("edge_up", "edge_down") and not hierarchical and kind != "none" and \
+                kind not in _SEEDED:            # (random kinds there: CompressSpec's refusal)
             p.add(f"{key}.{d}.kind", kind, "applies to hierarchical algorithms (an "
                   "aggregator's own upload and the model its parent sends); a flat "
                   "algorithm's edges relay the clients' messages, coded by up and down")

@@ -283,11 +283,11 @@ class RoundRunner(AsyncEdgeSteps):
         tensors, weight = self.algo.partial(torch.tensor(clients), self._rows(work, rows))
         return (tensors, weight), tensors_bytes(tensors) + 4.0   # the sums + their total weight
 
-    @staticmethod
-    def partial_bytes(work: Work) -> float:
-        """The size of an edge's partial sum (`partial`'s count: the first upload tensor's
-        row, dense, + its total weight)."""
-        return messages.message_bytes([work.uploads.tensors[0].shape[1]]) + 4.0
+    def partial_bytes(self, work: Work) -> float:
+        """The size of an edge's partial sum as `partial` counts it, before one is made: the
+        algorithm's partial of its first client (the sums of one client are as large as those
+        of many)."""
+        return self.partial([int(work.sel[0])], [0], work)[1]
 
     def aggregate_partials(self, t: int, partials: list[Any]) -> None:
         self.algo.aggregate_partials(list(partials), self._ctx(t))

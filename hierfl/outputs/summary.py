@@ -157,10 +157,12 @@ def read_summary(out: str) -> dict | None:
 
 def comparable(summary: dict | None) -> str | None:
     """A key equal for two runs that differ only by seed (and where their files lie: the
-    output folder, the scenario's and the topology's paths; the topology's contents are in
-    scenario.topology), else None."""
+    output folder, the scenario's path, and the topology file's when its contents are in
+    scenario.topology; a graph file's are not: its path stays in the key), else None."""
     if not summary or "scenario" not in summary:
         return None
-    sc = {k: v for k, v in summary["scenario"].items()
-          if k not in ("seed", "output", "file", "topology_file")}
+    topo = summary["scenario"].get("topology")
+    graph = isinstance(topo, dict) and topo.get("graph") is not None
+    drop = ("seed", "output", "file") + (() if graph else ("topology_file",))
+    sc = {k: v for k, v in summary["scenario"].items() if k not in drop}
     return json.dumps(sc, sort_keys=True, default=str)

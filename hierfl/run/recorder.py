@@ -85,7 +85,8 @@ class RoundRecorder:
         row, bad = self.row(t, info)
         self.add_levels_and_stability(row)
         self.files.metrics.row(row)
-        self.files.clients.write(client_lines(info.clients if info else [], self.class_cells))
+        self.files.clients.write(client_lines(info.clients + info.late if info else [],
+                                              self.class_cells))
         self.sim.trace.flush_to(self.files.trace)
         self.result.rows.append(row)
         self.bar.update(t, row, final=bad or t == self.rounds or bool(info and info.last))
@@ -140,7 +141,7 @@ class RoundRecorder:
                "bytes_up_edge_cloud": lg.up["edge_cloud"],
                "bytes_down_edge_cloud": lg.down["edge_cloud"],
                "diverged": int(bad)}
-        row["energy_j"] = math.fsum(r.energy_j for r in recs)     # sim/energy.py
+        row["energy_j"] = math.fsum(r.energy_j for r in recs + (info.late if info else []))
         self.energy_total += row["energy_j"]
         row["energy_total_j"] = self.energy_total
         if self.world.model.task != "classification":     # the score is an MSE: its columns

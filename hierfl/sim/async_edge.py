@@ -118,11 +118,11 @@ class AsyncEdges:
             work.recs[0].dropped = True
         self._edge_dispatch(e)
 
-    @staticmethod
-    def _edge_records(e: _Edge, work, tau: int) -> None:
+    def _edge_records(self, e: _Edge, work, tau: int) -> None:
         for rec in work.recs:
             rec.staleness = float(tau)
-        e.info.clients.extend(work.recs)
+        info = e.info                   # a round already written: the round then open's
+        (self.open_info.late if info.recorded else info.clients).extend(work.recs)
 
     def _edge_apply(self, e: _Edge, update, start, tau: int) -> None:
         pol, runner = self.sc.train.edge_round, self.runner

@@ -3,6 +3,7 @@
 and sends one weighted partial sum upward). A mixin of sim.engine.Simulation."""
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 
 import numpy as np
@@ -38,6 +39,8 @@ class FlatRounds:
         if preagg:
             edges = [e for e in self.topo.edges if np.isin(self.under[e], sel[~work.drop]).any()]
             col = Collector(self.env, len(edges), self.round_spec)
+            self._sums_through = Counter(hop for e in edges for hop in self._hops(e))
+            self._sum_bytes: tuple = (None, 0.0)
         pos = {int(k): i for i, k in enumerate(sel)}
         # closed form: only with nothing left in flight from an earlier round (its events would
         # interleave with this round's)
@@ -92,17 +95,28 @@ class FlatRounds:
                                          partials, preagg) for kid in kids)
         self.spawn(*gens)
 
-    def _partial_lead(self, edge: str, work: Work) -> float:
-        """Under a deadline, how much earlier than the cloud a pre-aggregating edge closes: its
-        partial sum's time up its path on idle links (latency + bytes / bandwidth per hop), so
-        that a sum sent at the edge's close reaches the cloud before the deadline (a nanosecond
-        before: an arrival at the deadline itself comes after the cloud's timer, late)."""
-        if not self.round_spec.policy.startswith("deadline"):
-            return 0.0
-        nbytes = self.runner.partial_bytes(work)
+    def _hops(self, edge: str) -> list[tuple[str, str]]:
         path = self.topo.path_up(edge)
-        lead = sum(lat + nbytes / bw for lat, bw in (self.topo.link(a, b)
-                                                     for a, b in zip(path[:-1], path[1:])))
+        return list(zip(path[:-1], path[1:]))
+
+    def _partial_lead(self, edge: str, work: Work) -> float:
+        """Under a time limit (a deadline, or wait_all's timeout_s), how much earlier than the
+        cloud a pre-aggregating edge closes: its partial sum's time up its path (latency +
+        bytes / bandwidth per hop, each hop carrying the sums of every pre-aggregating edge
+        below it, as if they were sent together), so that a sum sent at the edge's close
+        reaches the cloud before the limit (a nanosecond before: an arrival at the limit itself
+        comes after the cloud's timer, late)."""
+        spec = self.round_spec
+        limit = spec.deadline_s if spec.policy.startswith("deadline") else spec.timeout_s
+        if limit is None:
+            return 0.0
+        if self._sum_bytes[0] is not work:      # once a round
+            self._sum_bytes = (work, self.runner.partial_bytes(work))
+        nbytes = self._sum_bytes[1]
+        lead = 0.0
+        for a, b in self._hops(edge):
+            lat, bw = self.topo.link(a, b)
+            lead += lat + self._sums_through[a, b] * nbytes / bw
         return lead * (1 + 1e-9) + 1e-9
 
     def _flat_child(self, parent: str, node: str, chosen, pos, down_bytes, work, col, partials,

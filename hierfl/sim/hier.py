@@ -128,7 +128,7 @@ class HierRounds:
                 es = self.edge_close(t, es, work, col.arrived)
                 # an edge round that closes after its cloud round was written (an edge that
                 # does not report, or is late) is written with the round then open
-                (self.open_info if info.recorded else info).clients.extend(work.recs)
+                (self.open_info.late if info.recorded else info.clients).extend(work.recs)
                 mine.update(int(k) for k in col.arrived)
             else:
                 col = Collector(self.env, len(kids), policy)

@@ -48,6 +48,8 @@ class RoundInfo:
     clients: list[ClientRecord] = field(default_factory=list)
     last: bool = False          # the run ends after this round (train.duration_s): evaluate it
     recorded: bool = False      # written out: records that come later go to the next round's
+    late: list[ClientRecord] = field(default_factory=list)   # earlier rounds' edge rounds that
+    #                 closed in this one: written with its clients.csv rows and energy only
 
 
 @dataclass
@@ -97,6 +99,7 @@ class RoundRunner(Protocol):
     def aggregate(self, t: int, arrived: np.ndarray, work: Work,
                   rows: list[int] | None) -> None: ...
     def partial(self, clients: list[int], rows: list[int], work: Work) -> tuple[Any, float]: ...
+    def partial_bytes(self, work: Work) -> float: ...     # a partial's size, before making one
     def aggregate_partials(self, t: int, partials: list[Any]) -> None: ...
     def edge_start(self, model: Any) -> Any: ...
     def edge_model(self, state: Any) -> tuple[Any, float]: ...
