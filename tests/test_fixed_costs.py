@@ -148,8 +148,12 @@ def test_digits_read_without_sklearn_are_load_digits_arrays(monkeypatch):
 
 
 def test_report_and_compare_import_no_torch(small_run, tmp_path):
+    import shutil
+
     assert not _probe("report", small_run)[0]
-    assert not _probe("compare", small_run, small_run, "--out", str(tmp_path / "cmp"))[0]
+    other = str(tmp_path / "other")             # (compare refuses one folder given twice)
+    shutil.copytree(small_run, other)
+    assert not _probe("compare", small_run, other, "--out", str(tmp_path / "cmp"))[0]
 
 
 # ------------------------------------------------------------------- the algorithm registry
