@@ -149,16 +149,16 @@ def test_state_over_budget_is_refused_naming_its_size(tmp_path):
 
 
 def test_state_is_the_state_guards_alone(tmp_path, capsys):
-    """200,000 clients x an MLP of 35,510 parameters: FedAvg keeps one model, SCAFFOLD and
+    """20,000 clients x an MLP of 355,010 parameters: FedAvg keeps one model, SCAFFOLD and
     FedDyn a tensor per client (28.4 GB each). The older resource guard charged every algorithm
-    three per-client copies (85 GB) and refused even FedAvg, whatever train.max_state_gb said;
+    three per-client copies (79 GiB) and refused even FedAvg, whatever train.max_state_gb said;
     now the per-algorithm state guard decides, and max_state_gb is the budget."""
     from hierfl.cli import main
 
     doc = {"name": "wide", "seed": 0,
-           "topology": {"edges": {"count": 100}, "clients": {"count": 200_000}},
+           "topology": {"edges": {"count": 100}, "clients": {"count": 20_000}},
            "data": {"name": "synthetic", "dim": 60, "classes": 10, "samples": 20},
-           "model": {"name": "mlp", "hidden": [500]},      # 60*500+500 + 500*10+10 = 35510
+           "model": {"name": "mlp", "hidden": [5000]},  # 60*5000+5000 + 5000*10+10 = 355010
            "train": {"rounds": 1, "clients_per_round": 10, "max_state_gb": 1000,
                      "local": {"steps": 1}},
            "algorithms": [{"name": "fedavg"}, {"name": "scaffold"}, {"name": "feddyn"}]}
