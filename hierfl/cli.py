@@ -150,10 +150,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
         if not os.path.isdir(p):
             raise ScenarioError.one("", "RUN", p, "no such folder")
         check_run_folder(p)
-        if os.path.realpath(p) in seen:     # its seeds would be pooled with themselves
-            raise ScenarioError.one("", "RUN", p, f"the same folder as {seen[os.path.realpath(p)]}"
-                                    " given before")
-        seen[os.path.realpath(p)] = p
+        real = os.path.realpath(p)
+        if real in seen:                    # its seeds would be pooled with themselves
+            raise ScenarioError.one("", "RUN", p, f"the same folder as {seen[real]} given before")
+        seen[real] = p
     out = args.out or os.path.join(os.path.dirname(os.path.normpath(args.runs[0])), "compare")
     try:
         path = compare_runs(args.runs, out, args.target, timeline_round=args.timeline_round)

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from .errors import Problems
-from .fields import positive, spec
+from .fields import compact, positive, spec
 
 KINDS = ("none", "topk", "randk", "qsgd", "sign", "int8", "fp16")
 DIRECTIONS = ("up", "down", "edge_up", "edge_down")
@@ -120,5 +120,4 @@ def described(comp: object) -> str:
     on = {d: {k: v for k, v in c.items() if v is not None and v is not False
               and not (k == "encoding" and v == "sparse")}
           for d, c in comp.items() if isinstance(c, dict) and c.get("kind") != "none"}
-    return ", ".join(f"{d}={{" + ", ".join(f"{k}={v}" for k, v in c.items()) + "}"
-                     for d, c in on.items())
+    return compact(on)

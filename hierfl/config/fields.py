@@ -320,3 +320,13 @@ def keyword_options(fn: Callable[..., Any], skip: int = 0) -> list[str] | None:
     if any(p.kind is p.VAR_KEYWORD for p in params):
         return None
     return [p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+
+
+def compact(d: dict) -> str:
+    """A mapping as one line, "k=v, k={k=v}" (the report's facts, validate's codecs)."""
+    parts = []
+    for k, v in d.items():
+        if isinstance(v, dict):
+            v = "{" + compact(v) + "}"
+        parts.append(f"{k}={v}")
+    return ", ".join(parts)

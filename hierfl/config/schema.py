@@ -184,6 +184,11 @@ class RoundSpec:
     max_concurrency: int | None = CONCURRENCY
     drain_every: int | None = DRAIN
 
+    @property
+    def limit_s(self) -> float | None:
+        """How long a round may wait: the deadline, or wait_all's / first_k's timeout."""
+        return self.deadline_s if self.policy.startswith("deadline") else self.timeout_s
+
     def __post_init__(self) -> None:
         if self.policy.startswith("deadline") and self.deadline_s is None:
             raise ValueError(f"policy {self.policy!r} needs deadline_s")

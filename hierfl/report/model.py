@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..config.compress import described
+from ..config.fields import compact
 from ..outputs.summary_columns import as_list, is_client
 from .stats import Group
 from .tables import local_overrides
@@ -68,15 +69,6 @@ def sections() -> list[Section]:
 
 
 # ------------------------------------------------------------------------------ set-up facts
-def _compact(d: dict) -> str:
-    parts = []
-    for k, v in d.items():
-        if isinstance(v, dict):
-            v = "{" + _compact(v) + "}"
-        parts.append(f"{k}={v}")
-    return ", ".join(parts)
-
-
 def _topology_fact(nodes: dict) -> str:
     client = is_client(nodes["role"])                   # 10^6 nodes at city scale: a C loop
     n = min(len(client), len(nodes["depth"]))
@@ -98,7 +90,7 @@ def _training_facts(tr: dict) -> list[tuple[str, str]]:
                                       is not None else ""))]
     rp = tr.get("round") or {}
     if rp and rp.get("policy") not in (None, "wait_all"):
-        rows.append(("round policy", _compact({k: v for k, v in rp.items() if v is not None})))
+        rows.append(("round policy", compact({k: v for k, v in rp.items() if v is not None})))
     return rows
 
 
@@ -135,7 +127,7 @@ def summary_rows(summary: dict | None) -> list[tuple[str, str]]:
         rows += _training_facts(tr)
     st = sc.get("stragglers") or {}
     if st and st.get("fraction"):
-        rows.append(("stragglers", _compact(st)))
+        rows.append(("stragglers", compact(st)))
     for a in sc.get("algorithms") or []:
         if isinstance(a, dict):
             params = a.get("params") if isinstance(a.get("params"), dict) else {
@@ -143,13 +135,13 @@ def summary_rows(summary: dict | None) -> list[tuple[str, str]]:
             params = {k: v for k, v in params.items() if v is not None}
             loc = local_overrides(a.get("local"), tr.get("local"))
             if loc:                            # this entry's local: overrides of train.local
-                params["local"] = "{" + _compact(loc) + "}"
+                params["local"] = "{" + compact(loc) + "}"
             for key in ("round", "stragglers"):    # its own round policy / stragglers
                 own = _non_default(key, a.get(key))
                 if own:
-                    params[key] = "{" + _compact(own) + "}"
+                    params[key] = "{" + compact(own) + "}"
             rows.append((f"algorithm {a.get('label') or a.get('name')}",
-                         f"{a.get('name')}" + (f" ({_compact(params)})" if params else "")
+                         f"{a.get('name')}" + (f" ({compact(params)})" if params else "")
                          + _compress_fact(a.get("compress"))
                          + _mobility_fact(a.get("mobility"))))
     return rows
@@ -159,7 +151,7 @@ def _mobility_fact(mob: object) -> str:
     """An entry's own mobility ("; mobility {kind=markov, handover_rate_per_s=0.1, ...}")."""
     if not isinstance(mob, dict) or mob.get("kind", "none") == "none":
         return ""
-    return "; mobility {" + _compact({k: v for k, v in mob.items() if v is not None}) + "}"
+    return "; mobility {" + compact({k: v for k, v in mob.items() if v is not None}) + "}"
 
 
 def _non_default(key: str, value: object) -> dict:

@@ -121,8 +121,7 @@ class AsyncEdges:
     def _edge_records(self, e: _Edge, work, tau: int) -> None:
         for rec in work.recs:
             rec.staleness = float(tau)
-        info = e.info                   # a round already written: the round then open's
-        (self.open_info.late if info.recorded else info.clients).extend(work.recs)
+        self._records_of(e.info).extend(work.recs)
 
     def _edge_apply(self, e: _Edge, update, start, tau: int) -> None:
         pol, runner = self.sc.train.edge_round, self.runner

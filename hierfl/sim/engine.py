@@ -240,6 +240,12 @@ class Simulation(FlatRounds, HierRounds, AsyncRounds, MobileRounds):
             if rec.client not in used:
                 rec.dropped = True
 
+    def _records_of(self, info: RoundInfo) -> list[ClientRecord]:
+        """Where an edge round's records go: its cloud round's, or, when that round was
+        written already (an edge that does not report, or is late), the late records of the
+        round then open (written with its clients.csv rows and energy)."""
+        return self.open_info.late if info.recorded else info.clients
+
     def _fail(self, collector: Collector, k: int, rec: ClientRecord, preagg,
               counted: bool = True) -> None:
         """The client's update is lost: no achieved gamma is claimed for it. `counted`: the

@@ -40,7 +40,8 @@ class FlatRounds:
             edges = [e for e in self.topo.edges if np.isin(self.under[e], sel[~work.drop]).any()]
             col = Collector(self.env, len(edges), self.round_spec)
             self._sums_through = Counter(hop for e in edges for hop in self._hops(e))
-            self._sum_bytes: tuple = (None, 0.0)
+            self._sum_bytes = runner.partial_bytes(work) \
+                if edges and self.round_spec.limit_s is not None else 0.0
         pos = {int(k): i for i, k in enumerate(sel)}
         # closed form: only with nothing left in flight from an earlier round (its events would
         # interleave with this round's)
@@ -83,7 +84,7 @@ class FlatRounds:
             members = [self.index[c] for c in kids]
             live = [k for k in members if not work.drop[pos[k]]]
             if live:
-                opened = col.opened - self._partial_lead(node, work)
+                opened = col.opened - self._partial_lead(node)
                 pa = PreAgg(Collector(self.env, len(live), self.round_spec, opened=opened))
                 gens.append(self._preagg_up(node, pa, pos, work, col, partials))
         if bottom:                  # a node's children are all clients or all aggregators
@@ -99,24 +100,19 @@ class FlatRounds:
         path = self.topo.path_up(edge)
         return list(zip(path[:-1], path[1:]))
 
-    def _partial_lead(self, edge: str, work: Work) -> float:
+    def _partial_lead(self, edge: str) -> float:
         """Under a time limit (a deadline, or wait_all's timeout_s), how much earlier than the
         cloud a pre-aggregating edge closes: its partial sum's time up its path (latency +
         bytes / bandwidth per hop, each hop carrying the sums of every pre-aggregating edge
         below it, as if they were sent together), so that a sum sent at the edge's close
         reaches the cloud before the limit (a nanosecond before: an arrival at the limit itself
         comes after the cloud's timer, late)."""
-        spec = self.round_spec
-        limit = spec.deadline_s if spec.policy.startswith("deadline") else spec.timeout_s
-        if limit is None:
+        if self.round_spec.limit_s is None:
             return 0.0
-        if self._sum_bytes[0] is not work:      # once a round
-            self._sum_bytes = (work, self.runner.partial_bytes(work))
-        nbytes = self._sum_bytes[1]
         lead = 0.0
         for a, b in self._hops(edge):
             lat, bw = self.topo.link(a, b)
-            lead += lat + self._sums_through[a, b] * nbytes / bw
+            lead += lat + self._sums_through[a, b] * self._sum_bytes / bw
         return lead * (1 + 1e-9) + 1e-9
 
     def _flat_child(self, parent: str, node: str, chosen, pos, down_bytes, work, col, partials,
@@ -147,8 +143,7 @@ class FlatRounds:
             if (yield from self.send(a, b, nbytes)) is None:    # lost: as a relayed upload,
                 self.ledger.wasted += nbytes * j                # the hops before it wasted and
                 for k in ks:                                    # its clients' updates failed
-                    rec = work.recs[pos[k]]
-                    rec.failed, rec.gamma = True, float("nan")
+                    self._fail(col, k, work.recs[pos[k]], None, counted=False)
                 col.fail(edge)
                 return
         if col.arrive(edge):

@@ -126,9 +126,7 @@ class HierRounds:
                 yield col.closed
                 settle(work.recs, work.drop, work.up_bytes, db, opened, self.env.now, self.topo)
                 es = self.edge_close(t, es, work, col.arrived)
-                # an edge round that closes after its cloud round was written (an edge that
-                # does not report, or is late) is written with the round then open
-                (self.open_info.late if info.recorded else info.clients).extend(work.recs)
+                self._records_of(info).extend(work.recs)
                 mine.update(int(k) for k in col.arrived)
             else:
                 col = Collector(self.env, len(kids), policy)

@@ -28,7 +28,7 @@ class Collector:
         self.need = expected        # arrivals that close it (the policy is fixed)
         if policy.policy == "first_k" and policy.k is not None:
             self.need = min(policy.k, expected)
-        limit = policy.deadline_s if policy.policy.startswith("deadline") else policy.timeout_s
+        limit = policy.limit_s
         if expected == 0:
             self.closed.succeed()
         elif limit is not None:
