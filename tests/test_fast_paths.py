@@ -172,6 +172,18 @@ def test_late_broadcast_sees_its_own_round(tmp_path, seed, per_round):
     assert _late_lines(out["fedavg"]["events"][0], "client", "compute_end") > 0
 
 
+def test_an_edge_whose_clients_are_all_dropped_sends_nothing_in_either_timing(tmp_path):
+    """An aggregator whose clients are all dropped stragglers in every one of its rounds
+    aggregates nothing and sends nothing (the event loop); the closed form assumed every
+    child uploads and sent its unchanged model up. Such rounds now take the event loop."""
+    doc = _doc(True, [{"name": "hierfavg", "edge_rounds": 1}], stragglers={"fraction": 0.3})
+    doc["train"].update(rounds=4, clients_per_round=6)
+    out = _run_both(tmp_path, doc)
+    _assert_same(out, 4, fallback=True)
+    fast = out["hierfavg"]["auto"][0]["trace.csv"].splitlines()
+    assert any(line.endswith(",aggregate,,0") and ",edge" in line for line in fast)
+
+
 def test_hierarchical_rounds_with_ties_sparse_uploads_and_stragglers(tmp_path):
     """Aggregator rounds over three tiers computed in closed form (training called where the
     processes would call it): identical devices, pFedMac-SH's sparse uploads of different

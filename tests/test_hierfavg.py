@@ -4,6 +4,8 @@ the same minibatches. With kappa2 = 2 the clients restart from the edge model mi
 differs."""
 from __future__ import annotations
 
+import csv
+
 import numpy as np
 import pytest
 
@@ -42,3 +44,36 @@ def test_hierfavg_one_edge_round_is_fedavg(tmp_path, participation):
     assert np.abs(p["fedavg"]).max() > 0.1                       # it trained
     np.testing.assert_allclose(p["hier1"], p["fedavg"], rtol=0, atol=1e-7)
     assert np.abs(p["hier2"] - p["fedavg"]).max() > 1e-3
+
+
+@pytest.mark.parametrize("gamma", [None, 0.3])
+def test_hierfavg_one_edge_round_is_fedavg_with_stragglers(tmp_path, gamma):
+    """The stragglers of a hierarchical round are drawn over the cloud round's selection, as a
+    flat round's: the same clients straggle with the same budgets as under FedAvg, and HierFAVG
+    with one edge round stays FedAvg. (Drawn per edge they took one stream per edge: edges of
+    one size straggled at the same positions, and FedAvg's stragglers differed.)"""
+    local = {"epochs": 2, "batch_size": 5, "lr": 0.1}
+    if gamma is not None:
+        local.update(gamma=gamma, check_every=2)
+    path = make_scenario(
+        tmp_path, name="hier_strag", seed=2,
+        topology={"edges": {"count": 3},
+                  "clients": {"count": 12, "assignment": "round_robin", "compute_flops": 1.0e9}},
+        data={"name": "synthetic", "alpha": 0.5, "beta": 0.5, "dim": 6, "classes": 3,
+              "samples": {"dist": "uniform", "low": 20, "high": 60}},
+        train={"rounds": 5, "clients_per_round": 9, "local": local},
+        stragglers={"fraction": 0.5, "drop": "never"},
+        algorithms=[{"name": "fedavg"}, {"name": "hierfavg", "edge_rounds": 1, "label": "hier1"}])
+    sc = load(path, out=str(tmp_path / "out"))
+    world = build_world(sc)
+    rows, params = {}, {}
+    for e in sc.algorithms:
+        folder = tmp_path / "out" / e.label
+        run_algorithm(sc, e, world, str(folder), progress=False)
+        with open(folder / "clients.csv") as fh:
+            rows[e.label] = sorted((r["round"], int(r["client"]), r["budget"], r["straggler"],
+                                    r["steps"]) for r in csv.DictReader(fh))
+        params[e.label] = np.load(folder / "final_params.npz")["global"]
+    assert rows["hier1"] == rows["fedavg"]
+    assert sum(r[3] in ("1", "True") for r in rows["fedavg"]) == 5 * round(0.5 * 9)
+    np.testing.assert_allclose(params["hier1"], params["fedavg"], rtol=0, atol=1e-6)

@@ -22,7 +22,7 @@ from ..data.federated import FederatedData
 from ..learn.batches import Batch, full_plan, minibatch_plan, steps_for
 from ..models.functional import Model
 from ..sim import messages
-from ..sim.stragglers import Budgets
+from ..sim.stragglers import Budgets, RoundPools
 from ..sim.work import ClientRecord, Work
 from ..topology.graph import Topology
 from .asynchronous import AsyncEdgeSteps, fedasync_mix, fedbuff_apply
@@ -63,6 +63,7 @@ class RoundRunner(AsyncEdgeSteps):
         self.budgets = Budgets(scenario.seed, self.local, self.stragglers, policy, self.counts,
                                topo, self.model.n_params, self.model.fwd_flops,
                                algo.upload_tensors, algo.hierarchical)
+        self.pools = RoundPools(self.budgets, self._planned)
         # message codecs (entry.compress; None: every message dense, as without the key)
         self.codec = build_compressor(entry.compress, scenario.seed, len(self.counts),
                                       model.n_params, algo)
@@ -104,11 +105,9 @@ class RoundRunner(AsyncEdgeSteps):
     def train(self, t: int, r: int, sel: np.ndarray, start: torch.Tensor,
               silent: np.ndarray | None = None, sizes: list[int] | None = None) -> Work:
         """One executor call for the clients `sel` of one aggregation round. With `sizes`,
-        `sel` is consecutive segments (one per aggregator, exec/edges.py) whose stragglers
-        are drawn per segment, as one call per segment would."""
-        counts = self.counts[sel]
-        planned = self.algo.round_steps(t, r, steps_for(counts, self.local.batch_size,
-                                                        self.local.steps, self.local.epochs))
+        `sel` is consecutive segments (one per aggregator, exec/edges.py): each segment's
+        budgets are what one call per segment would get."""
+        planned = self._planned(t, r, sel)
         clients = torch.from_numpy(sel)
         if self.codec is not None and self.codec.spec.down.active and start.dim() == 1:
             start = self.codec.model("down", start, (t, r), int(sel[0])).decoded
@@ -126,7 +125,7 @@ class RoundRunner(AsyncEdgeSteps):
         if sizes is None and not bool(finite.all()):   # numerical health: name the clients
             #                                 where it arose (segments: named per edge, edges.py)
             self.nonfinite.setdefault(t, []).extend(sel[~finite.numpy()].tolist())
-        ctime = self._compute_s(sel, counts, plan.weights, res, program)
+        ctime = self._compute_s(sel, self.counts[sel], plan.weights, res, program)
         drop = self._dropped(strag)
         if silent is not None:
             drop = drop | silent
@@ -146,11 +145,36 @@ class RoundRunner(AsyncEdgeSteps):
         return Work(sel, up, ctime, up_bytes, recs, drop, r,
                     finite.numpy() if up.tensors is sent else None)
 
+    def round_selection(self, t: int, sel: np.ndarray) -> None:
+        """A hierarchical cloud round's clients: its edge rounds' stragglers are drawn over
+        all of them (sim/stragglers.RoundPools)."""
+        self.pools.enter(t, sel)
+
+    def dropped_before(self, t: int, r: int, sel: np.ndarray) -> np.ndarray | None:
+        """The clients of `sel` that round (t, r) will drop (its dropped stragglers), known
+        before they train; None where no straggler is dropped."""
+        if not self.stragglers.fraction or not self._dropped(np.ones(1, bool)).any():
+            return None
+        drawn = self.pools.draw(t, r, sel)
+        strag = drawn[1] if drawn is not None else \
+            self.budgets.straggle(t, r, sel, self._planned(t, r, sel))[1]
+        return self._dropped(strag)
+
+    def _planned(self, t: int, r: int, sel: np.ndarray) -> np.ndarray:
+        """The steps each client of `sel` is planned to take in round (t, r)."""
+        return self.algo.round_steps(t, r, steps_for(self.counts[sel], self.local.batch_size,
+                                                     self.local.steps, self.local.epochs))
+
     def _budgets(self, t: int, r: int, sel: np.ndarray, planned: np.ndarray, evals: int,
                  sizes: list[int] | None) -> tuple[np.ndarray, np.ndarray]:
-        """Step budgets and straggler masks (drawn per segment where `sizes` says)."""
+        """Step budgets and straggler masks: drawn over the hierarchical round's selection
+        where it was given (round_selection), else over `sel` (per segment where `sizes`
+        says)."""
         def down() -> int:
             return len(self.algo.downlink())
+        drawn = self.pools.draw(t, r, sel)
+        if drawn is not None:
+            return self.budgets.cap(sel, drawn[0], evals, down), drawn[1]
         if sizes is None:
             return self.budgets.plan(t, r, sel, planned, evals, down)
         cuts = np.cumsum([0, *sizes])

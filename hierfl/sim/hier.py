@@ -23,6 +23,7 @@ class HierRounds:
         if len(sel) == 0:                       # nobody available: an empty round
             return
         chosen = self._mark_active(sel)
+        runner.round_selection(t, sel)          # stragglers drawn over the whole round
         kids = chosen.active("cloud")
         reporting = set(runner.reporting(t, kids))
         col = Collector(self.env, len(reporting), self.round_spec)
@@ -32,7 +33,8 @@ class HierRounds:
         model = runner.global_model()
         edge = self.sc.train.edge_round
         if (self.closed_form and self.quiescent and kids and len(reporting) == len(kids)
-                and edge.policy == "wait_all" and edge.timeout_s is None):
+                and edge.policy == "wait_all" and edge.timeout_s is None
+                and self._every_edge_aggregates(t, chosen)):
             self.links.of_clients(None, chosen.ids.tolist())   # made together, not one a hop
             timing = hier_round(self, t, chosen, kids, model, down)
             closed = self._at(timing.end)
@@ -56,6 +58,31 @@ class HierRounds:
         info.reported = len(set().union(*(got[n] for n in arrived)))  # a moving client
         #                                          may be aggregated under two edges: once
         info.failed = info.selected - info.reported
+
+    def _every_edge_aggregates(self, t: int, chosen: Chosen) -> bool:
+        """The closed form's premise that every child uploads: each bottom aggregator keeps a
+        client in one of its rounds. One whose clients are all dropped stragglers in every
+        round aggregates nothing and sends nothing, which only the event loop models."""
+        runner, sel = self.runner, chosen.ids
+        kept: dict[int, np.ndarray] = {}
+        pos = None
+        for node, kids in chosen.kids.items():
+            if not kids or not self.topo.is_client(kids[0]):
+                continue
+            if pos is None:
+                pos = {k: i for i, k in enumerate(sel.tolist())}
+            rows = [pos[self.index[c]] for c in kids]
+            for r in range(self.tier_rounds(node)):
+                if r not in kept:
+                    dropped = runner.dropped_before(t, r, sel)
+                    if dropped is None:
+                        return True
+                    kept[r] = ~dropped
+                if kept[r][rows].any():
+                    break
+            else:
+                return False
+        return True
 
     def weights(self, nodes: list[str], sel: np.ndarray) -> list[float]:
         """The samples of this round's clients under each node (its aggregation weight):

@@ -43,6 +43,13 @@ class Budgets:
              down_tensors: Callable[[], int] = lambda: 1) -> tuple[np.ndarray, np.ndarray]:
         """(budgets, straggler mask) for the selected clients of one aggregation round;
         `down_tensors()`: model-sized tensors in the broadcast (asked only under a deadline)."""
+        budgets, strag = self.straggle(t, r, sel, planned)
+        return self.cap(sel, budgets, evals_per_step, down_tensors), strag
+
+    def straggle(self, t: int, r: int, sel: np.ndarray,
+                 planned: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(budgets, straggler mask) before any deadline: the stragglers of round (t, r) among
+        `sel`, in its order, and the steps each of them does."""
         local, stragglers = self.local, self.stragglers
         budgets = planned.copy()
         if stragglers.fraction and len(sel) == 1 and self.policy.policy in ASYNC_POLICIES:
@@ -66,10 +73,15 @@ class Budgets:
                     high = planned[i] if stragglers.epochs_range == "paper" else \
                         max(planned[i] - 1, 1)
                     budgets[i] = int(g.integers(1, high + 1))
-        if self.policy.policy == "deadline_partial":
-            budgets = np.minimum(budgets, self.affordable(sel, self.policy.deadline_s or 0.0,
-                                                          evals_per_step, down_tensors()))
         return budgets, strag
+
+    def cap(self, sel: np.ndarray, budgets: np.ndarray, evals_per_step: int,
+            down_tensors: Callable[[], int]) -> np.ndarray:
+        """`budgets` cut to the steps each client can afford under `deadline_partial`."""
+        if self.policy.policy != "deadline_partial":
+            return budgets
+        return np.minimum(budgets, self.affordable(sel, self.policy.deadline_s or 0.0,
+                                                   evals_per_step, down_tensors()))
 
     def affordable(self, sel: np.ndarray, deadline: float, evals_per_step: int,
                    down_tensors: int) -> np.ndarray:
@@ -92,3 +104,45 @@ class Budgets:
             step_s = rows * evals_per_step * 3 * self.fwd_flops / topo.client_flops[k]
             out[i] = max(int(np.floor(max(deadline - t_comm, 0.0) / step_s + 1e-9)), 0)
         return out
+
+
+class RoundPools:
+    """A hierarchical round's stragglers, drawn over all the clients the cloud round selected
+    (as a flat round's over its selection) and handed to each aggregator's call for its own
+    clients. Drawn per call, every aggregator's clients of round (t, r) would take the same
+    stream: the same positions straggling under every edge of one size, and other stragglers
+    than a flat algorithm's over the same selection."""
+
+    KEEP = 64                      # rounds whose selections are kept (an edge may run late)
+
+    def __init__(self, budgets: Budgets, planned_of: Callable[[int, int, np.ndarray], np.ndarray]):
+        self.budgets, self.planned_of = budgets, planned_of
+        self.pools: dict[int, np.ndarray] = {}
+        self.drawn: dict[tuple[int, int], tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+
+    def enter(self, t: int, sel: np.ndarray) -> None:
+        """Round t selected `sel` (only kept where stragglers are drawn in rounds)."""
+        b = self.budgets
+        if not b.stragglers.fraction or b.policy.policy in ASYNC_POLICIES:
+            return
+        self.pools[t] = np.asarray(sel, np.int64)
+        for old in [k for k in self.pools if k <= t - self.KEEP]:
+            del self.pools[old]
+        self.drawn.clear()
+
+    def draw(self, t: int, r: int, sel: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+        """(budgets, straggler mask) of `sel` in round (t, r), or None where round t kept no
+        pool (the caller draws over `sel` alone)."""
+        pool = self.pools.get(t)
+        if pool is None:
+            return None
+        if (t, r) not in self.drawn:
+            order = np.argsort(pool, kind="stable")
+            self.drawn[t, r] = (order, *self.budgets.straggle(t, r, pool,
+                                                              self.planned_of(t, r, pool)))
+        order, budgets, strag = self.drawn[t, r]
+        at = np.searchsorted(pool, sel, sorter=order)
+        pos = order[np.minimum(at, len(pool) - 1)]
+        if len(sel) and not np.array_equal(pool[pos], sel):
+            return None                # a client outside the round's selection
+        return budgets[pos], strag[pos]
