@@ -212,6 +212,40 @@ def test_runs_of_different_scenarios_are_not_pooled(runs):
                                                          ("hierfavg", 2, [0, 1])]
 
 
+def test_a_seed_run_twice_counts_once(runs):
+    """Two copies of one run (the same scenario, the same seed) are one sample: pooled as two
+    they gave "seeds 0, 0" and a std of 0."""
+    root, s0, s1 = runs
+    again = root / "again"
+    shutil.copytree(s0, again)
+    groups, notes = groups_of([load_run(str(s0)), load_run(str(again)), load_run(str(s1))],
+                              prefix=True)
+    assert [(g.label, g.n, g.seeds) for g in groups] == [("fedavg", 2, [0, 1]),
+                                                         ("hierfavg", 2, [0, 1])]
+    assert any("s0, again are the same scenario with the same seed (0)" in n for n in notes)
+    alone, notes = groups_of([load_run(str(s0)), load_run(str(again))], prefix=True)
+    assert [(g.label, g.n) for g in alone] == [("s0/fedavg", 1), ("s0/hierfavg", 1)]
+    assert not any("differ only by the seed" in n for n in notes)
+
+
+def test_compare_gives_each_curve_its_own_timeline(runs):
+    """Run folders "odd dir" and "odd_dir" gave both timelines one file name: the second
+    figure replaced the first under both headings."""
+    root, s0, s1 = runs
+    spaced, under = root / "odd dir", root / "odd_dir"
+    shutil.copytree(s0, spaced)
+    shutil.copytree(s1, under)
+    s = json.loads((under / "summary.json").read_text())
+    s["scenario"]["train"]["local"]["lr"] = 0.5          # not pooled with "odd dir"
+    (under / "summary.json").write_text(json.dumps(s))
+    out = root / "cmp_names"
+    assert main(["compare", str(spaced), str(under), "--out", str(out)]) == 0
+    md = (out / "report.md").read_text()
+    linked = re.findall(r"\((timeline_[^)]*\.png)\)", md)
+    assert len(linked) == 4 and len(set(linked)) == 4, linked
+    assert all((out / f).is_file() for f in linked)
+
+
 def test_runs_whose_topology_files_lie_in_different_folders_are_pooled(runs):
     """A sweep's points are run from their own folders: the topology file's path differs, its
     contents (in summary.json's scenario.topology) do not. Only a different topology splits."""

@@ -148,6 +148,7 @@ def _timelines(sec: Section, groups: list[Group], round_: int, p: Callable[[str]
     for f in os.listdir(folder) if os.path.isdir(folder) else []:   # an earlier report's
         if f.startswith("timeline_") and f.endswith((".png", ".svg")):
             os.unlink(p(f))
+    used: set[str] = set()
     for g, load in zip(groups, loading):
         s = g.members[0]
         tl = _safe(notes, f"timeline ({g.label})", _timeline, load)
@@ -156,7 +157,13 @@ def _timelines(sec: Section, groups: list[Group], round_: int, p: Callable[[str]
                 notes.append(f"{g.label}: trace.csv has no events of cloud round "
                              f"{round_}; no timeline drawn.")
             continue
-        name = "timeline_" + "".join(c if c.isalnum() or c in "-_." else "_" for c in g.label)
+        name = stem = "timeline_" + "".join(c if c.isalnum() or c in "-_." else "_"
+                                            for c in g.label)
+        n = 1
+        while name.lower() in used:          # "odd dir/x" and "odd_dir/x": one file each
+            n += 1                           # (and on a case-blind file system)
+            name = f"{stem}-{n}"
+        used.add(name.lower())
         path = _safe(notes, f"timeline ({g.label})", plots.timeline_figure, tl, g.label,
                      p(name + ".png"))
         if path:

@@ -96,6 +96,16 @@ def groups_of(runs: list[Run], prefix: bool) -> tuple[list[Group], list[str]]:
     groups: list[Group] = []
     for key in order:
         members = pools[key]
+        if len(members) > 1:                # one seed counts once: a second run of it is
+            firsts: dict = {}               # the same sample, not another one
+            for r in members:
+                firsts.setdefault(r.seed, []).append(r)
+            for seed, same in firsts.items():
+                if len(same) > 1:
+                    notes.append(f"Runs {', '.join(r.name for r in same)} are the same "
+                                 f"scenario with the same seed ({seed}): only {same[0].name} "
+                                 f"is counted.")
+            members = [same[0] for same in firsts.values()]
         if len(members) > 1:
             seeds = [r.seed for r in members]
             notes.append(f"Runs {', '.join(r.name for r in members)} differ only by the seed "
