@@ -210,8 +210,34 @@ def test_mobility_with_an_asynchronous_cloud_is_refused(tmp_path):
         "topology.edges.count": 2, "topology.mobility": {"kind": "markov",
                                                          "handover_rate_per_s": 1.0},
         "algorithms": [{"name": "fedavg", "round": {"policy": "fedbuff", "k": 2}}]})
-    with pytest.raises(ScenarioError, match="asynchronous round policy is not supported"):
+    with pytest.raises(ScenarioError, match="mobility runs with synchronous rounds only"):
         run_outputs(path)
+
+
+@pytest.mark.parametrize("case", ["entry_round", "edge_round"])
+def test_mobility_with_asynchrony_is_refused_before_anything_runs(tmp_path, case):
+    """validate said valid; run refused an asynchronous cloud only when its entry's turn came
+    (after the entries before it had run and written), and asynchronous edges with moving
+    clients never finished a round (an edge re-sent to a client that had moved away)."""
+    moving = {"kind": "markov", "handover_rate_per_s": 5.0}
+    if case == "entry_round":
+        algos = [{"name": "hierfavg", "label": "ok", "edge_rounds": 2},
+                 {"name": "hierfavg", "label": "bad", "edge_rounds": 2,
+                  "round": {"policy": "fedbuff", "k": 2}, "mobility": moving}]
+        kw, key = {}, "algorithms[1].mobility.kind = 'markov'"
+    else:
+        algos = [{"name": "hierfavg", "label": "bad", "edge_rounds": 2}]
+        kw = {"topology.mobility": moving, "train.edge_round": {"policy": "fedbuff", "k": 2}}
+        key = "topology.mobility.kind = 'markov'"
+    path = make_scenario(tmp_path, topology=TOPO, algorithms=algos,
+                         **{"train.rounds": 2, **kw})
+    for cmd in (["validate", path], ["run", path, "--out", str(tmp_path / "out")]):
+        r = subprocess.run([sys.executable, "-m", "hierfl", *cmd], capture_output=True,
+                           text=True, timeout=120)
+        assert r.returncode == 2, r.stderr
+        assert key in r.stderr and "synchronous rounds only" in r.stderr
+        assert "bad:" in r.stderr and "Traceback" not in r.stderr
+    assert not (tmp_path / "out" / "ok").exists()
 
 
 def test_timeline_keeps_handovers_and_ends_a_lost_transfer_where_it_was_lost():

@@ -172,6 +172,7 @@ def check_work(p: Problems, train: TrainSpec, entries: list[AlgorithmEntry], c: 
         sim_s += train.rounds * 2 * (_mean(clients.link.latency_s) +
                                      4.0 * (n_params or 0) / max(bw, 1.0))
     _mobility_guard(p, entries, topo, topo_file, n_clients, sim_s)
+    _mobility_async(p, train, entries, topo, topo_file)
     avail = getattr(topo, "availability", None)
     msg = availability_problem(avail, n_clients, sim_s)
     if msg:
@@ -180,6 +181,37 @@ def check_work(p: Problems, train: TrainSpec, entries: list[AlgorithmEntry], c: 
             p.add("topology.availability", shown, msg)
         else:
             p.items.append(Problem(topo_file, "availability", shown, msg))
+
+
+def _mobility_async(p: Problems, train: TrainSpec, entries: list[AlgorithmEntry], topo: Any,
+                    topo_file: str) -> None:
+    """Mobility runs with synchronous rounds only: an asynchronous cloud (train.round or an
+    entry's round:) or asynchronous edges (train.edge_round, for a hierarchical algorithm)
+    with clients moving is refused before anything runs (the engine refused the first only
+    when that entry's turn came, and asynchronous edges kept re-sending to a client that
+    had moved away, without end)."""
+    from ..algorithms.registry import get
+
+    for i, e in enumerate(entries):
+        spec = e.mobility_spec(topo)
+        if spec is None:
+            continue
+        cloud = e.round_policy(train).policy
+        edge = train.edge_round.policy if get(e.name).caps.hierarchical else None
+        if cloud in ASYNC_POLICIES:
+            why = f"{e.label}: round policy {cloud!r}"
+        elif edge in ASYNC_POLICIES:
+            why = f"{e.label}: train.edge_round {edge!r}"
+        else:
+            continue
+        msg = (f"mobility runs with synchronous rounds only ({why} is asynchronous); give "
+               "this algorithm `mobility: {kind: none}` or a synchronous policy")
+        if e.mobility is not None:
+            p.add(f"algorithms[{i}].mobility.kind", spec.kind, msg)
+        elif topo_file == p.file:
+            p.add("topology.mobility.kind", spec.kind, msg)
+        else:
+            p.items.append(Problem(topo_file, "mobility.kind", spec.kind, msg))
 
 
 def _mobility_guard(p: Problems, entries: list[AlgorithmEntry], topo: Any, topo_file: str,
