@@ -50,6 +50,20 @@ def test_trace_matches_always_when_every_client_is_always_up(tmp_path):
     assert (a.final("fedavg") == b.final("fedavg")).all()
 
 
+@pytest.mark.parametrize("algo", [{"name": "fedavg"}, {"name": "hierfavg", "edge_rounds": 1}])
+def test_a_round_with_nobody_available_lasts_until_someone_may_be_back(tmp_path, algo):
+    """Every client away in [3e-6, 0.5) (round 1's clients leave before they upload): round 2
+    finds nobody, is empty and ends at 0.5, the next availability change; round 3 trains. (An empty round took no time: the
+    clock, and so availability, stayed where it was and every later round was empty.)"""
+    gap = "client,start_s,end_s\n" + "".join(f"{k},0,3e-6\n{k},0.5,10\n" for k in range(4))
+    out = run_outputs(_scenario(tmp_path, gap, algorithms=[algo], **{"train.rounds": 4}))
+    m = [r for r in out.metrics[algo["name"]] if int(r["round"]) > 0]
+    assert [int(r["selected"]) for r in m] == [4, 0, 4, 4]
+    assert float(m[0]["sim_time_s"]) < 1e-4 and float(m[1]["sim_time_s"]) == 0.5
+    assert 0.5 < float(m[2]["sim_time_s"]) < float(m[3]["sim_time_s"]) < 0.6
+    assert int(m[2]["reported"]) == 4
+
+
 @pytest.mark.parametrize("body, line, needle", [
     ("client0,0,1\nclient9,0,1\n", 3, "unknown client"),
     ("client0,0,1\nclient0,0.5,2\n", 3, "overlaps"),
@@ -95,7 +109,7 @@ def _convert(tmp_path, kind: str, doc: dict, *extra: str) -> subprocess.Complete
     src.write_text(json.dumps(doc))
     return subprocess.run([sys.executable, "-m", "hierfl", "trace", "convert", kind, str(src),
                            "--out", str(tmp_path / "out.csv"), *extra],
-                          capture_output=True, text=True)
+                          capture_output=True, text=True, timeout=60)
 
 
 def test_fedscale_capacity_units(tmp_path):
@@ -133,6 +147,13 @@ def test_fedscale_behaviour_to_intervals_feeds_a_run(tmp_path):
     ("fedscale-behave", {"1": {"active": [1], "inactive": [], "finish_time": 9}},
      ["--horizon-s", "5"], "same length"),
     ("fedscale-behave", [1, 2], ["--horizon-s", "5"], "mapping"),
+    # these two ran without end (periods repeated to an infinite or a 1e15-period horizon)
+    ("fedscale-behave", {"1": {"active": [0], "inactive": [5], "finish_time": 9}},
+     ["--horizon-s", "inf"], "--horizon-s = inf"),
+    ("fedscale-behave", {"1": {"active": [0], "inactive": [5e-10], "finish_time": 1e-9}},
+     ["--horizon-s", "1e6"], "1.finish_time = 1e-09"),
+    ("fedscale-capacity", {"1": {"computation": 1, "communication": 5}},
+     ["--flops-per-sample", "inf"], "--flops-per-sample = inf"),
 ])
 def test_fedscale_bad_input_exit_2(tmp_path, kind, doc, extra, needle):
     r = _convert(tmp_path, kind, doc, *extra)

@@ -292,6 +292,14 @@ class Simulation(FlatRounds, HierRounds, AsyncRounds, MobileRounds):
 
         self._at(key[0], URGENT if spawned(key) else NORMAL).callbacks.append(land)
 
+    def _empty_round(self):
+        """Nobody available: an empty round. Where availability changes in time (markov,
+        trace) it lasts until the next change, when a client may be back; at no time it left
+        the clock, and so availability, where it was: every later round empty."""
+        nxt = self.failures.next_change(self.env.now)
+        if nxt is not None and nxt > self.env.now:
+            yield self._at(nxt)
+
     def _at(self, time: float, priority: int = NORMAL) -> simpy.Event:
         """An event at exactly `time` (a timeout of `time - now` may round to another double)."""
         ev = self.env.event()

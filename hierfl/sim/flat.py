@@ -26,6 +26,7 @@ class FlatRounds:
         runner = self.runner
         picked = self.select(t)
         if len(picked) == 0:                    # nobody available: an empty round
+            yield from self._empty_round()
             return
         sel = runner.trainees(picked)           # usually == picked; extra ones train silently
         silent = ~np.isin(sel, picked)

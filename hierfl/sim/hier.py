@@ -21,6 +21,7 @@ class HierRounds:
         runner = self.runner
         sel = self.select(t)
         if len(sel) == 0:                       # nobody available: an empty round
+            yield from self._empty_round()
             return
         chosen = self._mark_active(sel)
         runner.round_selection(t, sel)          # stragglers drawn over the whole round

@@ -65,8 +65,13 @@ def capacity_rows(path: str, flops_per_sample: float, clients: int | None) -> li
     return ["client,compute_flops,uplink_Bps,downlink_Bps,latency_s"] + rows
 
 
+MAX_INTERVALS = 10_000_000     # intervals a conversion may write (the periods repeat to the
+#                                horizon: a tiny finish_time or a huge horizon is refused)
+
+
 def behave_rows(path: str, horizon_s: float, clients: int | None) -> list[str]:
     rows = ["client,start_s,end_s"]
+    written = 0
     for k, (cid, rec) in enumerate(_load(path)[:clients]):
         period = _num(path, cid, rec, "finish_time")
         act, ina = rec.get("active"), rec.get("inactive")
@@ -75,6 +80,11 @@ def behave_rows(path: str, horizon_s: float, clients: int | None) -> list[str]:
                                     "expected lists active and inactive of the same length")
         spans = sorted((_num(path, cid, {"t": a}, "t", False), _num(path, cid, {"t": b}, "t",
                                                                    False)) for a, b in zip(act, ina))
+        written += len(spans) * math.ceil(horizon_s / period)
+        if written > MAX_INTERVALS:
+            raise ScenarioError.one(path, f"{cid}.finish_time", period, f"repeating every "
+                                    f"{period!r} s to --horizon-s {horizon_s!r} writes over "
+                                    f"{MAX_INTERVALS:,} intervals: give a shorter horizon")
         merged: list[list[float]] = []
         base = 0.0
         while base < horizon_s:
@@ -95,11 +105,11 @@ def convert(kind: str, src: str, *, flops_per_sample: float | None = None,
             horizon_s: float | None = None, clients: int | None = None) -> list[str]:
     """The lines of the converted CSV (header first)."""
     if kind == "fedscale-capacity":
-        if flops_per_sample is None or not flops_per_sample > 0:
+        if flops_per_sample is None or not 0 < flops_per_sample < math.inf:
             raise ScenarioError([Problem("", "--flops-per-sample", flops_per_sample,
                                          "give the training FLOPs of one sample (> 0)")])
         return capacity_rows(src, flops_per_sample, clients)
-    if horizon_s is None or not horizon_s > 0:
+    if horizon_s is None or not 0 < horizon_s < math.inf:
         raise ScenarioError([Problem("", "--horizon-s", horizon_s,
-                                     "give the simulated seconds to cover (> 0)")])
+                                     "give the simulated seconds to cover (> 0, finite)")])
     return behave_rows(src, horizon_s, clients)
