@@ -156,7 +156,7 @@ def test_async_waits_for_availability_and_never_hangs(tmp_path):
     (tmp_path / "avail.csv").write_text("client,start_s,end_s\n0,1,1.00002\n1,1,1.00001\n")
     out = run_outputs(make_scenario(tmp_path, **{
         "train.rounds": 50, "train.clients_per_round": 2, "topology.clients.count": 2,
-        "topology.availability": {"kind": "trace", "path": "avail.csv"},
+        "train.eval_every": 50, "topology.availability": {"kind": "trace", "path": "avail.csv"},
         "train.round": {"policy": "fedasync", "alpha": 0.5}}), keep_trace=True)
     events = out.results["fedavg"].trace.events
     first_send = min(e[0] for e in events if e[2] == "send")
@@ -165,6 +165,17 @@ def test_async_waits_for_availability_and_never_hangs(tmp_path):
     assert 1 < len(m) < 51
     assert any(r["failed"] == "1" for r in out.clients["fedavg"])
     assert max(float(r["sim_time_s"]) for r in m) < 1.0001
+    # its last version is its final model: evaluated (it was left as an unevaluated round,
+    # and the report took round 0's accuracy for the final one), written once
+    assert m[-1]["test_acc"] != "" and m[-1]["train_loss"] != ""
+    assert [int(r["round"]) for r in m] == list(range(len(m)))
+    assert all(r["test_acc"] == "" for r in m[1:-1])          # eval_every 50: none between
+    from hierfl.report.build import _series_notes
+    from hierfl.outputs import load_run
+    series = load_run(out.folder).series[0]
+    assert series.rows[-1]["test_acc"] == float(m[-1]["test_acc"])
+    note = _series_notes(series, "fedavg", 50, True)[-1]
+    assert f"metrics end at round {len(m) - 1} of 50 (the run ended there" in note
 
 
 HIER = {"topology.edges.count": 2, "topology.clients.count": 6, "train.clients_per_round": "all",

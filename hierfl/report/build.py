@@ -12,6 +12,7 @@ import numpy as np
 
 from ..outputs import Run, Series, concat_clients, read_clients
 from ..outputs.cells import keeping_layouts
+from ..outputs.manifest import read_manifest
 from . import plots
 from .plots import background
 from .plots.background import background_saves
@@ -174,7 +175,7 @@ def _timelines(sec: Section, groups: list[Group], round_: int, p: Callable[[str]
                              "were still on the wire when the round closed (drawn to its end).")
 
 
-def _series_notes(s: Series, who: str, planned: Any) -> list[str]:
+def _series_notes(s: Series, who: str, planned: Any, finished: bool = False) -> list[str]:
     """Divergence, clients not aggregated, stragglers, wasted compute and bytes, a short run."""
     notes = []
     if s.diverged_at is not None:
@@ -199,17 +200,19 @@ def _series_notes(s: Series, who: str, planned: Any) -> list[str]:
         notes.append(f"{who}: {size(wasted)} were sent but not used by any aggregator.")
     last = int(s.rows[-1]["round"]) if s.rows else 0
     if isinstance(planned, int) and last < planned and s.diverged_at is None:
-        notes.append(f"{who}: metrics end at round {last} of {planned} (interrupted "
-                     "or still running).")
+        notes.append(f"{who}: metrics end at round {last} of {planned} " + (
+            "(the run ended there: train.duration_s, or no client available again)"
+            if finished else "(interrupted or still running)") + ".")
     return notes
 
 
 def _failure_notes(groups: list[Group], runs: list[Run]) -> list[str]:
     planned = {r.name: ((r.summary or {}).get("scenario") or {}).get("train", {}).get("rounds")
                for r in runs}
+    finished = {r.name: bool((read_manifest(r.path) or {}).get("finished")) for r in runs}
     return [n for g in groups for s in g.members
             for n in _series_notes(s, s.label if g.n == 1 else f"{s.label} (seed {s.seed})",
-                                   planned.get(s.run))]
+                                   planned.get(s.run), finished.get(s.run, False))]
 
 
 def _intro(groups: list[Group], runs: list[Run], tgt: float, given: bool) -> list[str]:

@@ -84,6 +84,7 @@ class RoundRecorder:
     def __call__(self, t: int, info: RoundInfo | None) -> bool:
         row, bad = self.row(t, info)
         self.add_levels_and_stability(row)
+        self.last_at = self.files.metrics.fh.tell()      # where this row starts (settle_end)
         self.files.metrics.row(row)
         self.files.clients.write(client_lines(info.clients + info.late if info else [],
                                               self.class_cells))
@@ -94,6 +95,31 @@ class RoundRecorder:
             self.diverged(t)
             return False
         return self.checkpoint(t)
+
+    def settle_end(self) -> None:
+        """A run that ended before its planned rounds without knowing it at its last round
+        (an asynchronous server with no client available again, or train.duration_s with
+        nothing in flight) wrote that round unevaluated: its model is the final one, so the
+        row is rewritten with its scores (the file cut where the row began, then the row)."""
+        res = self.result
+        if (getattr(self, "last_at", None) is None or not res.rows or res.paused_at is not None
+                or res.diverged_at is not None):
+            return
+        row = res.rows[-1]
+        if row["round"] == self.rounds or math.isfinite(row.get("train_loss", math.nan)):
+            return
+        t = int(row["round"])
+        loss, acc, p_acc, bad, _ = self._evaluate(t, self.algo.global_model(), True)
+        row.update(train_loss=loss, test_acc=acc, personal_test_acc=p_acc, diverged=int(bad))
+        if self.world.model.task != "classification":
+            row["test_mse"], row["personal_test_mse"] = acc, p_acc
+            row["test_acc"] = row["personal_test_acc"] = float("nan")
+        row["unstable"] = self.stability.update(loss)
+        fh = self.files.metrics.fh
+        fh.seek(self.last_at)
+        fh.truncate()
+        self.files.metrics.row(row)
+        self.bar.update(t, row, final=True)
 
     def _evaluate(self, t: int, w: torch.Tensor, last: bool = False):
         """(loss, accuracy, personal accuracy, diverged, personal models) of the global model

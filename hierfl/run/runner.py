@@ -107,6 +107,7 @@ def run_algorithm(sc: Scenario, entry: AlgorithmEntry, world: World, out_dir: st
             sim.run(sc.train.rounds, meta["round"] + 1, record)
         elif record(0, None):
             sim.run(sc.train.rounds, 1, record)
+        record.settle_end()
     finally:
         files.close()
         result.closed_form_rounds = sim.closed_form_rounds
