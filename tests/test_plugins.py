@@ -293,6 +293,47 @@ def test_a_loader_breaking_its_contract_is_named(tmp_path, capsys):
     assert "data: bad_labels, 12 training rows (2..2 per client), 0 test rows, dim 3" in out
 
 
+BAD_MODELS = '''\
+import torch
+from torch import nn
+
+import hierfl
+
+
+@hierfl.register_model("with_dropout")
+def with_dropout(input_shape, num_classes):
+    return nn.Sequential(nn.Flatten(), nn.Linear(input_shape[0], 8), nn.Dropout(0.5),
+                         nn.Linear(8, num_classes))
+
+
+@hierfl.register_model("sized")
+def sized(input_shape, num_classes, width: int = 4):
+    return nn.Sequential(nn.Linear(input_shape[0], width), nn.Linear(width, num_classes))
+
+
+@hierfl.register_model("raising")
+def raising(input_shape, num_classes):
+    raise RuntimeError("boom in the factory")
+'''
+
+
+@pytest.mark.parametrize("model, needle", [
+    # runs differed (masks from torch's global generator, evaluation included)
+    ({"name": "with_dropout"}, "model.name = 'with_dropout': model 'with_dropout' has Dropout "
+                               "at '2': dropout is not supported"),
+    # these two were tracebacks, exit 1
+    ({"name": "sized", "width": 8.5}, "model.name = 'sized': model factory 'sized' raised "
+                                      "TypeError"),
+    ({"name": "raising"}, "model factory 'raising' raised RuntimeError: boom in the factory"),
+])
+def test_a_model_plugin_that_cannot_run_reproducibly_or_at_all_is_named(tmp_path, capsys,
+                                                                       model, needle):
+    p = _plugin(tmp_path, "badmodels.py", BAD_MODELS)
+    f = _scenario(tmp_path, plugins=[p], model=model)
+    rc, _, err = _run(["validate", f], capsys)
+    assert rc == 2 and needle in err and "Traceback" not in err, err
+
+
 def test_register_algorithm_checks(tmp_path):
     from dataclasses import dataclass
 

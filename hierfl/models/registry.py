@@ -133,7 +133,15 @@ def build_model(spec: ModelSpec, dim: int, out_dim: int, n_classes: int,
     outputs = n_classes if entry.task == "classification" else out_dim
     with torch.random.fork_rng(devices=[]):       # construction draws nothing from the global
         torch.manual_seed(0)                      # generator (init() redraws from the seed)
-        made = entry.factory(shape, outputs, **given_options(spec))
+        try:
+            made = entry.factory(shape, outputs, **given_options(spec))
+        except ValueError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the user's factory: any failure is named
+            opts = ", ".join(f"{k}={v!r}" for k, v in given_options(spec).items())
+            raise ValueError(f"model factory {spec.name!r} raised {type(exc).__name__}: {exc} "
+                             f"(inputs {shape}, {outputs} outputs"
+                             f"{', ' + opts if opts else ''})") from None
     if isinstance(made, nn.Module):
         return _torch_model(made, shape, entry.task, spec.name)
     if not isinstance(made, Model):
@@ -147,6 +155,7 @@ def _torch_model(module: "nn.Module", shape: tuple[int, ...], task: str,
     """The module behind the stacked interface; a module that fails on one input is a
     ValueError naming the model."""
     from .torch_model import TorchModel
+    _deterministic(module, name)
     try:
         model = TorchModel(module, shape, task, name)
     except ValueError:
@@ -155,6 +164,20 @@ def _torch_model(module: "nn.Module", shape: tuple[int, ...], task: str,
         raise ValueError(f"model {name!r} fails on one input of shape {(1, *shape)}: "
                          f"{type(exc).__name__}: {exc}") from None
     return model
+
+
+def _deterministic(module: "nn.Module", name: str) -> None:
+    """Refuse dropout layers: their masks come from torch's global generator, not from a
+    per-client stream of the scenario's seed, so two runs of one scenario differed (and
+    the modules run in training mode, evaluation included: the test accuracy was drawn
+    too); the vmap path cannot draw them at all."""
+    from torch import nn
+    for path, m in module.named_modules():
+        if isinstance(m, nn.modules.dropout._DropoutNd):
+            raise ValueError(f"model {name!r} has {type(m).__name__} at {path or '(root)'!r}: "
+                             "dropout is not supported (its masks would come from torch's "
+                             "global generator, not the scenario's seed: runs would differ); "
+                             "remove it")
 
 
 def _check_scores(model: "Model | TorchModel", n_classes: int) -> None:

@@ -159,7 +159,7 @@ class TorchModel:
         for fewer rows, so the last bits differ from the padded batch's. None on the vmap path:
         it computes every row (vmap needs one shape; so do its one-client calls, which keep the
         numbers of the shipped digits_cnn). One host sync per call, not per step. A plugin model
-whose rows interact (BatchNorm in training mode, per-row dropout draws) sees a smaller batch
+whose rows interact (BatchNorm in training mode; dropout is refused) sees a smaller batch
 here than on the vmap path, so there the two paths differ by more than the last bits."""
         if self.batching != "loop" or m.shape[-1] == 0:
             return None
