@@ -108,3 +108,50 @@ def test_char_lstm_widths(tmp_path, capsys, model, says):
                         data=data)
     assert rc == 2 and "Traceback" not in err
     assert says in err
+
+
+def _npz(tmp_path, x_of, y_hi: int, test: bool = True) -> dict:
+    import numpy as np
+    g = np.random.default_rng(0)
+    arrays = {}
+    for k in range(6):
+        arrays[f"x_{k}"], arrays[f"y_{k}"] = x_of(g, 4), g.integers(0, y_hi, 4)
+        if test and k == 0:
+            arrays["x_test_0"], arrays["y_test_0"] = x_of(g, 0), g.integers(0, y_hi, 0)
+    np.savez(tmp_path / "rows.npz", **arrays)
+    return {"name": "npz", "path": "rows.npz"}
+
+
+def test_char_lstm_embeds_the_datas_vocabulary_not_its_classes(tmp_path, capsys):
+    """Index rows 0..199 with 5 classes: the embedding was sized by the classes (an
+    IndexError in the first step); it is the data's vocabulary, the output one score per
+    class. One client's empty test set (0 rows) is read (it was a reshape error)."""
+    import numpy as np
+    from hierfl.config.schema import ModelSpec
+    from hierfl.models.registry import build_model
+    data = _npz(tmp_path, lambda g, n: g.integers(0, 200, (n, 12)), 5)
+    rc, err = _validate(tmp_path, capsys, {"name": "char_lstm", "embed": 4, "hidden": [8]},
+                        data=data)
+    assert rc == 0, err
+    model = build_model(ModelSpec(name="char_lstm", options={"embed": 4, "hidden": 8}),
+                        12, 5, 5, (12,), vocab=200)
+    assert model.module.embed.num_embeddings == 200 and model.module.out.out_features == 5
+    rc, err = _validate(tmp_path, capsys, {"name": "char_lstm", "embed": 4, "hidden": [8],
+                                           "vocab": 100}, data=data)
+    assert rc == 2 and "model.vocab = 100: the rows of npz hold indices up to 199" in err
+    assert np.load(tmp_path / "rows.npz")["x_test_0"].shape == (0, 12)
+
+
+@pytest.mark.parametrize("model, rows, says", [
+    # floats in [0, 1) were cast to index 0 (it trained on nothing, exit 0)
+    ({"name": "char_lstm", "embed": 4, "hidden": [8]}, "uniform",
+     "model.name = 'char_lstm': char_lstm embeds integer indices; the rows of npz are "
+     "features or pixels"),
+    ({"name": "char_lstm", "embed": 4, "hidden": [8]}, "synthetic",
+     "the rows of synthetic are features or pixels"),
+])
+def test_an_embedding_model_given_features_is_refused(tmp_path, capsys, model, rows, says):
+    data = {"name": "synthetic", "dim": 5, "classes": 3, "samples": 30} if rows == "synthetic" \
+        else _npz(tmp_path, lambda g, n: g.random((n, 12)), 3)
+    rc, err = _validate(tmp_path, capsys, model, data=data)
+    assert rc == 2 and says in err and "Traceback" not in err, err

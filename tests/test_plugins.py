@@ -294,6 +294,7 @@ def test_a_loader_breaking_its_contract_is_named(tmp_path, capsys):
 
 
 BAD_MODELS = '''\
+import numpy as np
 import torch
 from torch import nn
 
@@ -314,6 +315,14 @@ def sized(input_shape, num_classes, width: int = 4):
 @hierfl.register_model("raising")
 def raising(input_shape, num_classes):
     raise RuntimeError("boom in the factory")
+
+
+@hierfl.register_dataset("int_pixels", classes=3)
+def int_pixels(n_clients, seed):
+    g = np.random.default_rng(seed)
+    return [hierfl.ClientArrays(g.integers(0, 300, (6, 1, 8, 8)), g.integers(0, 3, 6),
+                                g.integers(0, 300, (2, 1, 8, 8)), g.integers(0, 3, 2))
+            for _ in range(n_clients)]
 '''
 
 
@@ -325,11 +334,16 @@ def raising(input_shape, num_classes):
     ({"name": "sized", "width": 8.5}, "model.name = 'sized': model factory 'sized' raised "
                                       "TypeError"),
     ({"name": "raising"}, "model factory 'raising' raised RuntimeError: boom in the factory"),
+    # int64 rows (indices) to the CNN: valid, then a dtype traceback in run
+    ({"name": "cnn", "_data": "int_pixels"}, "model.name = 'cnn': int_pixels rows are integer "
+                                            "indices (vocabulary 300)"),
 ])
 def test_a_model_plugin_that_cannot_run_reproducibly_or_at_all_is_named(tmp_path, capsys,
                                                                        model, needle):
     p = _plugin(tmp_path, "badmodels.py", BAD_MODELS)
-    f = _scenario(tmp_path, plugins=[p], model=model)
+    model = dict(model)
+    data = {"data": {"name": model.pop("_data")}} if "_data" in model else {}
+    f = _scenario(tmp_path, plugins=[p], model=model, **data)
     rc, _, err = _run(["validate", f], capsys)
     assert rc == 2 and needle in err and "Traceback" not in err, err
 

@@ -109,7 +109,7 @@ class DataSpec:
 class ModelSpec:
     """The model: a registered name (built in: logreg, linear, mlp, cnn, char_lstm; more with
     `hierfl.register_model`). Keys other than those below are the model's own options, passed
-    to its factory (cnn: channels, dense, kernel; char_lstm: embed, hidden, layers)."""
+    to its factory (cnn: channels, dense, kernel; char_lstm: embed, hidden, layers, vocab)."""
 
     EXTRA_KEYS: ClassVar[str] = "options"      # unknown keys are collected here (fields.build)
 

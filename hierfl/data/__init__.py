@@ -4,12 +4,19 @@ JSON sets (FEMNIST, Shakespeare). Nothing here downloads: `hierfl data fetch` do
 (data/fetch.py)."""
 from __future__ import annotations
 
+import dataclasses
+from typing import Any
+
+import numpy as np
+
 from ..config.errors import ScenarioError
 from ..config.schema import Scenario
 from .federated import FederatedData
 from .files import DataFileError
 
 SEQUENCE_FREE_MODELS = ("logreg", "linear", "mlp")     # models that read rows as features
+INDEX_FREE_MODELS = ("cnn",)           # built-in models of pixels, not of index rows
+EMBEDDING_MODELS = ("char_lstm",)      # built-in models that embed index rows
 
 
 def _load(sc: Scenario, n_clients: int) -> FederatedData:
@@ -57,7 +64,51 @@ def load_arrays(sc: Scenario, n_clients: int) -> FederatedData:
                                 f"{sc.data.name} rows are character indices (vocabulary "
                                 f"{data.vocab}): use a model that embeds them, not a "
                                 f"model of feature vectors")
+    return model_data_problem(sc, data)
+
+
+def model_data_problem(sc: Scenario, data: FederatedData) -> FederatedData:
+    """A built-in model given rows it cannot read: a model that embeds indices (char_lstm)
+    given features or pixels (cast to indices they were all 0: it trained on nothing), or
+    indices beyond its `vocab`; a CNN given index rows (a dtype error in its first step).
+    Rows of whole numbers >= 0 stored as floats (an npz file's) are indices to an embedding
+    model: the data is returned with their vocabulary."""
+    name, given = sc.model.name, sc.model.options or {}
+    if name in EMBEDDING_MODELS and not data.vocab:
+        from .registry import DATASETS
+        synthetic = sc.data.name in ("synthetic", "synthetic_iid") and \
+            sc.data.name not in DATASETS           # real-valued (validate sees no rows)
+        vocab = None if synthetic else _whole_vocab(data.x, data.x_test)
+        if vocab is None:
+            raise ScenarioError.one(sc.file, "model.name", name, f"{name} embeds integer "
+                                    f"indices; the rows of {sc.data.name} are features or "
+                                    "pixels: use a model that reads them (logreg, mlp, cnn)")
+        data = dataclasses.replace(data, vocab=vocab)
+    if name in EMBEDDING_MODELS and isinstance(given.get("vocab"), int) and \
+            not isinstance(given["vocab"], bool) and given["vocab"] < data.vocab:
+        raise ScenarioError.one(sc.file, "model.vocab", given["vocab"], f"the rows of "
+                                f"{sc.data.name} hold indices up to {data.vocab - 1}: "
+                                f"give at least {data.vocab}, or leave vocab out")
+    if data.vocab and name in INDEX_FREE_MODELS:
+        raise ScenarioError.one(sc.file, "model.name", name,
+                                f"{sc.data.name} rows are integer indices (vocabulary "
+                                f"{data.vocab}): {name} reads features or pixels; use a model "
+                                "that embeds them (char_lstm)")
     return data
 
 
-__all__ = ["DataFileError", "FederatedData", "load_arrays", "load_data"]
+def _whole_vocab(x: Any, x_test: Any) -> int | None:
+    """The vocabulary of rows that are all whole numbers >= 0 (largest + 1), else None
+    (none where there are no rows: the synthetic sets' shapes alone)."""
+    xs = [np.asarray(a) for a in (x, x_test) if a is not None and np.size(a)]
+    if not xs or any(a.dtype.kind not in "iuf" for a in xs):
+        return None
+    for a in xs:
+        if a.dtype.kind == "f" and not bool(np.all(a == np.floor(a))):
+            return None
+        if float(a.min()) < 0:
+            return None
+    return int(max(float(a.max()) for a in xs)) + 1
+
+
+__all__ = ["DataFileError", "FederatedData", "load_arrays", "load_data", "model_data_problem"]

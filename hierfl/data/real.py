@@ -1,6 +1,7 @@
 """Real and user-supplied data: scikit-learn's bundled digits, and per-client npz files."""
 from __future__ import annotations
 
+import math
 import os
 import zipfile
 from typing import Callable
@@ -169,7 +170,7 @@ def _pair(arrays: dict[str, np.ndarray], k: str, required: bool, task: str, path
         raise bad(path, f"{xk} {x.shape} needs shape (rows, features...)")
     if required and len(x) < 1:
         raise bad(path, f"{xk} has no rows")
-    x = np.asarray(x, np.float64).reshape(len(x), -1)
+    x = np.asarray(x, np.float64).reshape(len(x), math.prod(x.shape[1:]))   # (0 rows too)
     if not np.all(np.isfinite(x)) or (y.dtype.kind == "f" and not np.all(np.isfinite(y))):
         raise bad(path, f"{xk} / {yk} hold non-finite values (nan or inf)")
     big = float(np.abs(x).max()) if x.size else 0.0

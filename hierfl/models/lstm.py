@@ -2,10 +2,12 @@
 models/shakespeare/stacked_lstm.py): an 8-dimensional character embedding, two LSTM layers of
 256 units, and a dense layer over the characters applied to the last position's output.
 
-Inputs are int64 character indices (B, T) (T = 80 in LEAF); the vocabulary is the number of
-classes (the next character is the label). nn.LSTM keeps two bias vectors per gate where LEAF's
+Inputs are int64 character indices (B, T) (T = 80 in LEAF); the embedding's vocabulary is the
+data's (`vocab`, given by the data set: 80 for LEAF's characters, the largest index + 1 for a
+plugin's integer rows), the output one score per class (the next character in LEAF, where the
+two are the same). nn.LSTM keeps two bias vectors per gate where LEAF's
 TensorFlow cell has one, so it has 2 x 4 x 256 more parameters per layer (819,920 in all for 80
-characters). Options: `embed`, `hidden`, `layers`."""
+characters). Options: `embed`, `hidden`, `layers`, `vocab` (default: the data's)."""
 from __future__ import annotations
 
 import torch
@@ -15,11 +17,11 @@ from .registry import ModelOptionError, register_model
 
 
 class CharLSTM(nn.Module):
-    def __init__(self, vocab: int, embed: int, hidden: int, layers: int):
+    def __init__(self, vocab: int, classes: int, embed: int, hidden: int, layers: int):
         super().__init__()
         self.embed = nn.Embedding(vocab, embed)
         self.lstm = nn.LSTM(embed, hidden, num_layers=layers, batch_first=True)
-        self.out = nn.Linear(hidden, vocab)
+        self.out = nn.Linear(hidden, classes)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         h, _ = self.lstm(self.embed(x.long()))
@@ -28,7 +30,8 @@ class CharLSTM(nn.Module):
 
 @register_model("char_lstm")
 def char_lstm(input_shape: tuple[int, ...], num_classes: int, embed: int = 8,
-              hidden: list[int] | int = 256, layers: int | None = None) -> nn.Module:
+              hidden: list[int] | int = 256, layers: int | None = None,
+              vocab: int | None = None) -> nn.Module:
     if isinstance(hidden, list):           # `hidden: [256, 256]`: equal widths, one per layer
         if not hidden or len(set(hidden)) != 1:
             raise ModelOptionError("hidden", "char_lstm layers share one width: give equal "
@@ -38,9 +41,11 @@ def char_lstm(input_shape: tuple[int, ...], num_classes: int, embed: int = 8,
                                    "give layers or one width per layer, not both")
         layers, hidden = len(hidden), hidden[0]
     layers = 2 if layers is None else layers
-    for key, v, top in (("embed", embed, 4096), ("hidden", hidden, 8192), ("layers", layers, 16)):
+    vocab = num_classes if vocab is None else vocab
+    for key, v, top in (("embed", embed, 4096), ("hidden", hidden, 8192), ("layers", layers, 16),
+                        ("vocab", vocab, 1 << 24)):
         if not isinstance(v, int) or isinstance(v, bool) or not 0 < v <= top:
             raise ModelOptionError(key, f"{key} must be an integer in 1..{top}")
     if len(input_shape) != 1:
         raise ValueError(f"char_lstm needs character sequences, not inputs of shape {input_shape}")
-    return CharLSTM(num_classes, embed, hidden, layers)
+    return CharLSTM(vocab, num_classes, embed, hidden, layers)

@@ -16,6 +16,7 @@ is imported when a model is built."""
 from __future__ import annotations
 
 import difflib
+import inspect
 import importlib
 import math
 from dataclasses import dataclass
@@ -117,8 +118,11 @@ def option_problems(spec: ModelSpec) -> list[tuple[str, str]]:
 
 
 def build_model(spec: ModelSpec, dim: int, out_dim: int, n_classes: int,
-                input_shape: tuple[int, ...] | None = None) -> "Model | TorchModel":
-    """The model of a scenario for inputs of `input_shape` (default: flat rows of `dim`)."""
+                input_shape: tuple[int, ...] | None = None,
+                vocab: int = 0) -> "Model | TorchModel":
+    """The model of a scenario for inputs of `input_shape` (default: flat rows of `dim`); a
+    factory with a `vocab` option that the scenario does not give receives the data's
+    vocabulary (index inputs in 0..vocab-1)."""
     import torch
     from torch import nn
 
@@ -133,8 +137,12 @@ def build_model(spec: ModelSpec, dim: int, out_dim: int, n_classes: int,
     outputs = n_classes if entry.task == "classification" else out_dim
     with torch.random.fork_rng(devices=[]):       # construction draws nothing from the global
         torch.manual_seed(0)                      # generator (init() redraws from the seed)
+        opts = dict(given_options(spec))
+        if vocab and "vocab" not in opts and \
+                "vocab" in inspect.signature(entry.factory).parameters:
+            opts["vocab"] = int(vocab)
         try:
-            made = entry.factory(shape, outputs, **given_options(spec))
+            made = entry.factory(shape, outputs, **opts)
         except ValueError:
             raise
         except Exception as exc:  # noqa: BLE001 - the user's factory: any failure is named
@@ -195,7 +203,7 @@ def scenario_model(file: str, spec: ModelSpec, data: Any) -> "Model | TorchModel
     rejection reported as a ScenarioError naming the model key."""
     try:
         model = build_model(spec, data.dim, data.out_dim, data.n_classes,
-                            getattr(data, "input_shape", None))
+                            getattr(data, "input_shape", None), getattr(data, "vocab", 0))
         _check_scores(model, data.n_classes)
         return model
     except ValueError as exc:

@@ -12,7 +12,7 @@ from typing import Any
 from ..config.errors import ScenarioError
 from ..config.limits import guard_resources, model_params
 from ..config.schema import Scenario
-from ..data import FederatedData, load_arrays
+from ..data import FederatedData, load_arrays, model_data_problem
 from ..topology.graph import Topology, build_topology
 from ..topology.moves import read_moves
 from ..topology.traces import read_availability
@@ -110,6 +110,7 @@ def model_size(sc: Scenario, data: FederatedData) -> int:
     from the built model."""
     from ..models.registry import MODELS, scenario_model
 
+    data = model_data_problem(sc, data)    # (load_arrays checks the sets it loads, not these)
     entry = MODELS.get(sc.model.name)
     if entry is not None and sc.model.name in SIZED_FROM_SPEC and \
             getattr(entry.target, "__module__", "") == "hierfl.models.registry":
