@@ -166,6 +166,7 @@ def test_fedpd_communicates_with_probability_p(tmp_path):
     ({"name": "fedpd", "p_comm": 0.0}, "p_comm"),
     ({"name": "fedadam", "beta2": 1.5}, "beta2"),
     ({"name": "fedadagrad", "beta2": 0.9}, "beta2"),
+    ({"name": "fedyogi", "beta1": 1.0}, "beta1"),     # m stays 0: the model never moved
 ])
 def test_bad_hyperparameters_name_their_key(tmp_path, entry, key):
     import hierfl

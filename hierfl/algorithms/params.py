@@ -177,10 +177,15 @@ def _check_tiers(tier_rounds: list[int] | None) -> None:
         raise ValueError("tier_rounds must be >= 1")
 
 
+def momentum(v: Any) -> str | None:
+    return None if 0 <= v < 1 else "must be in [0, 1) (1 keeps m at 0: the model never moves)"
+
+
 @dataclass(frozen=True)
 class FedAdagradParams:
     server_lr: float = spec(0.1, "server step size eta", check=positive)
-    beta1: float = spec(0.9, "momentum of the pseudo-gradient m", check=unit_interval)
+    beta1: float = spec(0.9, "momentum of the pseudo-gradient m, in [0, 1)",
+                        check=momentum)
     tau: float = spec(1e-3, "adaptivity tau: x += eta m / (sqrt(v) + tau)", check=non_negative)
     v0: float | None = spec(None, "initial v (default tau^2, the paper's)", check=non_negative)
     edge_rounds: int = spec(1, "edge aggregations (n_k-weighted means) per cloud round",
