@@ -464,3 +464,20 @@ def test_timeline_joins_a_rows_overlapping_bars_when_there_are_many():
     got = _merged(items)
     want = [(0.0, 4.0, 1.0, 0.4), (5.0, 2.0, 1.0, 0.4), (4.5, 0.2, 2.0, 0.8)]
     assert len(got) == len(want) and all(a == pytest.approx(b) for a, b in zip(got, want))
+
+
+def test_a_diverged_series_has_no_final_score_and_sets_no_target():
+    """A reader's lr 1e6 run diverged at round 1 after round 0's evaluation: its "final
+    acc" was round 0's 0.078, pooled over seeds with the others' finals."""
+    from hierfl.outputs import Series
+    from hierfl.report.stats import target_of
+    from hierfl.report.tables import numbers
+    nan = math.nan
+    b = {"bytes_up": 1.0, "bytes_down": 1.0}
+    ok = Series("ok", [{"round": 0, "test_acc": 0.1, "diverged": 0, "sim_time_s": 0.0, **b},
+                       {"round": 1, "test_acc": 0.6, "diverged": 0, "sim_time_s": 1.0, **b}])
+    gone = Series("gone", [{"round": 0, "test_acc": 0.9, "diverged": 0, "sim_time_s": 0.0, **b},
+                           {"round": 1, "test_acc": nan, "diverged": 1, "sim_time_s": 1.0, **b}])
+    assert numbers(ok, 0.5)["final_acc"] == 0.6
+    assert math.isnan(numbers(gone, 0.5)["final_acc"])
+    assert target_of([ok, gone], None) == pytest.approx(0.54)      # 0.9 x 0.6, not x 0.9

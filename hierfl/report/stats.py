@@ -137,10 +137,12 @@ def add_totals(series: list[Series]) -> None:
 
 def target_of(series: list[Series], target: float | None) -> float:
     """The target of the tables: the one given, else 0.9 x the best final accuracy, or for
-    regression (a test MSE, lower is better) 1.1 x the best (lowest) final MSE."""
+    regression (a test MSE, lower is better) 1.1 x the best (lowest) final MSE (of the series
+    that did not diverge)."""
     if target is not None:
         return target
-    finals = [s.final_acc for s in series if math.isfinite(s.final_acc)]
+    finals = [s.final_acc for s in series
+              if math.isfinite(s.final_acc) and s.diverged_at is None]
     if not finals:
         return math.nan
     if series and all(s.lower_is_better for s in series):

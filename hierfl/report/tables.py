@@ -63,9 +63,13 @@ def _hit(s: Series, target: float, key: str, prefix: str = "") -> dict[str, floa
 def numbers(s: Series, target: float) -> dict[str, float]:
     """The table numbers of one series (nan where not reached / not measured). final_acc is the
     score of the global model: accuracy, or the test MSE for regression (s.score_key). The
-    personal_* numbers judge the personalised models on the same target."""
+    personal_* numbers judge the personalised models on the same target. A diverged series has
+    no final score (its last evaluation came before it diverged: round 0's, with a rare
+    eval_every, which was shown and pooled as the final one)."""
     last = s.rows[-1] if s.rows else {}
-    return {"final_acc": s.final_acc, "final_personal_acc": s.final_personal,
+    gone = s.diverged_at is not None
+    return {"final_acc": math.nan if gone else s.final_acc,
+            "final_personal_acc": math.nan if gone else s.final_personal,
             "rounds": last.get("round", math.nan), "sim_time_s": s.last("sim_time_s"),
             "bytes_total": last.get("bytes_up", math.nan) + last.get("bytes_down", math.nan),
             "bytes_client_edge": s.last("bytes_client_edge"),
