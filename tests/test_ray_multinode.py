@@ -137,6 +137,18 @@ def _node_args(temp: str, ports: list[int]) -> list[str]:
             "--object-store-memory=80000000", "--disable-usage-stats"]
 
 
+def _node_ports(n: int) -> list[int]:
+    """`n` free ports and a worker-port base before their last four (as _node_args reads them):
+    none of the others inside the base's run of 21 (a metrics port drawn inside it made
+    `ray start` refuse: "trying to use a port number ... used by other components")."""
+    base = _worker_port_base()
+    taken = set(range(base, base + 21))
+    others: list[int] = []
+    while len(others) < n:
+        others += [p for p in _free_ports(n - len(others)) if p not in taken and p not in others]
+    return others[:n - 4] + [base] + others[n - 4:]
+
+
 def _worker_port_base() -> int:
     """A run of 21 free ports for one node's workers."""
     for _ in range(50):
@@ -167,16 +179,14 @@ def two_nodes(tmp_path):
     short = tempfile.mkdtemp(prefix="hfl")            # unix socket paths must stay short
     nodes: list[Node] = []
     try:
-        gcs, client, *head_ports = _free_ports(8)
-        head_ports.insert(2, _worker_port_base())
+        gcs, client, *head_ports = _node_ports(8)
         nodes.append(Node(["--head", f"--port={gcs}", f"--ray-client-server-port={client}",
                            "--include-dashboard=false",
                            *_node_args(os.path.join(short, "h"), head_ports)],
                           env, str(tmp_path / "head.log")))
         address = f"127.0.0.1:{gcs}"
         _wait_for(lambda: _probe(address, env) >= 1, nodes, tmp_path)
-        worker_ports = _free_ports(6)
-        worker_ports.insert(2, _worker_port_base())
+        worker_ports = _node_ports(6)
         nodes.append(Node([f"--address={address}",
                            *_node_args(os.path.join(short, "w"), worker_ports)],
                           env, str(tmp_path / "worker.log")))

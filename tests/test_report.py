@@ -481,3 +481,18 @@ def test_a_diverged_series_has_no_final_score_and_sets_no_target():
     assert numbers(ok, 0.5)["final_acc"] == 0.6
     assert math.isnan(numbers(gone, 0.5)["final_acc"])
     assert target_of([ok, gone], None) == pytest.approx(0.54)      # 0.9 x 0.6, not x 0.9
+
+
+def test_the_report_of_a_run_and_hierfl_report_are_the_same_bytes(runs):
+    """Scenario 'tiny' run into folder s0: the run titled its report 'tiny', `hierfl report`
+    'tiny (s0)' (so report.md and report.html changed when regenerated). Both now say the
+    name and the folder, wherever the folder lies."""
+    root, s0, _ = runs
+    copy = root / "again" / "s0"
+    shutil.copytree(s0, copy)
+    for f in ("report.md", "report.html"):
+        os.unlink(copy / f)
+    assert main(["report", str(copy)]) == 0
+    assert (s0 / "report.md").read_text().splitlines()[0] == "# hierfl report: tiny (s0)"
+    for f in ("report.md", "report.html", "table.csv"):
+        assert (copy / f).read_bytes() == (s0 / f).read_bytes(), f
