@@ -496,3 +496,21 @@ def test_the_report_of_a_run_and_hierfl_report_are_the_same_bytes(runs):
     assert (s0 / "report.md").read_text().splitlines()[0] == "# hierfl report: tiny (s0)"
     for f in ("report.md", "report.html", "table.csv"):
         assert (copy / f).read_bytes() == (s0 / f).read_bytes(), f
+
+
+def test_steps_vs_speed_of_clients_that_never_trained_is_no_figure(tmp_path):
+    """Every round empty (nobody ever available): the figure put a log axis over nothing,
+    and the report printed "could not be drawn: ValueError: Data cannot be log-scaled"."""
+    from hierfl.outputs import Series
+    from hierfl.report.plots.stragglers import steps_speed_figure
+    from hierfl.report.stats import Group
+    g = Group("fedavg", [Series("fedavg", [{"round": 0}])], "fedavg")
+    summary = {"topology": {"nodes": {"name": ["cloud", "edge0", "client0", "client1"],
+                                      "flops": [0.0, 0.0, 1e9, 2e9],
+                                      "role": ["cloud", "edge", "client", "client"]}}}
+    empty = {"fedavg": {"client": np.zeros(0), "steps": np.zeros(0)}}
+    assert steps_speed_figure([g], {"fedavg": "C0"}, empty, summary,
+                              str(tmp_path / "s.png")) is None
+    some = {"fedavg": {"client": np.array([0.0, 1.0]), "steps": np.array([3.0, 5.0])}}
+    assert steps_speed_figure([g], {"fedavg": "C0"}, some, summary,
+                              str(tmp_path / "s.png")) is not None

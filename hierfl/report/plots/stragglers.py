@@ -160,6 +160,7 @@ def steps_speed_figure(groups: list[Group], colours: dict[str, str],
     many = int(np.count_nonzero(~np.isnan(by_id))) > MANY_POINTS
     with plt.rc_context(STYLE):
         fig, ax = plt.subplots(figsize=(W1, H1))
+        drawn = 0
         for g, c in data:
             ks, st = c["client"], c["steps"]
             ok = np.isfinite(ks) & np.isfinite(st) & (ks >= 0) & (ks < len(by_id))
@@ -169,6 +170,7 @@ def steps_speed_figure(groups: list[Group], colours: dict[str, str],
             mean_steps = np.bincount(ks, weights=st, minlength=len(by_id))[uniq] / n[uniq]
             sp = by_id[uniq]
             ok = np.isfinite(sp)
+            drawn += int(ok.sum())
             if many:            # one dot per client would be too many: speed-bin means
                 cx, cy = mean_by_bins(sp[ok], mean_steps[ok])
                 ax.plot(cx, cy, marker="o", markersize=3.5, color=colours[g.label],
@@ -176,6 +178,9 @@ def steps_speed_figure(groups: list[Group], colours: dict[str, str],
             else:
                 ax.scatter(sp[ok], mean_steps[ok], s=14, color=colours[g.label], alpha=0.75,
                            label=g.label)
+        if not drawn:          # no client ever trained (nobody available): no figure, not a
+            plt.close(fig)     # log axis over nothing (a ValueError in the report)
+            return None
         ax.set_xscale("log")
         eng_log_axis(ax, "FLOP/s")
         ax.set_xlabel("client device speed (FLOP/s, log)")
