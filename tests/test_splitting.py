@@ -167,6 +167,8 @@ def test_fedpd_communicates_with_probability_p(tmp_path):
     ({"name": "fedadam", "beta2": 1.5}, "beta2"),
     ({"name": "fedadagrad", "beta2": 0.9}, "beta2"),
     ({"name": "fedyogi", "beta1": 1.0}, "beta1"),     # m stays 0: the model never moved
+    ({"name": "fedadam", "tier_rounds": [1, 0]}, "tier_rounds"),  # was named algorithms[0]
+    ({"name": "hierfavg", "tier_rounds": [0]}, "tier_rounds"),
 ])
 def test_bad_hyperparameters_name_their_key(tmp_path, entry, key):
     import hierfl

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ..config.fields import all_of, at_most, non_negative, positive, spec, unit_interval
+from ..config.fields import all_of, at_most, each, non_negative, positive, spec, unit_interval
 
 
 # fedavg.py
@@ -21,11 +21,8 @@ class FedAvgParams:
 class HierFAVGParams:
     edge_rounds: int = spec(1, "kappa2: edge aggregations per cloud round", check=positive)
     tier_rounds: list[int] | None = spec(
-        None, "deeper trees: rounds per aggregator tier, from the top (overrides edge_rounds)")
-
-    def __post_init__(self) -> None:
-        if self.tier_rounds is not None and any(r < 1 for r in self.tier_rounds):
-            raise ValueError("tier_rounds must be >= 1")
+        None, "deeper trees: rounds per aggregator tier, from the top (overrides edge_rounds)",
+        check=each(positive))
 
 
 # fedprox.py
@@ -172,11 +169,6 @@ class DittoParams:
 
 
 # fedopt.py
-def _check_tiers(tier_rounds: list[int] | None) -> None:
-    if tier_rounds is not None and any(r < 1 for r in tier_rounds):
-        raise ValueError("tier_rounds must be >= 1")
-
-
 def momentum(v: Any) -> str | None:
     return None if 0 <= v < 1 else "must be in [0, 1) (1 keeps m at 0: the model never moves)"
 
@@ -191,10 +183,8 @@ class FedAdagradParams:
     edge_rounds: int = spec(1, "edge aggregations (n_k-weighted means) per cloud round",
                             check=positive)
     tier_rounds: list[int] | None = spec(
-        None, "deeper trees: rounds per aggregator tier, from the top (overrides edge_rounds)")
-
-    def __post_init__(self) -> None:
-        _check_tiers(self.tier_rounds)
+        None, "deeper trees: rounds per aggregator tier, from the top (overrides edge_rounds)",
+        check=each(positive))
 
 
 @dataclass(frozen=True)
