@@ -247,6 +247,9 @@ def cmd_trace_convert(args: argparse.Namespace) -> int:
 
     if args.clients is not None and args.clients < 1:
         raise ScenarioError.one("", "--clients", args.clients, "expected a count >= 1")
+    if os.path.isdir(args.out):       # (the error named the temporary file beside it)
+        raise ScenarioError.one("", "--out", args.out, "is a folder: give the CSV file to "
+                                "write, e.g. " + os.path.join(args.out, "trace.csv"))
     lines = convert(args.kind, args.input, flops_per_sample=args.flops_per_sample,
                     horizon_s=args.horizon_s, clients=args.clients)
     atomic_text(args.out, "\n".join(lines) + "\n")

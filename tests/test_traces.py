@@ -160,6 +160,14 @@ def test_fedscale_bad_input_exit_2(tmp_path, kind, doc, extra, needle):
     assert r.returncode == 2 and needle in r.stderr and "Traceback" not in r.stderr, r.stderr
 
 
+def test_convert_to_a_folder_names_the_folder(tmp_path):
+    """--out a folder: the error named the temporary file made beside it."""
+    (tmp_path / "out.csv").mkdir()
+    r = _convert(tmp_path, "fedscale-behave", {"1": {"active": [0], "inactive": [5],
+                                                     "finish_time": 9}}, "--horizon-s", "5")
+    assert r.returncode == 2 and f"--out = '{tmp_path / 'out.csv'}': is a folder" in r.stderr
+
+
 # ----------------------------------------------------------------------------- devices trace
 DEVICES = ("client,compute_flops,uplink_Bps,downlink_Bps,latency_s,device,link\n"
            "1,2e9,1e6,4e6,0.05,phone,lte\n"
