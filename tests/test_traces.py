@@ -165,7 +165,8 @@ def test_convert_to_a_folder_names_the_folder(tmp_path):
     (tmp_path / "out.csv").mkdir()
     r = _convert(tmp_path, "fedscale-behave", {"1": {"active": [0], "inactive": [5],
                                                      "finish_time": 9}}, "--horizon-s", "5")
-    assert r.returncode == 2 and f"--out = '{tmp_path / 'out.csv'}': is a folder" in r.stderr
+    assert r.returncode == 2 and "out.csv': is a folder: give the CSV file" in r.stderr
+    assert ".tmp" not in r.stderr
 
 
 # ----------------------------------------------------------------------------- devices trace
