@@ -169,6 +169,25 @@ def test_one_client_jobs_straggle_by_a_bernoulli_draw(tmp_path):
     assert len(got) == 10 and got == want and 0 < sum(got) < 10
 
 
+def test_asynchronous_edges_draw_their_stragglers_per_client(tmp_path):
+    """Under asynchronous edges a job is (cloud round t, the edge's job count r): alike on
+    every edge, so every edge's r-th job straggled or not together. The client now keys the
+    draw too."""
+    from hierfl import seeding
+    out = run_outputs(make_scenario(tmp_path, **{
+        "seed": 3, "topology.edges.count": 3, "topology.clients.count": 12,
+        "train.rounds": 2, "train.clients_per_round": "all",
+        "train.edge_round": {"policy": "fedbuff", "k": 2},
+        "stragglers": {"fraction": 0.5, "drop": "never"},
+        "algorithms": [{"name": "hierfavg", "edge_rounds": 3}]}))
+    rows = out.clients["hierfavg"]
+    groups: dict = {}
+    for r in rows:
+        groups.setdefault((r["round"], r["edge_round"]), set()).add(r["straggler"])
+    assert any(len(v) == 2 for v in groups.values())     # edges no longer straggle alike
+    assert 0 < sum(r["straggler"] == "1" for r in rows) < len(rows)
+
+
 def test_free_client_without_a_mask_is_the_masked_draw():
     """_dispatch_any (all clients always up) picks, for job j, the same client as the masked
     draw over the sorted free clients (sim/asynchronous.py's general path)."""

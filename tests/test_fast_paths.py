@@ -172,11 +172,17 @@ def test_late_broadcast_sees_its_own_round(tmp_path, seed, per_round):
     assert _late_lines(out["fedavg"]["events"][0], "client", "compute_end") > 0
 
 
-def test_an_edge_whose_clients_are_all_dropped_sends_nothing_in_either_timing(tmp_path):
+@pytest.mark.parametrize("algo, seed", [({"name": "hierfavg", "edge_rounds": 1}, 3),
+                                        ({"name": "hierfavg", "tier_rounds": [2, 1]}, 5)])
+def test_an_edge_whose_clients_are_all_dropped_sends_nothing_in_either_timing(tmp_path, algo,
+                                                                              seed):
     """An aggregator whose clients are all dropped stragglers in every one of its rounds
     aggregates nothing and sends nothing (the event loop); the closed form assumed every
-    child uploads and sent its unchanged model up. Such rounds now take the event loop."""
-    doc = _doc(True, [{"name": "hierfavg", "edge_rounds": 1}], stragglers={"fraction": 0.3})
+    child uploads and sent its unchanged model up. Such rounds now take the event loop. With
+    tier_rounds [2, 1] an edge is called twice a cloud round (its rounds r = 0 and 1): each
+    call must keep a client (a reader's case: only r = 0 was looked at)."""
+    doc = _doc(True, [algo], stragglers={"fraction": 0.3})
+    doc["seed"] = seed
     doc["train"].update(rounds=4, clients_per_round=6)
     out = _run_both(tmp_path, doc)
     _assert_same(out, 4, fallback=True)

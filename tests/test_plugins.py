@@ -307,6 +307,28 @@ def with_dropout(input_shape, num_classes):
                          nn.Linear(8, num_classes))
 
 
+@hierfl.register_model("zero_dropout")
+def zero_dropout(input_shape, num_classes):
+    return nn.Sequential(nn.Flatten(), nn.Linear(input_shape[0], 8), nn.Dropout(0.0),
+                         nn.Linear(8, num_classes))
+
+
+class Gru(nn.Module):
+    def __init__(self, d, k):
+        super().__init__()
+        self.gru = nn.GRU(1, 6, num_layers=2, dropout=0.3, batch_first=True)
+        self.out = nn.Linear(6, k)
+
+    def forward(self, x):
+        h, _ = self.gru(x.unsqueeze(-1))
+        return self.out(h[:, -1])
+
+
+@hierfl.register_model("gru_dropout")
+def gru_dropout(input_shape, num_classes):
+    return Gru(input_shape[0], num_classes)
+
+
 @hierfl.register_model("sized")
 def sized(input_shape, num_classes, width: int = 4):
     return nn.Sequential(nn.Linear(input_shape[0], width), nn.Linear(width, num_classes))
@@ -328,18 +350,25 @@ def int_pixels(n_clients, seed):
 
 @pytest.mark.parametrize("model, needle", [
     # runs differed (masks from torch's global generator, evaluation included)
-    ({"name": "with_dropout"}, "model.name = 'with_dropout': model 'with_dropout' has Dropout "
-                               "at '2': dropout is not supported"),
+    ({"name": "with_dropout"}, "model.name = 'with_dropout': model 'with_dropout' has dropout "
+                               "0.5 in Dropout at '2': dropout is not supported"),
+    ({"name": "gru_dropout"}, "has dropout 0.3 in GRU at 'gru'"),
     # these two were tracebacks, exit 1
     ({"name": "sized", "width": 8.5}, "model.name = 'sized': model factory 'sized' raised "
                                       "TypeError"),
     ({"name": "raising"}, "model factory 'raising' raised RuntimeError: boom in the factory"),
+    ({"name": "zero_dropout"}, None),
     # int64 rows (indices) to the CNN: valid, then a dtype traceback in run
     ({"name": "cnn", "_data": "int_pixels"}, "model.name = 'cnn': int_pixels rows are integer "
                                             "indices (vocabulary 300)"),
 ])
 def test_a_model_plugin_that_cannot_run_reproducibly_or_at_all_is_named(tmp_path, capsys,
                                                                        model, needle):
+    if needle is None:                  # a Dropout(0.0) draws nothing: valid
+        p = _plugin(tmp_path, "badmodels.py", BAD_MODELS)
+        rc, _, err = _run(["validate", _scenario(tmp_path, plugins=[p], model=model)], capsys)
+        assert rc == 0, err
+        return
     p = _plugin(tmp_path, "badmodels.py", BAD_MODELS)
     model = dict(model)
     data = {"data": {"name": model.pop("_data")}} if "_data" in model else {}

@@ -483,12 +483,16 @@ def test_a_diverged_series_has_no_final_score_and_sets_no_target():
     assert target_of([ok, gone], None) == pytest.approx(0.54)      # 0.9 x 0.6, not x 0.9
 
 
-def test_the_report_of_a_run_and_hierfl_report_are_the_same_bytes(runs):
+def test_the_report_of_a_run_and_hierfl_report_are_the_same_bytes(tmp_path):
     """Scenario 'tiny' run into folder s0: the run titled its report 'tiny', `hierfl report`
     'tiny (s0)' (so report.md and report.html changed when regenerated). Both now say the
-    name and the folder, wherever the folder lies."""
-    root, s0, _ = runs
-    copy = root / "again" / "s0"
+    name and the folder, wherever the folder lies. (Its own run: other tests rewrite the
+    shared runs' reports.)"""
+    scen = tmp_path / "tiny.yaml"
+    scen.write_text(SCENARIO)
+    s0 = tmp_path / "first" / "s0"
+    assert main(["run", str(scen), "--out", str(s0), "--quiet"]) == 0
+    copy = tmp_path / "again" / "s0"
     shutil.copytree(s0, copy)
     for f in ("report.md", "report.html"):
         os.unlink(copy / f)

@@ -191,6 +191,10 @@ def test_local_sweep_summary_and_resume(tmp_path):
     assert {p: os.stat(p).st_mtime_ns for p in a.rglob("*")} == mt
     assert (b / "DONE").is_file() and (b / "fedavg" / "metrics.csv").read_text() == keep
     assert (b / "report.md").is_file() and not (a / "report.md").exists()
+    # its title names the point's folder, not the staging folder it was written in
+    # ("<point>.<random>": a title that changed with every run)
+    assert (b / "report.md").read_text().splitlines()[0] == \
+        f"# hierfl report: {sc.name} ({b.name})"
     # a changed base with finished points in the output is refused, not mixed in
     (tmp_path / "base.yaml").write_text(BASE.replace("rounds: 2", "rounds: 3"))
     with pytest.raises(ScenarioError, match="different scenario"):

@@ -154,6 +154,10 @@ def test_fedscale_behaviour_to_intervals_feeds_a_run(tmp_path):
      ["--horizon-s", "1e6"], "1.finish_time = 1e-09"),
     ("fedscale-capacity", {"1": {"computation": 1, "communication": 5}},
      ["--flops-per-sample", "inf"], "--flops-per-sample = inf"),
+    # a client never up walked its 1e15 periods all the same (no rows, no end)
+    ("fedscale-behave", {"1": {"active": [], "inactive": [], "finish_time": 1e-9},
+                         "2": {"active": [0], "inactive": [5e-10], "finish_time": 1e-9}},
+     ["--horizon-s", "1e6"], "2.finish_time = 1e-09"),
 ])
 def test_fedscale_bad_input_exit_2(tmp_path, kind, doc, extra, needle):
     r = _convert(tmp_path, kind, doc, *extra)

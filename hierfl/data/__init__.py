@@ -78,7 +78,8 @@ def model_data_problem(sc: Scenario, data: FederatedData) -> FederatedData:
         from .registry import DATASETS
         synthetic = sc.data.name in ("synthetic", "synthetic_iid") and \
             sc.data.name not in DATASETS           # real-valued (validate sees no rows)
-        vocab = None if synthetic else _whole_vocab(data.x, data.x_test)
+        vocab = None if synthetic or len(data.input_shape) != 1 else \
+            _whole_vocab(data.x, data.x_test)      # (it embeds sequences: 1-D rows only)
         if vocab is None:
             raise ScenarioError.one(sc.file, "model.name", name, f"{name} embeds integer "
                                     f"indices; the rows of {sc.data.name} are features or "
@@ -100,15 +101,17 @@ def model_data_problem(sc: Scenario, data: FederatedData) -> FederatedData:
 def _whole_vocab(x: Any, x_test: Any) -> int | None:
     """The vocabulary of rows that are all whole numbers >= 0 (largest + 1), else None
     (none where there are no rows: the synthetic sets' shapes alone)."""
-    xs = [np.asarray(a) for a in (x, x_test) if a is not None and np.size(a)]
+    xs = [np.asarray(a).reshape(-1) for a in (x, x_test) if a is not None and np.size(a)]
     if not xs or any(a.dtype.kind not in "iuf" for a in xs):
         return None
+    top = 0.0
     for a in xs:
-        if a.dtype.kind == "f" and not bool(np.all(a == np.floor(a))):
-            return None
-        if float(a.min()) < 0:
-            return None
-    return int(max(float(a.max()) for a in xs)) + 1
+        for i in range(0, len(a), 1 << 20):        # in chunks: no copy of a large set, and
+            c = a[i:i + (1 << 20)]                  # the first fraction found ends it
+            if (c.dtype.kind == "f" and not bool(np.all(c == np.floor(c)))) or c.min() < 0:
+                return None
+            top = max(top, float(c.max()))
+    return int(top) + 1
 
 
 __all__ = ["DataFileError", "FederatedData", "load_arrays", "load_data", "model_data_problem"]

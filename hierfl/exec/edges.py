@@ -3,7 +3,8 @@
 A hierarchical round whose learning does not depend on timing (sim/edge_plan.py) trains, at
 each aggregator round, the clients of ALL edges at once: client k starts from its own edge's
 model (a (C, P) start matrix, one row per client, its edge's model repeated), one RoundRunner
-call plans the budgets (stragglers drawn per edge, as one call per edge draws them), the
+call plans the budgets (each client's from the round's straggler draw, as in one call per
+edge: sim/stragglers.RoundPools), the
 minibatches and the executor run, and the result is cut back into one `Work` per edge. A
 client's numbers do not depend on which clients share its call (per-client seeded plans,
 row-wise solver, row-wise sizes) where the model's matrix products are small enough for torch

@@ -121,8 +121,8 @@ def build_model(spec: ModelSpec, dim: int, out_dim: int, n_classes: int,
                 input_shape: tuple[int, ...] | None = None,
                 vocab: int = 0) -> "Model | TorchModel":
     """The model of a scenario for inputs of `input_shape` (default: flat rows of `dim`); a
-    factory with a `vocab` option that the scenario does not give receives the data's
-    vocabulary (index inputs in 0..vocab-1)."""
+    built-in factory with a `vocab` option that the scenario does not give receives the data's
+    vocabulary (index inputs in 0..vocab-1; a plugin's keeps the default its author wrote)."""
     import torch
     from torch import nn
 
@@ -138,8 +138,8 @@ def build_model(spec: ModelSpec, dim: int, out_dim: int, n_classes: int,
     with torch.random.fork_rng(devices=[]):       # construction draws nothing from the global
         torch.manual_seed(0)                      # generator (init() redraws from the seed)
         opts = dict(given_options(spec))
-        if vocab and "vocab" not in opts and \
-                "vocab" in inspect.signature(entry.factory).parameters:
+        if vocab and "vocab" not in opts and "vocab" in inspect.signature(
+                entry.factory).parameters and entry.builtin:   # (a plugin keeps its own)
             opts["vocab"] = int(vocab)
         try:
             made = entry.factory(shape, outputs, **opts)
@@ -175,17 +175,25 @@ def _torch_model(module: "nn.Module", shape: tuple[int, ...], task: str,
 
 
 def _deterministic(module: "nn.Module", name: str) -> None:
-    """Refuse dropout layers: their masks come from torch's global generator, not from a
-    per-client stream of the scenario's seed, so two runs of one scenario differed (and
-    the modules run in training mode, evaluation included: the test accuracy was drawn
-    too); the vmap path cannot draw them at all."""
+    """Refuse dropout (a Dropout layer, a recurrent stack's or an attention's, with p > 0):
+    its masks come from torch's global generator, not from a per-client stream of the
+    scenario's seed, so two runs of one scenario differed (and the modules run in training
+    mode, evaluation included: the test accuracy was drawn too); the vmap path cannot draw
+    them at all."""
     from torch import nn
     for path, m in module.named_modules():
+        p = 0.0
         if isinstance(m, nn.modules.dropout._DropoutNd):
-            raise ValueError(f"model {name!r} has {type(m).__name__} at {path or '(root)'!r}: "
-                             "dropout is not supported (its masks would come from torch's "
-                             "global generator, not the scenario's seed: runs would differ); "
-                             "remove it")
+            p = m.p
+        elif isinstance(m, nn.RNNBase) and m.num_layers > 1:
+            p = m.dropout
+        elif isinstance(m, nn.MultiheadAttention):
+            p = m.dropout
+        if p > 0:
+            raise ValueError(f"model {name!r} has dropout {p:g} in {type(m).__name__} at "
+                             f"{path or '(root)'!r}: dropout is not supported (its masks "
+                             "would come from torch's global generator, not the scenario's "
+                             "seed: runs would differ); set it to 0 or remove it")
 
 
 def _check_scores(model: "Model | TorchModel", n_classes: int) -> None:

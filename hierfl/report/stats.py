@@ -100,7 +100,8 @@ def groups_of(runs: list[Run], prefix: bool) -> tuple[list[Group], list[str]]:
             firsts: dict = {}               # the same sample, not another one
             for r in members:
                 firsts.setdefault(r.seed, []).append(r)
-            for seed, same in firsts.items():
+            for seed, same in firsts.items():     # the longest copy (one may be cut short)
+                same.sort(key=lambda r: -max((len(s.rows) for s in r.series), default=0))
                 if len(same) > 1:
                     notes.append(f"Runs {', '.join(r.name for r in same)} are the same "
                                  f"scenario with the same seed ({seed}): only {same[0].name} "

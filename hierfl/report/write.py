@@ -23,14 +23,16 @@ def _write(rep: Report, runs_series: list[Series], with_run: bool) -> str:
 
 
 def write_report(out: str, title: str = "", target: float | None = None,
-                 series: list[Series] | None = None, timeline_round: int = 1) -> str:
+                 series: list[Series] | None = None, timeline_round: int = 1,
+                 folder_name: str | None = None) -> str:
     """OUT/report.md, OUT/report.html, figures, table.csv and metrics_all.csv from OUT's files.
     Returns the path of report.md. The title is the scenario's name, with OUT's folder name
+    (`folder_name`: the name it will have, for a sweep point written in a staging folder)
     where the two differ (`title`: where the run recorded no name), whoever writes it: the
     run's report and `hierfl report OUT` are the same bytes."""
     run = load_run(out)
     name = ((run.summary or {}).get("scenario") or {}).get("name")
-    folder = os.path.basename(os.path.normpath(out))
+    folder = folder_name or os.path.basename(os.path.normpath(out))
     if name:
         title = name if folder == name else f"{name} ({folder})"
     if series is not None:

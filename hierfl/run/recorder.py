@@ -120,6 +120,8 @@ class RoundRecorder:
         fh.truncate()
         self.files.metrics.row(row)
         self.bar.update(t, row, final=True)
+        if bad:
+            self.diverged(t)
 
     def _evaluate(self, t: int, w: torch.Tensor, last: bool = False):
         """(loss, accuracy, personal accuracy, diverged, personal models) of the global model

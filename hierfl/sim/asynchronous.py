@@ -175,6 +175,7 @@ class AsyncRounds(AsyncEdges, AsyncDrain):
         ups: dict = {}
         got: dict = {}
         info = RoundInfo(j)
+        runner.round_selection(j, mine)         # its edges' stragglers drawn over the job's
         yield from self._hier_child("cloud", node, j, self._mark_active(mine), start,
                                     runner.down_bytes(), col, ups, info, True, got)
         a.busy.discard(node)

@@ -61,10 +61,12 @@ class HierRounds:
         info.failed = info.selected - info.reported
 
     def _every_edge_aggregates(self, t: int, chosen: Chosen) -> bool:
-        """The closed form's premise that every child uploads: each bottom aggregator keeps a
-        client in one of its rounds. One whose clients are all dropped stragglers in every
-        round aggregates nothing and sends nothing, which only the event loop models."""
-        runner, sel = self.runner, chosen.ids
+        """The closed form's premise that every child uploads: a bottom aggregator, called
+        once per round of its parent (its calls numbered r = 0, 1, ... through the cloud
+        round, edge_train), keeps a client in one of the rounds of each call. One whose
+        clients are all dropped stragglers in every round of a call aggregates nothing and
+        sends nothing, which only the event loop models."""
+        runner, sel, parent = self.runner, chosen.ids, self.topo.parent
         kept: dict[int, np.ndarray] = {}
         pos = None
         for node, kids in chosen.kids.items():
@@ -73,16 +75,21 @@ class HierRounds:
             if pos is None:
                 pos = {k: i for i, k in enumerate(sel.tolist())}
             rows = [pos[self.index[c]] for c in kids]
-            for r in range(self.tier_rounds(node)):
-                if r not in kept:
-                    dropped = runner.dropped_before(t, r, sel)
-                    if dropped is None:
-                        return True
-                    kept[r] = ~dropped
-                if kept[r][rows].any():
-                    break
-            else:
-                return False
+            each, calls, up = self.tier_rounds(node), 1, parent[node]
+            while up != "cloud":
+                calls *= self.tier_rounds(up)
+                up = parent[up]
+            for call in range(calls):
+                for r in range(call * each, (call + 1) * each):
+                    if r not in kept:
+                        dropped = runner.dropped_before(t, r, sel)
+                        if dropped is None:
+                            return True
+                        kept[r] = ~dropped
+                    if kept[r][rows].any():
+                        break
+                else:
+                    return False
         return True
 
     def weights(self, nodes: list[str], sel: np.ndarray) -> list[float]:

@@ -52,14 +52,19 @@ class Budgets:
         `sel`, in its order, and the steps each of them does."""
         local, stragglers = self.local, self.stragglers
         budgets = planned.copy()
+        key: tuple = (t, r)
         if stragglers.fraction and len(sel) == 1 and self.policy.policy in ASYNC_POLICIES:
-            # one client's asynchronous job: a Bernoulli(fraction) draw
-            strag = np.array([seeding.rng(self.seed, "stragglers", t, r).random()
+            # one client's asynchronous job: a Bernoulli(fraction) draw; under asynchronous
+            # edges (t, r) is the cloud round and the edge's job count, alike on every edge:
+            # the client's id keys it too (every edge's r-th job straggled together)
+            if self.hierarchical:
+                key = (t, r, int(sel[0]))
+            strag = np.array([seeding.rng(self.seed, "stragglers", *key).random()
                               < stragglers.fraction])
         else:
             strag = straggler_mask(self.seed, t, r, len(sel), stragglers.fraction)
         if strag.any():
-            g = seeding.rng(self.seed, "straggler-work", t, r)
+            g = seeding.rng(self.seed, "straggler-work", *key)
             high_e = (local.epochs or 1) if stragglers.epochs_range == "paper" else \
                 max((local.epochs or 1) - 1, 1)
             counts = self.counts[sel]
@@ -113,7 +118,8 @@ class RoundPools:
     stream: the same positions straggling under every edge of one size, and other stragglers
     than a flat algorithm's over the same selection."""
 
-    KEEP = 64                      # rounds whose selections are kept (an edge may run late)
+    KEEP = 8             # rounds whose selections are kept (an edge may run late; one later
+    #                      than that draws over its own clients, as before the pools)
 
     def __init__(self, budgets: Budgets, planned_of: Callable[[int, int, np.ndarray], np.ndarray]):
         self.budgets, self.planned_of = budgets, planned_of
@@ -125,7 +131,8 @@ class RoundPools:
         b = self.budgets
         if not b.stragglers.fraction or b.policy.policy in ASYNC_POLICIES:
             return
-        self.pools[t] = np.asarray(sel, np.int64)
+        self.pools[t] = np.asarray(sel, np.int32 if len(self.budgets.counts) < 2**31
+                                   else np.int64)
         for old in [k for k in self.pools if k <= t - self.KEEP]:
             del self.pools[old]
         self.drawn.clear()

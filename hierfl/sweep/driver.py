@@ -30,13 +30,14 @@ from .summary import is_done, summarize
 
 def execute_point(text: str, folder: str, report: bool = True, plugins: tuple = (),
                   borrowed: dict[str, tuple[str, str | bytes]] | None = None,
-                  shown: str | None = None) -> dict:
+                  shown: str | None = None, name: str | None = None) -> dict:
     """Run one point into `folder` (created): its scenario, every algorithm, the report, then
     the DONE marker (atomically, last). `borrowed`: {label: (owner point, the owner's folder
     for it, or a zip of it)}: those algorithms are not rerun but copied (reuse.py). Importable by spawned
     processes and Ray workers, which first import the driver's plugins (`plugins.bundle()`:
     --plugin files and the like). `shown`: the path a ScenarioError names for the point's
-    scenario (where the driver keeps it; default: folder's point.yaml, which may be gone)."""
+    scenario (where the driver keeps it; default: folder's point.yaml, which may be gone).
+    `name`: the point's folder name once committed (the report's title; default: `folder`'s)."""
     from ..plugins import ensure
     from ..report import write_report
     from ..run import run_scenario
@@ -54,7 +55,7 @@ def execute_point(text: str, folder: str, report: bool = True, plugins: tuple = 
         else:
             run_scenario(sc, progress=False, keep_trace=False)
         if report:
-            write_report(folder, sc.name, sc.report.target_accuracy)
+            write_report(folder, sc.name, sc.report.target_accuracy, folder_name=name)
     except ScenarioError as exc:
         if shown is None:
             raise
@@ -68,12 +69,12 @@ def execute_point(text: str, folder: str, report: bool = True, plugins: tuple = 
 
 def ray_point(text: str, report: bool = True, plugins: tuple = (),
               borrowed: dict[str, tuple[str, str | bytes]] | None = None,
-              shown: str | None = None) -> tuple[bytes, dict]:
+              shown: str | None = None, name: str | None = None) -> tuple[bytes, dict]:
     """A point in a Ray worker: run it in a private temporary folder and send the folder back
     (as a zip), so the cluster needs no shared file system (only the data files, if any)."""
     with tempfile.TemporaryDirectory(prefix="hierfl-point-") as tmp:
         folder = os.path.join(tmp, "point")
-        info = execute_point(text, folder, report, plugins, borrowed, shown)
+        info = execute_point(text, folder, report, plugins, borrowed, shown, name)
         return zip_tree(folder), info
 
 
@@ -236,7 +237,7 @@ def _run_local(sw: Sweep, ready: _Ready, workers: int, staging: str,
             for pt, borrowed in items:
                 folder = os.path.join(staging, f"{pt.name}.{uuid.uuid4().hex[:8]}")
                 futs[pool.submit(execute_point, pt.text, folder, sw.point_reports, bundle(),
-                                 borrowed, _shown(sw, pt))] = (pt, folder, borrowed)
+                                 borrowed, _shown(sw, pt), pt.name)] = (pt, folder, borrowed)
         try:
             submit(retry + ready.take())
             retry = []
@@ -285,7 +286,7 @@ def _run_ray(sw: Sweep, ready: _Ready, workers: int | None, address: str, stagin
         while queue and len(pending) < limit:
             pt, borrowed = queue.pop(0)
             pending[task.options(num_cpus=pt.threads).remote(
-                pt.text, sw.point_reports, bundle(), borrowed, _shown(sw, pt))] = pt
+                pt.text, sw.point_reports, bundle(), borrowed, _shown(sw, pt), pt.name)] = pt
         if not pending:
             break
         finished, _ = ray.wait(list(pending), num_returns=1)

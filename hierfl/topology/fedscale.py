@@ -80,6 +80,8 @@ def behave_rows(path: str, horizon_s: float, clients: int | None) -> list[str]:
                                     "expected lists active and inactive of the same length")
         spans = sorted((_num(path, cid, {"t": a}, "t", False), _num(path, cid, {"t": b}, "t",
                                                                    False)) for a, b in zip(act, ina))
+        if not spans:                  # never up: no rows (and no periods to walk)
+            continue
         written += len(spans) * math.ceil(horizon_s / period)
         if written > MAX_INTERVALS:
             raise ScenarioError.one(path, f"{cid}.finish_time", period, f"repeating every "
