@@ -428,3 +428,24 @@ def test_batched_equals_sequential_autograd_executor(tmp_path):
         a, b = out["batched"][label][0], out["sequential"][label][0]
         for key in a:
             np.testing.assert_allclose(a[key], b[key], atol=2e-5, err_msg=f"{label} {key}")
+
+
+def test_apfl_client_that_took_no_step_keeps_its_models(tmp_path):
+    """APFL wrote every selected client's rows, steps or not: a client with zero steps had its
+    w_local set to the round's start model (its personal model 0.5 w0 + 0.5 w1 after two
+    rounds in a reader's deadline case). Here slow clients cannot afford one step under
+    deadline_partial: from w0 = 0 their personal models stay 0."""
+    import numpy as np
+    from conftest import make_scenario, run_outputs
+    path = make_scenario(tmp_path, algorithms=[{"name": "apfl", "alpha": 0.5}], **{
+        "train.rounds": 2, "train.clients_per_round": "all", "model.init": "zeros",
+        "train.round": {"policy": "deadline_partial", "deadline_s": 1.0},
+        "topology.clients.compute_flops": {"dist": "choice", "choices": [1.0, 1.0e12]}})
+    out = run_outputs(path)
+    rows = out.clients["apfl"]
+    idle = {int(r["client"]) for r in rows} - {int(r["client"]) for r in rows
+                                                if int(r["steps"]) > 0}
+    assert idle and len(idle) < 4, [(r["client"], r["steps"]) for r in rows]
+    assert np.abs(out.final("apfl")).max() > 0               # the others trained
+    for k in idle:
+        assert not np.abs(out.params["apfl"][f"client_{k}"]).any(), k

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
 import pytest
 import torch
 
@@ -329,3 +330,25 @@ def test_flags_come_from_caps():
             assert getattr(cls, f) == getattr(cls.caps, f), (name, f)
     assert REGISTRY["hierfavg"].drops_stragglers and REGISTRY["hierfavg"].hierarchical
     assert REGISTRY["pfedmac_sh"].personalised and REGISTRY["pfedmac_sh"].hierarchical
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_a_doomed_client_keeps_its_rows_of_every_client_table(name):
+    """finish(..., doomed): client 0 crashes before it finishes (the engine's draw, made
+    before training): every client table keeps its row; client 1's rows are those of a
+    round without the mark."""
+    def round_of(doomed):
+        algo = make(name, CASES[name].params)
+        ctx = RoundCtx(1, 0, ETA, torch.full((2,), K))
+        start = algo.edge_model(algo.edge_start(algo.global_model())) if algo.hierarchical \
+            else algo.global_model()
+        before = {k: v.clone() for k, v in algo.state.tensors().items()}
+        res = local_work(algo.program(CLIENTS, start, ctx))
+        algo.finish(CLIENTS, start, res, ctx, doomed)
+        return before, {k: v for k, v in algo.state.tensors().items()
+                        if k.startswith("clients.")}
+    before, marked = round_of(np.array([True, False]))
+    _, plain = round_of(None)
+    for k, table in marked.items():
+        torch.testing.assert_close(table[0], before[k][0], rtol=0, atol=0, msg=k)
+        torch.testing.assert_close(table[1], plain[k][1], rtol=0, atol=0, msg=k)

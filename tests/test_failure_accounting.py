@@ -198,3 +198,26 @@ def test_dropped_straggler_crash_does_not_close_the_round(tmp_path, name):
         assert all(c["dropped"] == "0" for c in healthy)
         assert float(r["bytes_wasted"]) == 0.0
     assert crashed_dropped >= 3          # the case is exercised
+
+
+def test_a_crashed_client_leaves_its_state_as_it_was(tmp_path):
+    """Every selected client crashes (crash_p 1): nothing reaches the server, and the clients'
+    own state must not move either. Their training was applied to their personal models
+    before the crash was decided (Ditto's personal accuracy rose 0.385 -> 0.672 in a reader's
+    run), and to any client table alike (test_algorithms_unit: every algorithm's)."""
+    import numpy as np
+    from conftest import make_scenario, run_outputs
+    algos = [{"name": "ditto", "lam": 0.5}, {"name": "apfl", "alpha": 0.5},
+             {"name": "pfedme", "lam": 5.0, "personal_lr": 0.05},
+             {"name": "pfedmac_sh", "lambda1": 0.1, "inner_lr": 0.05}]
+    path = make_scenario(tmp_path, algorithms=algos, **{
+        "train.rounds": 3, "train.clients_per_round": "all",
+        "topology.failures": {"crash_p": 1.0}})
+    out = run_outputs(path)
+    for a in ("ditto", "apfl", "pfedme", "pfedmac_sh"):
+        m = out.metrics[a]
+        assert {r["personal_test_acc"] for r in m} == {m[0]["personal_test_acc"]}, a
+        assert {int(r["reported"]) for r in m[1:]} == {0}
+        w0 = out.params[a]["global"]
+        for k in range(4):
+            np.testing.assert_array_equal(out.params[a][f"client_{k}"], w0, err_msg=a)

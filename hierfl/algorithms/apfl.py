@@ -103,7 +103,8 @@ class APFL(Algorithm):
     def client_update(self, state: State, clients: torch.Tensor, start: torch.Tensor,
                       res: SolveResult, ctx: RoundCtx) -> tuple[State, Upload]:
         w, v, a = res.state
-        cs = state.clients
-        cs = APFLClients(set_rows(cs.v, clients, v), set_rows(cs.w_local, clients, w),
-                         set_rows(cs.alpha, clients, a.squeeze(1)))
+        cs, on = state.clients, res.steps > 0     # a client that took no step keeps its own
+        k = clients[on]                           # (its w_local was set to the start model)
+        cs = APFLClients(set_rows(cs.v, k, v[on]), set_rows(cs.w_local, k, w[on]),
+                         set_rows(cs.alpha, k, a.squeeze(1)[on]))
         return replace(state, clients=cs), Upload((w,))

@@ -266,8 +266,20 @@ class Algorithm:
         return self.local(self._now(), clients, start, ctx)
 
     def finish(self, clients: torch.Tensor, start: torch.Tensor, res: SolveResult,
-               ctx: RoundCtx) -> Upload:
+               ctx: RoundCtx, doomed: np.ndarray | None = None) -> Upload:
+        """client_update; the clients marked `doomed` (they crash before they finish their
+        steps) keep the rows they had in every client table."""
+        saved = {}
+        if doomed is not None and doomed.any():
+            gone = clients[torch.from_numpy(np.asarray(doomed, bool))]
+            n = self.setup.n_clients
+            saved = {k: v[gone].clone() for k, v in self._now().tensors().items()
+                     if k.startswith("clients.") and v.dim() and v.shape[0] == n}
         self.state, up = self.client_update(self._now(), clients, start, res, ctx)
+        if saved:
+            tables = self._now().tensors()
+            for k, rows in saved.items():
+                tables[k][gone] = rows
         check_upload(self, up, len(clients))
         return up
 

@@ -103,10 +103,13 @@ class RoundRunner(AsyncEdgeSteps):
 
     # ------------------------------------------------------------------ training
     def train(self, t: int, r: int, sel: np.ndarray, start: torch.Tensor,
-              silent: np.ndarray | None = None, sizes: list[int] | None = None) -> Work:
+              silent: np.ndarray | None = None, sizes: list[int] | None = None,
+              doomed: np.ndarray | None = None) -> Work:
         """One executor call for the clients `sel` of one aggregation round. With `sizes`,
         `sel` is consecutive segments (one per aggregator, exec/edges.py): each segment's
-        budgets are what one call per segment would get."""
+        budgets are what one call per segment would get. `doomed`: clients that will crash
+        before they finish (the engine's draw): their client state, and their compression
+        residuals, stay as they were."""
         planned = self._planned(t, r, sel)
         clients = torch.from_numpy(sel)
         if self.codec is not None and self.codec.spec.down.active and start.dim() == 1:
@@ -119,7 +122,7 @@ class RoundRunner(AsyncEdgeSteps):
         res = self.executor.run(program, plan, self._full(sel, program, t),
                                 torch.from_numpy(budgets), ctx.lr, self.local.gamma,
                                 self.local.check_every, measure=self._measure(t))
-        up = self.algo.finish(clients, start, res, ctx)
+        up = self.algo.finish(clients, start, res, ctx, doomed)
         finite = finite_rows(up.tensors, len(sel))
         sent = up.tensors                               # (what a codec leaves as it was)
         if sizes is None and not bool(finite.all()):   # numerical health: name the clients
@@ -135,7 +138,8 @@ class RoundRunner(AsyncEdgeSteps):
                                                      drop.tolist(), strag.tolist(),
                                                      res.gamma.tolist())]
         if self.codec is not None and self.codec.spec.up.active:
-            up, up_bytes = self._compressed(t, r, sel, start, up, recs, silent)
+            quiet = silent if doomed is None else doomed if silent is None else silent | doomed
+            up, up_bytes = self._compressed(t, r, sel, start, up, recs, quiet)
         else:
             up_bytes = self._upload_sizes(up, recs)
         cluster = self.algo.cluster_of(up)

@@ -138,7 +138,7 @@ class AsyncRounds(AsyncEdges, AsyncDrain):
     def _flat_job(self, j: int, k: int):
         a, runner = self._a, self.runner
         v0, start, opened = a.version, runner.global_model(), self.env.now
-        work = runner.train(j, 0, np.array([k], dtype=np.int64), start)
+        work = self._train(j, 0, np.array([k], dtype=np.int64), start)
         path = self.topo.path_up(self.topo.clients[k])[::-1]   # cloud ... aggregator, client
         col = Collector(self.env, 0 if work.drop[0] else 1, WAIT_ONE)
         down = runner.down_bytes()

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import gc
 import heapq
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 import simpy
@@ -201,7 +201,11 @@ class Simulation(FlatRounds, HierRounds, AsyncRounds, MobileRounds):
         add, record = self.trace.add, self.trace.record
         record((env._now, name, "compute_start", "", rec.steps))
         ctime = float(work.ctime[i])
-        crash = self.failures.crash_after(self.round, rec.edge_round, k, ctime)
+        if work.crash_at is not None:           # drawn before it trained (_train)
+            f = float(work.crash_at[i])
+            crash = None if f != f else f * ctime
+        else:
+            crash = self.failures.crash_after(self.round, rec.edge_round, k, ctime)
         if crash is not None:
             yield env.timeout(crash)
             add(env._now, name, "crash", "", rec.steps)
@@ -291,6 +295,17 @@ class Simulation(FlatRounds, HierRounds, AsyncRounds, MobileRounds):
             self.inflight -= 1
 
         self._at(key[0], URGENT if spawned(key) else NORMAL).callbacks.append(land)
+
+    def _train(self, t: int, r: int, sel: np.ndarray, start: Any,
+               silent: np.ndarray | None = None) -> Work:
+        """runner.train, told which clients will crash (failures.crashes, drawn now): their
+        state (personal models, control variates, residuals) is left as it was, as a client
+        that never finished its steps leaves it; the Work carries when they crash."""
+        crash = self.failures.crashes(self.round, r, sel)
+        doomed = None if crash is None else ~np.isnan(crash)
+        work = self.runner.train(t, r, sel, start, silent, doomed=doomed)
+        work.crash_at = crash
+        return work
 
     def _empty_round(self):
         """Nobody available: an empty round. Where availability changes in time (markov,

@@ -8,11 +8,13 @@
 - availability trace: measured intervals (client,start_s,end_s); a client is available while
   start_s <= t < end_s of one of its intervals; like markov, it is selectable only while
   available, and drops out if it is unavailable when it would upload.
-- crash_p: a selected client crashes with this probability at a uniform point of its compute.
+- crash_p: a selected client crashes with this probability at a uniform point of its compute
+  (drawn before it trains: the state it would have changed stays as it was).
 - outages: windows in which a node, or a link (both directions), is down; a message whose
   transfer overlaps a window is lost."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -129,12 +131,24 @@ class Failures:
 
     def crash_after(self, t: int, r: int, k: int, compute_s: float) -> float | None:
         """Seconds into its compute at which client k crashes this round, or None."""
+        f = self.crash_fraction(t, r, k)
+        return None if f is None else f * compute_s
+
+    def crash_fraction(self, t: int, r: int, k: int) -> float | None:
+        """The fraction of its compute after which client k crashes in round (t, r), or None
+        (a draw of its own: known before the client trains)."""
         if self.crash_p <= 0:
             return None
         g = seeding.rng(self.seed, "crash", t, r, k)
-        if g.random() < self.crash_p:
-            return float(g.random() * compute_s)
-        return None
+        return float(g.random()) if g.random() < self.crash_p else None
+
+    def crashes(self, t: int, r: int, sel: np.ndarray) -> np.ndarray | None:
+        """crash_fraction of every client of `sel` (nan: it does not crash); None without
+        crashes."""
+        if self.crash_p <= 0:
+            return None
+        out = [self.crash_fraction(t, r, int(k)) for k in sel.tolist()]
+        return np.array([math.nan if f is None else f for f in out])
 
     # ------------------------------------------------------------------ outages
     def _overlap(self, windows: list[tuple[float, float]], a: float, b: float) -> bool:

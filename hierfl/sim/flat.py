@@ -32,7 +32,7 @@ class FlatRounds:
         silent = ~np.isin(sel, picked)
         chosen = self._mark_active(sel)
         opened = self.env.now
-        work = runner.train(t, 0, sel, runner.global_model(), silent)
+        work = self._train(t, 0, sel, runner.global_model(), silent)
         down_bytes = runner.down_bytes()
         preagg = self.sc.train.edge_preaggregate and runner.linear_aggregate
         col = Collector(self.env, 0 if preagg else int((~work.drop).sum()), self.round_spec)

@@ -183,7 +183,7 @@ class HierRounds:
         r = self._calls.get((t, node), 0)     # keyed by round: an edge that does not
         self._calls[t, node] = r + 1          # report may still run into round t + 1
         members = np.array([self.index[c] for c in kids], np.int64)
-        return self.runner.train(t, r, members, start)
+        return self._train(t, r, members, start)
 
     def edge_close(self, t: int, es: Any, work: Work, arrived_clients: list) -> Any:
         """Aggregate the clients that arrived; the others are marked dropped."""
