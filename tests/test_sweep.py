@@ -394,3 +394,36 @@ def test_a_stopped_driver_leaves_no_worker_behind(tmp_path, sig):
         staged = list((out / STAGING).glob("*/DONE")) if (out / STAGING).exists() else []
         assert len(list(out.glob("*/DONE"))) + len(staged) < 12
         assert all((p.parent / sw.POINT_FILE).is_file() for p in staged)   # salvageable
+
+
+def test_a_topology_naming_files_sweeps_from_any_folder(tmp_path):
+    """A topology file in its own folder naming a devices trace, an availability trace and a
+    moves file (relative to it), and an entry's own moves file (relative to the scenario):
+    every point failed, the path named inside a deleted temporary folder. Each point now runs
+    and equals the scenario run directly."""
+    sub = tmp_path / "sys"
+    sub.mkdir()
+    (sub / "dev.csv").write_text("client,compute_flops,uplink_Bps,downlink_Bps,latency_s\n"
+                                 + "".join(f"{k},1e9,1e5,1e5,0.1\n" for k in range(4)))
+    (sub / "avail.csv").write_text("client,start_s,end_s\n"
+                                   + "".join(f"{k},0,1000\n" for k in range(4)))
+    (sub / "mob.csv").write_text("time_s,client,node\n0.5,client0,edge1\n")
+    (tmp_path / "own.csv").write_text("time_s,client,node\n0.3,client1,edge0\n")
+    (sub / "t.yaml").write_text(
+        "edges: {count: 2, link: {latency_s: 0.05, bandwidth_Bps: 1.0e8}}\n"
+        "clients: {trace: dev.csv}\navailability: {kind: trace, path: avail.csv}\n"
+        "mobility: {kind: trace, path: mob.csv}\n")
+    (tmp_path / "base.yaml").write_text(BASE.replace("topology: topo.yaml",
+                                                     "topology: sys/t.yaml").replace(
+        "  - {name: hierfavg, edge_rounds: 2}",
+        "  - {name: hierfavg, edge_rounds: 2, mobility: {kind: trace, path: own.csv}}"))
+    f = tmp_path / "sw.yaml"
+    f.write_text("base: base.yaml\ngrid:\n  seed: [0, 1]\noutput: out\npoint_reports: false\n")
+    s = sw.load_sweep(str(f))
+    assert sw.run_sweep(s, "local", workers=1, progress=False) == {}
+    point = tmp_path / "out" / s.points[1].name
+    sc = load(str(tmp_path / "base.yaml"), seed=1, out=str(tmp_path / "direct"))
+    run_scenario(sc, progress=False)
+    for label in ("fedavg", "hierfavg"):
+        assert (point / label / "metrics.csv").read_text() == \
+            (tmp_path / "direct" / label / "metrics.csv").read_text()

@@ -63,12 +63,26 @@ class Sweep:
 
 
 def _self_contained(raw: dict, base_file: str) -> dict:
-    """The base scenario with its topology inlined and its data path made absolute, so that a
-    point runs anywhere (another folder, another machine with the same data path)."""
+    """The base scenario with its topology inlined and its file paths made absolute (data,
+    plugins, and the files a topology names: its graph, devices trace, availability and moves
+    traces, relative to the topology file), so that a point runs anywhere (another folder,
+    another machine with the same paths)."""
     raw = copy.deepcopy(raw)
     base_dir = os.path.dirname(os.path.abspath(base_file))
+    topo_dir = base_dir
     if isinstance(raw.get("topology"), str):
-        raw["topology"] = read_yaml(os.path.join(base_dir, raw["topology"]), "topology file")
+        topo_file = os.path.join(base_dir, raw["topology"])
+        raw["topology"] = read_yaml(topo_file, "topology file")
+        topo_dir = os.path.dirname(os.path.abspath(topo_file))
+    topo = raw.get("topology")
+    if isinstance(topo, dict):
+        _absolute(topo, "graph", topo_dir)
+        for part in ("clients", "availability", "mobility"):
+            if isinstance(topo.get(part), dict):
+                _absolute(topo[part], "trace" if part == "clients" else "path", topo_dir)
+    for entry in raw.get("algorithms") or []:     # an entry's own moves file: the scenario's
+        if isinstance(entry, dict) and isinstance(entry.get("mobility"), dict):
+            _absolute(entry["mobility"], "path", base_dir)
     data = raw.get("data")
     for key in ("path", "root"):            # data files: npz, leaf (path), image sets (root)
         if isinstance(data, dict) and isinstance(data.get(key), str):
@@ -78,6 +92,11 @@ def _self_contained(raw: dict, base_file: str) -> dict:
                           else f for f in raw["plugins"]]
     raw.pop("output", None)
     return raw
+
+
+def _absolute(d: dict, key: str, folder: str) -> None:
+    if isinstance(d.get(key), str):
+        d[key] = os.path.normpath(os.path.join(folder, d[key]))
 
 
 def point_raw(base_raw: dict, base_file: str, values: tuple[tuple[str, Any], ...],
