@@ -167,6 +167,7 @@ def cmd_topology(args: argparse.Namespace) -> int:
     from .config.errors import Problems
     from .config.yamldoc import read_yaml
     from .scenario.load import load_topology
+    from .config.fields import seed_range
     from .topology.describe import draw, summary
     from .topology.graph import build_topology
 
@@ -184,6 +185,8 @@ def cmd_topology(args: argparse.Namespace) -> int:
         problems.raise_if_any()
         seed = 0
     seed = seed if args.seed is None else args.seed
+    if seed_range(seed):
+        raise ScenarioError.one("", "--seed", seed, seed_range(seed))
     topo = build_topology(spec, seed, path)
     print(f"topology {args.file} (seed {seed})")
     print(summary(topo))

@@ -51,6 +51,9 @@ def run_dir(tmp_path_factory):
     (["--out", "/etc/hierfl"], "is a system folder"),
     (["--stop-after", "0"], "--stop-after = 0: must be >= 1"),
     (["--stop-after", "-1"], "--stop-after = -1: must be >= 1"),
+    # streams are keyed by the seed's 32 bits: 2^32 ran seed 0's run, -1 seed 2^32 - 1's
+    (["--seed=4294967296"], "--seed = 4294967296: must be in 0..4294967295"),
+    (["--seed=-1"], "--seed = -1: must be in 0..4294967295"),
 ])
 def test_run_arguments(run_dir, args, words):
     args = [a.format(d=run_dir) for a in args]

@@ -26,6 +26,8 @@ CORPUS: dict[str, tuple[list[str], int]] = {
                                  "expected a number"], 1),
     "wrong_type_seed_bool.yaml": (["wrong_type_seed_bool.yaml:11:", "seed = True",
                                    "expected an integer"], 1),
+    "seed_beyond_32_bits.yaml": (["seed_beyond_32_bits.yaml:11:", "seed = 4294967296",
+                                  "must be in 0..4294967295"], 1),
     "wrong_type_name.yaml": (["wrong_type_name.yaml:2:", "name = [1, 2]",
                               "expected a string"], 1),
     "wrong_type_topology_count.yaml": (["wrong_type_topology_count.yaml:4:",

@@ -28,6 +28,12 @@ def spec(default: Any = MISSING, doc: str = "", check: Check | None = None,
     return field(default=default, metadata=meta)
 
 
+def seed_range(v: Any) -> str | None:
+    """Seeds key every stream by their 32 bits: 2^32 and 0 gave the same run, -1 and 2^64-1
+    too (recorded as different seeds, and pooled as independent ones)."""
+    return None if 0 <= v < 2 ** 32 else "must be in 0..4294967295 (streams are keyed by 32 bits)"
+
+
 def positive(v: Any) -> str | None:
     return None if v > 0 else "must be > 0"
 

@@ -5,8 +5,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar, Literal
 
 from .asynchrony import ALPHA, ASYNC_POLICIES, CONCURRENCY, DRAIN, SERVER_LR, StalenessSpec
-from .fields import Raw, all_of, at_most, below_one, each, non_negative, positive, spec, \
-    unit_interval
+from .fields import Raw, all_of, at_most, below_one, each, non_negative, positive, seed_range, \
+    spec, unit_interval
 
 from .compress import CompressSpec
 
@@ -332,7 +332,8 @@ class ScenarioFile:
     data: DataSpec = spec(doc="federated data set")
     model: ModelSpec = spec(doc="model")
     algorithms: list[Raw] = spec(doc="list of {name: ..., label: ..., <hyperparameters>}")
-    seed: int = spec(0, "the one seed; every generator is derived from it and a stable name")
+    seed: int = spec(0, "the one seed, in 0..2^32-1; every generator is derived from it and a "
+                     "stable name", check=seed_range)
     train: TrainSpec = spec(default_factory=TrainSpec, doc="training schedule")
     stragglers: StragglerSpec = spec(default_factory=StragglerSpec, doc="stragglers")
     report: ReportSpec = spec(default_factory=ReportSpec, doc="report options")

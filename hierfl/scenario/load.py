@@ -15,7 +15,7 @@ from typing import Any
 from ..config.errors import NO_VALUE, Problem, Problems, ScenarioError
 from ..config.compress import CompressSpec, given_problems
 from ..config.mobility import MobilitySpec
-from ..config.fields import build, convert, is_fail
+from ..config.fields import build, convert, is_fail, seed_range
 from ..config.limits import memory_limit, model_params, resource_problems
 from ..config.yamldoc import check_file, read_doc
 from .checks import check_algorithms, check_asynchrony, check_output, check_rounds, \
@@ -370,6 +370,9 @@ def load(path: str, seed: int | None = None, rounds: int | None = None,
     if rounds is not None:
         if isinstance(rounds, bool) or not isinstance(rounds, int) or not 1 <= rounds <= 1e7:
             p.add("--rounds", rounds, "must be an integer in 1..10000000")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or
+                             seed_range(seed)):
+        p.add("--seed", seed, seed_range(seed) if isinstance(seed, int) else "not an integer")
     entries = _algorithms(raw, p)
     data, model, train = (_part(DataSpec, raw.get("data")), _part(ModelSpec, raw.get("model")),
                           _part(TrainSpec, raw.get("train", {})))
