@@ -86,8 +86,9 @@ CORPUS: dict[str, tuple[list[str], int]] = {
     "topology_not_mapping.yaml": (["topology = [1, 2]", "expected a file path or a mapping"], 1),
     "topology_draws_overflow.yaml": ([os.path.join("topologies", "overflow.yaml"),
                                      ".flops = inf: must be a finite number > 0"], None),
-    "graph_not_a_tree.yaml": (["links.client0->client1: a link must join a node and its parent",
-                               "must be a tree"], 1),
+    "graph_not_a_tree.yaml": ([os.path.join("topologies", "lateral.json") + ": links.client0"
+                               "->client1: a link must join a node and its parent",
+                               "must be a tree"], 1),     # (named the scenario file, not it)
     "graph_file_unreadable.yaml": ([os.path.join("topologies", "not_a_graph.json"),
                                     "cannot read graph"], 1),
     "too_many_clients_per_round.yaml": (["train.clients_per_round = 20",

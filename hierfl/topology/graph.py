@@ -39,8 +39,9 @@ def build_graph(spec: TopologySpec, seed: int, file: str = "") -> nx.DiGraph:
 def build_topology(spec: TopologySpec, seed: int, file: str = "") -> "Topology":
     """The validated Topology of a spec: from arrays (its graph is built only when asked), or
     from its graph file."""
-    if spec.graph is not None:
-        return Topology.from_graph(read_graph_file(_graph_path(spec, file)), file)
+    if spec.graph is not None:         # its contents' errors name the graph file
+        path = _graph_path(spec, file)
+        return Topology.from_graph(read_graph_file(path), path)
     tree = build_tree(spec, seed, file)
     check_tree(tree, file)
     return Topology.from_tree(tree)
