@@ -182,3 +182,22 @@ def test_pause_and_resume_keeps_the_levels_and_the_unstable_flag(tmp_path):
     rows = ref.splitlines()[1:]
     flags = [r.split(",")[METRIC_COLUMNS.index("unstable")] for r in rows]
     assert flags[3:] == ["1"] * 4 and flags[:3] == ["0"] * 3
+
+
+def test_level_figure_of_runs_of_other_depths_warns_nothing(tmp_path):
+    """compare of a 2-tier and a 3-tier run: a level one run lacks printed numpy's
+    "Mean of empty slice" on the console."""
+    import warnings
+    from hierfl.outputs import Series
+    from hierfl.report.plots.levels import level_bytes_figure
+    from hierfl.report.stats import Group
+    flat = Group("a/fedavg", [Series("fedavg", [{"round": 1, "bytes_up_client_edge": 8.0,
+                                                 "bytes_down_client_edge": 8.0}])], "fedavg")
+    deep = Group("b/fedavg", [Series("fedavg", [{"round": 1, "bytes_up_client_edge": 8.0,
+                                                 "bytes_down_client_edge": 8.0,
+                                                 "bytes_up_edge_region": 4.0,
+                                                 "bytes_down_edge_region": 4.0}])], "fedavg")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert level_bytes_figure([flat, deep], {"a/fedavg": "C0", "b/fedavg": "C1"},
+                                  ["client_edge", "edge_region"], str(tmp_path / "l.png"))

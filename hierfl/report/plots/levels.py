@@ -22,15 +22,22 @@ def _arrows(level: str) -> tuple[str, str]:
     return f"{lower}→{upper}", f"{upper}→{lower}"
 
 
+def _mean(values: list[float]) -> float:
+    """The mean of the finite values, nan without any (a run of another depth has no such
+    level: numpy's nanmean warned "Mean of empty slice" on the console)."""
+    n = sum(math.isfinite(x) for x in values)          # (nanmean's sum: nans as zeros)
+    return float(np.sum([x if math.isfinite(x) else 0.0 for x in values]) / n) if n \
+        else math.nan
+
+
 def level_bytes_figure(groups: list[Group], colours: dict[str, str], levels: list[str],
                        path: str) -> str | None:
     """Bytes of the whole run per level (bottom up) and direction, one bar per algorithm (mean
     over seeds); a log axis where the bars span more than two decades."""
     keys = [(f"bytes_{d}_{lv}", name) for lv in levels
             for d, name in zip(("up", "down"), _arrows(lv))]
-    v = np.array([[float(np.nanmean([s.rows[-1].get(k, math.nan) for s in g.members
-                                     if s.rows] or [math.nan])) for k, _ in keys]
-                  for g in groups])
+    v = np.array([[_mean([s.rows[-1].get(k, math.nan) for s in g.members if s.rows])
+                   for k, _ in keys] for g in groups])
     if not np.isfinite(v).any():
         return None
     with plt.rc_context(STYLE):
