@@ -174,8 +174,12 @@ def cmd_topology(args: argparse.Namespace) -> int:
     path = os.path.abspath(args.file)
     if args.png:
         check_figure(args.png)
-    doc = read_yaml(path, "topology")
-    if isinstance(doc, dict) and "topology" in doc and "algorithms" in doc:   # a scenario's
+    graph = path.endswith((".graphml", ".xml"))
+    doc = None if graph else read_yaml(path, "topology")
+    if graph or isinstance(doc, dict) and "nodes" in doc and "links" in doc:   # a graph file
+        from .config.topology import TopologySpec
+        spec, seed = TopologySpec(graph=os.path.basename(path)), 0
+    elif isinstance(doc, dict) and "topology" in doc and "algorithms" in doc:   # a scenario's
         from .scenario.load import load
         sc = load(path)
         spec, path, seed = sc.topology, sc.topology_file or path, sc.seed

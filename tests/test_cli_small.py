@@ -116,6 +116,26 @@ def test_topology_of_a_scenario_file_is_its_topology_with_its_seed(tmp_path, cap
     assert capsys.readouterr().out.splitlines()[1:] == got[1:]
 
 
+def test_topology_of_a_graph_file_is_read_as_one(tmp_path, capsys):
+    """`hierfl topology net.json` (node-link JSON, or GraphML) printed five "unknown key"
+    errors (its keys read as a YAML topology's): it prints what `topology: {graph: ...}`
+    does."""
+    import json
+
+    import networkx as nx
+    from hierfl.scenario.load import load
+    from hierfl.topology.graph import build_graph
+    path = make_scenario(tmp_path, seed=7)
+    g = build_graph(load(path).topology, 7)
+    (tmp_path / "net.json").write_text(json.dumps(nx.node_link_data(g, edges="links")))
+    nx.write_graphml(g, str(tmp_path / "net.graphml"))
+    assert main(["topology", path]) == 0
+    want = capsys.readouterr().out.splitlines()[1:]
+    for f in ("net.json", "net.graphml"):
+        assert main(["topology", str(tmp_path / f)]) == 0, capsys.readouterr().err
+        assert capsys.readouterr().out.splitlines()[1:] == want
+
+
 def test_resume_with_nothing_to_resume_says_so(tmp_path, capsys):
     path = make_scenario(tmp_path, **{"train.rounds": 1})
     out = tmp_path / "o"
