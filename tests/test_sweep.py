@@ -89,6 +89,7 @@ def test_point_names_use_last_key_name_and_values():
     ("train.local.lrr: [0.1]", "grid.train.local.lrr", "did you mean 'lr'"),
     ("seed: []", "grid.seed", "at least one value"),
     ("seed: [1, 1]", "grid.seed", "listed twice"),
+    ("train.rounds: [1, true]", "grid.train.rounds", "expected an integer"),   # not "twice"
     ("a..b: [1]", "grid.a..b", "not a key path"),
     ("output: [x]", "grid.output", "output folder"),
     ("topology.clients.count: [4, 0]", "grid.topology.clients.count", "must be > 0"),

@@ -130,7 +130,8 @@ def _key_problem(parsed: list[str | int] | None, vals: Any, base: dict) -> tuple
         return vals, "the sweep chooses each point's output folder"
     if not vals:
         return vals, "give at least one value"
-    dup = [v for i, v in enumerate(vals) if v in vals[:i]]
+    same = [(type(v) is bool, v) for v in vals]    # true is not 1 (a type error, checked later)
+    dup = [v for i, v in enumerate(vals) if same[i] in same[:i]]
     if dup:
         return dup[0], "value listed twice (two points would be the same run)"
     msg = set_path(copy.deepcopy(base), parsed, vals[0])
