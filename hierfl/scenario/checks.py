@@ -9,6 +9,7 @@ from typing import Any
 
 from ..config.asynchrony import ASYNC_POLICIES
 from ..config.errors import Problem, Problems
+from ..config.fields import seed_range
 from ..config.paths import output_problem
 from ..config.mobility import mobility_problem
 from ..config.schema import AlgorithmEntry, DataSpec, DistSpec, TrainSpec
@@ -26,6 +27,16 @@ def label_problem(label: str) -> str | None:
         return ("a label is a folder next to the report's files: it may not end in "
                 f"{', '.join(REPORT_SUFFIXES)} or be {', '.join(REPORT_NAMES)}")
     return None
+
+
+def check_overrides(p: Problems, seed: Any, rounds: Any) -> None:
+    """The command line's --seed and --rounds (the file's keys are checked by their fields)."""
+    if rounds is not None:
+        if isinstance(rounds, bool) or not isinstance(rounds, int) or not 1 <= rounds <= 1e7:
+            p.add("--rounds", rounds, "must be an integer in 1..10000000")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or
+                             seed_range(seed)):
+        p.add("--seed", seed, seed_range(seed) if isinstance(seed, int) else "not an integer")
 
 
 def check_rounds(p: Problems, train: TrainSpec, clients_per_round: int,

@@ -15,11 +15,11 @@ from typing import Any
 from ..config.errors import NO_VALUE, Problem, Problems, ScenarioError
 from ..config.compress import CompressSpec, given_problems
 from ..config.mobility import MobilitySpec
-from ..config.fields import build, convert, is_fail, seed_range
+from ..config.fields import build, convert, is_fail
 from ..config.limits import memory_limit, model_params, resource_problems
 from ..config.yamldoc import check_file, read_doc
-from .checks import check_algorithms, check_asynchrony, check_output, check_rounds, \
-    check_samples, check_work, label_problem, mean_of as _mean
+from .checks import check_algorithms, check_asynchrony, check_output, check_overrides, \
+    check_rounds, check_samples, check_work, label_problem, mean_of as _mean
 from ..config.schema import AlgorithmEntry, DataSpec, DistSpec, LocalSpec, ModelSpec, Scenario, \
     RoundSpec, ScenarioFile, StragglerSpec, TrainSpec
 
@@ -367,12 +367,7 @@ def load(path: str, seed: int | None = None, rounds: int | None = None,
                             if "topology" in raw else (None, file))
     if "name" in raw and isinstance(raw["name"], str):
         _check_name(p, "name", raw["name"], "the name")
-    if rounds is not None:
-        if isinstance(rounds, bool) or not isinstance(rounds, int) or not 1 <= rounds <= 1e7:
-            p.add("--rounds", rounds, "must be an integer in 1..10000000")
-    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or
-                             seed_range(seed)):
-        p.add("--seed", seed, seed_range(seed) if isinstance(seed, int) else "not an integer")
+    check_overrides(p, seed, rounds)
     entries = _algorithms(raw, p)
     data, model, train = (_part(DataSpec, raw.get("data")), _part(ModelSpec, raw.get("model")),
                           _part(TrainSpec, raw.get("train", {})))
