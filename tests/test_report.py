@@ -487,9 +487,10 @@ def test_the_report_of_a_run_and_hierfl_report_are_the_same_bytes(tmp_path):
     """Scenario 'tiny' run into folder s0: the run titled its report 'tiny', `hierfl report`
     'tiny (s0)' (so report.md and report.html changed when regenerated). Both now say the
     name and the folder, wherever the folder lies. (Its own run: other tests rewrite the
-    shared runs' reports.)"""
+    shared runs' reports.) Its own target too: `hierfl report` took 0.9 x the best final
+    accuracy where the run had used the scenario's report.target_accuracy."""
     scen = tmp_path / "tiny.yaml"
-    scen.write_text(SCENARIO)
+    scen.write_text(SCENARIO + "report: {target_accuracy: 0.3}\n")
     s0 = tmp_path / "first" / "s0"
     assert main(["run", str(scen), "--out", str(s0), "--quiet"]) == 0
     copy = tmp_path / "again" / "s0"
@@ -498,6 +499,7 @@ def test_the_report_of_a_run_and_hierfl_report_are_the_same_bytes(tmp_path):
         os.unlink(copy / f)
     assert main(["report", str(copy)]) == 0
     assert (s0 / "report.md").read_text().splitlines()[0] == "# hierfl report: tiny (s0)"
+    assert "Target accuracy for the table: 0.300 (given)" in (copy / "report.md").read_text()
     for f in ("report.md", "report.html", "table.csv"):
         assert (copy / f).read_bytes() == (s0 / f).read_bytes(), f
 

@@ -29,9 +29,15 @@ def write_report(out: str, title: str = "", target: float | None = None,
     Returns the path of report.md. The title is the scenario's name, with OUT's folder name
     (`folder_name`: the name it will have, for a sweep point written in a staging folder)
     where the two differ (`title`: where the run recorded no name), whoever writes it: the
-    run's report and `hierfl report OUT` are the same bytes."""
+    run's report and `hierfl report OUT` are the same bytes (`target`: default, the
+    scenario's report.target_accuracy, as the run's report)."""
     run = load_run(out)
-    name = ((run.summary or {}).get("scenario") or {}).get("name")
+    scenario = (run.summary or {}).get("scenario") or {}
+    name = scenario.get("name")
+    if target is None:           # the scenario's own (report.target_accuracy), as its run used
+        given = (scenario.get("report") or {}).get("target_accuracy")
+        target = float(given) if isinstance(given, (int, float)) and \
+            not isinstance(given, bool) else None
     folder = folder_name or os.path.basename(os.path.normpath(out))
     if name:
         title = name if folder == name else f"{name} ({folder})"
