@@ -15,18 +15,24 @@ from hierfl.scenario.load import load
 from conftest import make_scenario
 
 
-def _run(tmp_path, participation) -> dict[str, np.ndarray]:
-    path = make_scenario(
-        tmp_path, name="hier", seed=11,
-        topology={"edges": {"count": 3},
-                  "clients": {"count": 9, "assignment": "random", "compute_flops": 1.0e9}},
+def _scenario(tmp_path, name: str, seed: int, clients: int, assignment: str, train: dict,
+              algorithms: list, **kw) -> str:
+    """3 edges over `clients` clients of 20-60 synthetic samples each."""
+    return make_scenario(
+        tmp_path, name=name, seed=seed, train=train, algorithms=algorithms,
+        topology={"edges": {"count": 3}, "clients": {"count": clients, "assignment": assignment,
+                                                     "compute_flops": 1.0e9}},
         data={"name": "synthetic", "alpha": 0.5, "beta": 0.5, "dim": 6, "classes": 3,
-              "samples": {"dist": "uniform", "low": 20, "high": 60}},
-        train={"rounds": 4, "clients_per_round": participation,
-               "local": {"steps": 7, "batch_size": 5, "lr": 0.1}},
-        algorithms=[{"name": "fedavg"},
-                    {"name": "hierfavg", "edge_rounds": 1, "label": "hier1"},
-                    {"name": "hierfavg", "edge_rounds": 2, "label": "hier2"}])
+              "samples": {"dist": "uniform", "low": 20, "high": 60}}, **kw)
+
+
+def _run(tmp_path, participation) -> dict[str, np.ndarray]:
+    path = _scenario(tmp_path, "hier", 11, 9, "random",
+                     {"rounds": 4, "clients_per_round": participation,
+                      "local": {"steps": 7, "batch_size": 5, "lr": 0.1}},
+                     [{"name": "fedavg"},
+                      {"name": "hierfavg", "edge_rounds": 1, "label": "hier1"},
+                      {"name": "hierfavg", "edge_rounds": 2, "label": "hier2"}])
     sc = load(path, out=str(tmp_path / "out"))
     world = build_world(sc)
     # clients have different sizes and the minibatches (5 rows) are smaller than every client
@@ -55,15 +61,11 @@ def test_hierfavg_one_edge_round_is_fedavg_with_stragglers(tmp_path, gamma):
     local = {"epochs": 2, "batch_size": 5, "lr": 0.1}
     if gamma is not None:
         local.update(gamma=gamma, check_every=2)
-    path = make_scenario(
-        tmp_path, name="hier_strag", seed=2,
-        topology={"edges": {"count": 3},
-                  "clients": {"count": 12, "assignment": "round_robin", "compute_flops": 1.0e9}},
-        data={"name": "synthetic", "alpha": 0.5, "beta": 0.5, "dim": 6, "classes": 3,
-              "samples": {"dist": "uniform", "low": 20, "high": 60}},
-        train={"rounds": 5, "clients_per_round": 9, "local": local},
-        stragglers={"fraction": 0.5, "drop": "never"},
-        algorithms=[{"name": "fedavg"}, {"name": "hierfavg", "edge_rounds": 1, "label": "hier1"}])
+    path = _scenario(tmp_path, "hier_strag", 2, 12, "round_robin",
+                     {"rounds": 5, "clients_per_round": 9, "local": local},
+                     [{"name": "fedavg"}, {"name": "hierfavg", "edge_rounds": 1,
+                                           "label": "hier1"}],
+                     stragglers={"fraction": 0.5, "drop": "never"})
     sc = load(path, out=str(tmp_path / "out"))
     world = build_world(sc)
     rows, params = {}, {}
