@@ -65,3 +65,25 @@ def test_no_classes_no_section_and_empty_cells(tmp_path):
     assert {(r["device_class"], r["link_class"]) for r in o.clients["hierfavg"]} == {("", "")}
     md = open(write_report(str(tmp_path / "out"))).read()
     assert "By device and link class" not in md
+
+
+def test_bytes_uploaded_by_class_count_only_what_was_sent(tmp_path):
+    """Half the clients straggle and HierFAVG drops them: their rows keep the coded size in
+    up_bytes, but nothing was sent (tx_s 0). The class table summed those rows too (a
+    reader's FedAvg with dropped stragglers showed 73.2 kB uploaded against metrics.csv's
+    36.6 kB)."""
+    import csv
+
+    from hierfl.outputs.classes import read_class_totals
+    doc = _doc(tmp_path)
+    doc["stragglers"] = {"fraction": 0.5}          # HierFAVG drops them: they send nothing
+    o = run_outputs(make_scenario(tmp_path, doc), out=tmp_path / "out")
+    rows = o.clients["hierfavg"]
+    dropped = [r for r in rows if r["dropped"] == "1"]
+    assert dropped and all(float(r["tx_s"]) == 0 and float(r["up_bytes"]) > 0 for r in dropped)
+    totals = read_class_totals([str(tmp_path / "out" / "hierfavg")])
+    sent = sum(float(r["up_bytes"]) for r in rows if float(r["tx_s"]) > 0)
+    assert sum(t.sums["up_bytes"] for t in totals.values()) == sent
+    with open(tmp_path / "out" / "hierfavg" / "metrics.csv") as fh:
+        last = list(csv.DictReader(fh))[-1]
+    assert sent == float(last["bytes_up_client_edge"])

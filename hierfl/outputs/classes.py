@@ -12,7 +12,7 @@ import numpy as np
 from .cells import read_columns
 from .metrics import floats
 
-NUMERIC = ("client", "steps", "compute_s", "upload_s", "up_bytes", "dropped", "energy_j")
+NUMERIC = ("client", "steps", "compute_s", "upload_s", "up_bytes", "dropped", "energy_j", "tx_s")
 CLASS_COLUMNS = ("device_class", "link_class")
 
 
@@ -61,6 +61,9 @@ def read_class_totals(folders: list[str]) -> dict[str, ClassTotals]:
         v = np.concatenate([floats(f[k]) if k in f else np.full(len(f["device_class"]), np.nan)
                             for f in files])
         ok = np.isfinite(v)
+        if k == "up_bytes" and all("tx_s" in f for f in files):   # the uploads sent: a
+            ok &= np.concatenate([floats(f["tx_s"]) for f in files]) > 0   # dropped or
+            #            crashed client's coded size is in its row, but nothing went out
         if k == "client":
             _add_clients(totals, which[ok], v[ok])
             continue
