@@ -201,3 +201,23 @@ def test_level_figure_of_runs_of_other_depths_warns_nothing(tmp_path):
         warnings.simplefilter("error")
         assert level_bytes_figure([flat, deep], {"a/fedavg": "C0", "b/fedavg": "C1"},
                                   ["client_edge", "edge_region"], str(tmp_path / "l.png"))
+
+
+def test_level_accuracy_legend_names_every_curve(tmp_path):
+    """compare of a 2-tier and a 3-tier run: the legend, taken from the last panel alone,
+    named only the runs that have that level (the others' curves had no label)."""
+    from hierfl.outputs import Series
+    from hierfl.report.plots.levels import level_accuracy_figure
+    from hierfl.report.stats import Group
+    rows = [{"round": 0, "test_acc": 0.1, "bytes_up_client_edge": 0.0,
+             "bytes_down_client_edge": 0.0},
+            {"round": 1, "test_acc": 0.5, "bytes_up_client_edge": 8.0,
+             "bytes_down_client_edge": 8.0}]
+    flat = Group("a/fedavg", [Series("fedavg", rows)], "fedavg")
+    deep_rows = [dict(r, bytes_up_edge_region=r["bytes_up_client_edge"] / 2,
+                      bytes_down_edge_region=r["bytes_down_client_edge"] / 2) for r in rows]
+    deep = Group("b/fedavg", [Series("fedavg", deep_rows)], "fedavg")
+    path = level_accuracy_figure([flat, deep], {"a/fedavg": "C0", "b/fedavg": "C1"},
+                                 ["client_edge", "edge_region"], str(tmp_path / "l.png"))
+    svg = open(path[:-4] + ".svg").read()
+    assert "a/fedavg" in svg and "b/fedavg" in svg

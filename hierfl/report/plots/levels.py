@@ -3,12 +3,13 @@ bytes of the whole run per level and direction, and accuracy vs the bytes of eac
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 from matplotlib.ticker import EngFormatter
 
 from ..stats import Group
-from .curves import eng_log_axis, accuracy_axes
+from .curves import _corner, accuracy_axes, eng_log_axis
 from .style import H1, STYLE, W1, legend, plt, save
 
 
@@ -82,12 +83,23 @@ def level_accuracy_figure(groups: list[Group], colours: dict[str, str], levels: 
                 eng_log_axis(ax)
             for ax in axes[0, 1:]:
                 ax.set_ylabel("")
-            legend(axes[0, -1], loc="lower right")
+            _legend_of_all(axes[0], groups)
             return save(fig, path)
     finally:            # the series keep only what their files hold (metrics_all.csv)
         for r, key in added:
             r.pop(key, None)
         _forget_means(groups)
+
+
+def _legend_of_all(axes, groups: list[Group]) -> None:
+    """One legend, on the last panel, of the curves of every panel: runs of other depths have
+    curves only on some levels (the last panel's legend left the others' unnamed)."""
+    handles: dict[str, Any] = {}
+    for ax in axes:
+        for h, label in zip(*ax.get_legend_handles_labels()):
+            handles.setdefault(label, h)
+    if handles:
+        axes[-1].legend(list(handles.values()), list(handles), loc=_corner(groups))
 
 
 def _forget_means(groups: list[Group]) -> None:
