@@ -128,10 +128,11 @@ def _stragglers(sec: Section, groups: list[Group], colours: dict[str, str], runs
     clients = {g.label: concat_clients([_clients(s.folder) for s in g.members])
                for g in groups}
     summary = runs[0].summary if len(runs) == 1 else None
+    targets = _gamma_targets(runs)
     for key, fn, args, cap in (
-            ("gamma", plots.gamma_figure, (groups, colours, clients, _gamma_targets(runs)),
-             "Achieved γ per client and round (box: quartiles, whiskers: 5–95 %, ◇: mean; "
-             "dashed: target)"),
+            ("gamma", plots.gamma_figure, (groups, colours, clients, targets),
+             "Achieved γ per client and round (box: quartiles, whiskers: 5–95 %, ◇: mean" +
+             ("; dashed: target)" if targets else ")")),
             ("steps_vs_budget", plots.steps_figure, (groups, colours, clients),
              "Local steps done vs step budget (area: number of client-rounds; ×: stragglers)"),
             ("steps_vs_speed", plots.steps_speed_figure, (groups, colours, clients, summary),
