@@ -134,3 +134,25 @@ def test_background_checkpoint_error_is_raised(tmp_path):
     with pytest.raises(IsADirectoryError):
         run_scenario(sc, progress=False)
     assert not os.path.exists(tmp_path / "o" / "fedavg" / "final_params.npz")
+
+
+@pytest.mark.parametrize("damage", ["metrics", "trace", "checkpoint"])
+def test_a_damaged_file_is_refused_on_resume_not_padded(tmp_path, capsys, damage):
+    """A file shorter than its checkpoint says (its tail lost: a crash before it reached the
+    disk, or a hand) was padded with NUL bytes and appended to, exit 0; a cut checkpoint was a
+    zipfile traceback. Both are refused now, naming the file, and nothing is changed."""
+    from hierfl.cli import main
+    path = _scenario(tmp_path, [{"name": "fedavg"}])
+    out = tmp_path / "cut"
+    assert main(["run", path, "--out", str(out), "--stop-after", "4", "--no-report",
+                 "--quiet"]) == 0
+    f = out / "fedavg" / ("checkpoint.npz" if damage == "checkpoint" else f"{damage}.csv")
+    data = f.read_bytes()
+    f.write_bytes(data[:-30])
+    before = {p.name: p.read_bytes() for p in (out / "fedavg").iterdir()}
+    capsys.readouterr()
+    assert main(["run", path, "--out", str(out), "--resume", "--no-report", "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert f.name in err and "--resume" in err and "Traceback" not in err, err
+    assert {p.name: p.read_bytes() for p in (out / "fedavg").iterdir()} == before
+    assert b"\0" not in (out / "fedavg" / "metrics.csv").read_bytes()

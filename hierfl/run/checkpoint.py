@@ -3,11 +3,13 @@ from __future__ import annotations
 
 import json
 import os
+import zipfile
 
 import numpy as np
 import torch
 
 from ..algorithms.base import Algorithm
+from ..config.errors import ScenarioError
 from ..outputs import Background, atomic_npz
 from ..outputs.files import TEMP_PREFIX
 from ..sim.engine import Simulation
@@ -52,12 +54,19 @@ def save_checkpoint(path: str, t: int, algo: Algorithm, sim: Simulation,
 
 
 def load_checkpoint(path: str) -> tuple[dict, dict[str, torch.Tensor]]:
-    with np.load(path, allow_pickle=False) as z:
-        meta = json.loads(bytes(z["meta"]).decode())
-        state = {k[len("state/"):]: torch.from_numpy(z[k].copy()) for k in z.files
-                 if k.startswith("state/")}
-        state.update({k: torch.from_numpy(z[k].copy()) for k in z.files
-                      if k.startswith(("compress/", "async/"))})   # kept apart by their prefix
+    """The checkpoint's meta and state tensors; an unreadable file (cut short, overwritten)
+    is a ScenarioError naming it (it was numpy's or zipfile's traceback)."""
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            meta = json.loads(bytes(z["meta"]).decode())
+            state = {k[len("state/"):]: torch.from_numpy(z[k].copy()) for k in z.files
+                     if k.startswith("state/")}
+            state.update({k: torch.from_numpy(z[k].copy()) for k in z.files
+                          if k.startswith(("compress/", "async/"))})   # apart by their prefix
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as exc:
+        raise ScenarioError.one(path, "--resume", path, f"unreadable checkpoint "
+                                f"({type(exc).__name__}: {exc}); delete it (and this "
+                                "algorithm's folder) to run the algorithm again") from None
     return meta, state
 
 
@@ -88,6 +97,17 @@ def remove_stale_temps(folder: str) -> list[str]:
     return gone
 
 
-def truncate(path: str, size: int) -> None:
-    with open(path, "r+b") as fh:
-        fh.truncate(size)
+def cut_to(paths: dict[str, str], offsets: dict[str, int], round_: int) -> None:
+    """Cut each output file back to where the checkpoint of `round_` found it. A file shorter
+    than that lost its end (damaged, or a crash before its tail reached the disk): refused,
+    nothing cut (it was padded with NUL bytes, and the run appended after them)."""
+    for k, size in offsets.items():
+        have = os.path.getsize(paths[k]) if os.path.isfile(paths[k]) else -1
+        if have < size:
+            raise ScenarioError.one(paths[k], "--resume", have, f"the checkpoint of round "
+                                    f"{round_} expects at least {size} bytes here: the file "
+                                    "lost its end; delete this algorithm's folder to run it "
+                                    "again")
+    for k, size in offsets.items():
+        with open(paths[k], "r+b") as fh:
+            fh.truncate(size)

@@ -52,6 +52,14 @@ class OutputFiles:
         if not append:
             self.trace.write(",".join(Trace.HEADER) + "\n")
 
+    def synced_offsets(self) -> dict[str, int]:
+        """The files' lengths, their contents on disk first (fsync): the checkpoint that
+        records them is fsynced, so after a power loss it must not outlive their tails."""
+        for fh in (self.metrics.fh, self.clients.fh, self.trace):
+            fh.flush()
+            os.fsync(fh.fileno())
+        return self.offsets()
+
     def offsets(self) -> dict[str, int]:
         return {"metrics": self.metrics.fh.tell(), "clients": self.clients.fh.tell(),
                 "trace": self.trace.tell()}
@@ -204,8 +212,8 @@ class RoundRecorder:
         every, rounds = self.sc.train.checkpoint_every, self.rounds
         pause = self.stop_after is not None and t >= self.stop_after and t < rounds
         if ((every and t % every == 0) or pause) and 0 < t < rounds and self.sim.quiescent:
-            save_checkpoint(self.ckpt_path, t, self.algo, self.sim, self.files.offsets(),
-                            self.writer, self.fingerprint)
+            save_checkpoint(self.ckpt_path, t, self.algo, self.sim,
+                            self.files.synced_offsets(), self.writer, self.fingerprint)
             if pause:
                 self.result.paused_at = t
                 return False
@@ -218,8 +226,8 @@ class RoundRecorder:
         if not (self.sc.train.checkpoint_every or pause) or not 0 < t < self.rounds:
             return True
         sim.trace.flush_to(self.files.trace)        # the events so far belong before the cut
-        save_checkpoint(self.ckpt_path, t, self.algo, sim, self.files.offsets(), self.writer,
-                        self.fingerprint)
+        save_checkpoint(self.ckpt_path, t, self.algo, sim, self.files.synced_offsets(),
+                        self.writer, self.fingerprint)
         if pause:
             self.result.paused_at = t
         return not pause

@@ -18,7 +18,7 @@ from ..sim.failures import Failures
 from ..sim.mobility import Mobility
 from ..sim.trace import Trace
 from ..allocator import keep_freed_memory
-from .checkpoint import CHECKPOINT, load_checkpoint, remove_stale_temps, restore, truncate
+from .checkpoint import CHECKPOINT, cut_to, load_checkpoint, remove_stale_temps, restore
 from .fingerprint import (check_resume, differences, read_fingerprint, refuse, run_fingerprint,
                           write_fingerprint)
 from .overrides import write_scenario_copy
@@ -84,8 +84,7 @@ def run_algorithm(sc: Scenario, entry: AlgorithmEntry, world: World, out_dir: st
         if changed:
             raise refuse(sc, ckpt_path, changed)
         algo.load_state_tensors(state)
-        for k, size in meta["offsets"].items():
-            truncate(paths[k], size)
+        cut_to(paths, meta["offsets"], meta["round"])
     trace = Trace(keep=keep_trace)
     sim = make_simulation(sc, entry, world, algo, executor or executor_for(sc.train.executor),
                           trace, start_time=meta["now"] if meta else 0.0)
