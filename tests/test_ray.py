@@ -234,3 +234,22 @@ def test_failed_point_on_ray_names_its_kept_scenario(cluster, tmp_path):
     assert list(failed) == ["seed=2"] and f"ScenarioError: {kept}: data.path" in failed["seed=2"]
     assert "label 99 is out of range" in failed["seed=2"]
     assert kept.read_text() == sw.points[0].text and not (kept.parent / "DONE").exists()
+
+
+def test_an_address_with_no_cluster_is_refused_at_once():
+    """A host:port with nothing behind it: ray.init retried its GCS without end (a reader's
+    run and sweep were still waiting after 100 s); refused now, naming the key."""
+    import socket
+    import time
+
+    from hierfl.config.errors import ScenarioError
+    from hierfl.exec.ray_exec import _reachable
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()                                   # a port nobody listens on
+    t0 = time.monotonic()
+    with pytest.raises(ScenarioError, match="no Ray cluster answers there") as exc:
+        _reachable(f"127.0.0.1:{port}", "train.executor.address")
+    assert exc.value.problems[0].key == "train.executor.address"
+    assert time.monotonic() - t0 < 10

@@ -53,14 +53,31 @@ def connect(address: str = "local", num_cpus: int | None = None,
     require_ray()
     if ray.is_initialized():
         return
+    if address not in ("local", "auto"):
+        _reachable(address, key)
     try:
-        if address == "local":
-            ray.init(num_cpus=num_cpus or os.cpu_count() or 1, include_dashboard=False,
-                     log_to_driver=False)
+        if address == "local":         # a new instance, even beside a `ray start` cluster
+            ray.init(address="local", num_cpus=num_cpus or os.cpu_count() or 1,
+                     include_dashboard=False, log_to_driver=False)
         else:
             ray.init(address=address, log_to_driver=False)
-    except (ConnectionError, ValueError, RuntimeError) as exc:
-        raise ScenarioError.one("", key, address, f"cannot start or join Ray: {exc}") from None
+    except Exception as exc:  # noqa: BLE001 - Ray's own (AuthenticationError, ...): named
+        raise ScenarioError.one("", key, address, f"cannot start or join Ray: "
+                                f"{type(exc).__name__}: {exc}") from None
+
+
+def _reachable(address: str, key: str, timeout_s: float = 10.0) -> None:
+    """A host:port with nothing behind it: refused within `timeout_s` (ray.init kept retrying
+    its GCS without end)."""
+    import socket
+    host, _, port = address.rpartition(":")
+    if not port.isdigit():
+        return                         # (ray://... and the like: Ray's own check)
+    try:
+        socket.create_connection((host or "127.0.0.1", int(port)), timeout_s).close()
+    except OSError as exc:
+        raise ScenarioError.one("", key, address, f"no Ray cluster answers there ({exc}); "
+                                "start one with `ray start --head`, or give `local`") from None
 
 
 def session() -> str:
