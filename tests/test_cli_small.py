@@ -162,3 +162,21 @@ def test_topology_png_of_many_clients_draws_the_tree_down_to_the_aggregators(tmp
         assert not (tmp_path / f"t{n}.svg").exists()
         sizes.append(mpimg.imread(str(png)).shape)
     assert sizes[0] == sizes[1]
+
+
+def test_a_link_listed_twice_in_a_graph_file_is_refused(tmp_path, capsys):
+    """node-link JSON with one link twice: networkx kept the last one's attributes, silently
+    (a reader's second client1 -> edge0 link of 5 s replaced the first of 0.1 s)."""
+    import json
+
+    import networkx as nx
+    from hierfl.scenario.load import load
+    from hierfl.topology.graph import build_graph
+    g = build_graph(load(make_scenario(tmp_path, seed=7)).topology, 7)
+    data = nx.node_link_data(g, edges="links")
+    data["links"].append(dict(data["links"][-1], latency_s=5.0))
+    (tmp_path / "net.json").write_text(json.dumps(data))
+    assert main(["topology", str(tmp_path / "net.json")]) == 2
+    err = capsys.readouterr().err
+    last = data["links"][-1]
+    assert f"net.json: links.{last['source']}->{last['target']} = 'twice'" in err

@@ -75,6 +75,7 @@ def read_graph_file(path: str) -> nx.DiGraph:
                 raise ValueError("node-link JSON is a mapping with nodes: and links:")
             key = "links" if "links" in data else "edges"
             g = nx.node_link_graph(data, directed=True, multigraph=False, edges=key)
+            _no_duplicate_links(path, data.get(key) or [], g)
     except RecursionError:
         raise ScenarioError.one(path, "graph", path, "cannot read graph: nested too deeply") \
             from None
@@ -84,6 +85,17 @@ def read_graph_file(path: str) -> nx.DiGraph:
     except (OSError, ValueError, KeyError, TypeError, AttributeError, nx.NetworkXError) as exc:
         raise ScenarioError.one(path, "graph", path, f"cannot read graph: {exc}") from None
     return nx.DiGraph(g)
+
+
+def _no_duplicate_links(path: str, links: list, g: nx.DiGraph) -> None:
+    """A link listed twice was collapsed into its last attributes, silently: refused."""
+    n, seen = g.number_of_edges(), set()
+    for a, b in [(x.get("source"), x.get("target")) for x in links if isinstance(x, dict)
+                 and len(links) != n]:
+        if (a, b) in seen:
+            raise ScenarioError.one(path, f"links.{a}->{b}", "twice", "a link is listed "
+                                    "twice: keep one")
+        seen.add((a, b))
 
 
 def _no_constant(name: str) -> float:
