@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import gc
 import heapq
+import math
 from typing import Any, Callable
 
 import numpy as np
@@ -201,11 +202,8 @@ class Simulation(FlatRounds, HierRounds, AsyncRounds, MobileRounds):
         add, record = self.trace.add, self.trace.record
         record((env._now, name, "compute_start", "", rec.steps))
         ctime = float(work.ctime[i])
-        if work.crash_at is not None:           # drawn before it trained (_train)
-            f = float(work.crash_at[i])
-            crash = None if f != f else f * ctime
-        else:
-            crash = self.failures.crash_after(self.round, rec.edge_round, k, ctime)
+        f = math.nan if work.crash_at is None else float(work.crash_at[i])   # (_train's)
+        crash = None if f != f else f * ctime
         if crash is not None:
             yield env.timeout(crash)
             add(env._now, name, "crash", "", rec.steps)
@@ -300,7 +298,9 @@ class Simulation(FlatRounds, HierRounds, AsyncRounds, MobileRounds):
                silent: np.ndarray | None = None) -> Work:
         """runner.train, told which clients will crash (failures.crashes, drawn now): their
         state (personal models, control variates, residuals) is left as it was, as a client
-        that never finished its steps leaves it; the Work carries when they crash."""
+        that never finished its steps leaves it; the Work carries when they crash. Every
+        training the event loop times comes through here (the closed form's batched edge
+        calls run only without crashes)."""
         crash = self.failures.crashes(self.round, r, sel)
         doomed = None if crash is None else ~np.isnan(crash)
         work = self.runner.train(t, r, sel, start, silent, doomed=doomed)

@@ -129,11 +129,6 @@ class Failures:
         sw = self._switch[k] = [0.0]
         return sw
 
-    def crash_after(self, t: int, r: int, k: int, compute_s: float) -> float | None:
-        """Seconds into its compute at which client k crashes this round, or None."""
-        f = self.crash_fraction(t, r, k)
-        return None if f is None else f * compute_s
-
     def crash_fraction(self, t: int, r: int, k: int) -> float | None:
         """The fraction of its compute after which client k crashes in round (t, r), or None
         (a draw of its own: known before the client trains)."""

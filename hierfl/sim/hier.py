@@ -67,13 +67,13 @@ class HierRounds:
         clients are all dropped stragglers in every round of a call aggregates nothing and
         sends nothing, which only the event loop models."""
         runner, sel, parent = self.runner, chosen.ids, self.topo.parent
+        if runner.dropped_before(t, 0, sel) is None:      # nobody is ever dropped
+            return True
         kept: dict[int, np.ndarray] = {}
-        pos = None
+        pos = {k: i for i, k in enumerate(sel.tolist())}
         for node, kids in chosen.kids.items():
             if not kids or not self.topo.is_client(kids[0]):
                 continue
-            if pos is None:
-                pos = {k: i for i, k in enumerate(sel.tolist())}
             rows = [pos[self.index[c]] for c in kids]
             each, calls, up = self.tier_rounds(node), 1, parent[node]
             while up != "cloud":
@@ -82,10 +82,7 @@ class HierRounds:
             for call in range(calls):
                 for r in range(call * each, (call + 1) * each):
                     if r not in kept:
-                        dropped = runner.dropped_before(t, r, sel)
-                        if dropped is None:
-                            return True
-                        kept[r] = ~dropped
+                        kept[r] = ~runner.dropped_before(t, r, sel)
                     if kept[r][rows].any():
                         break
                 else:

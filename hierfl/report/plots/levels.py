@@ -26,9 +26,7 @@ def _arrows(level: str) -> tuple[str, str]:
 def _mean(values: list[float]) -> float:
     """The mean of the finite values, nan without any (a run of another depth has no such
     level: numpy's nanmean warned "Mean of empty slice" on the console)."""
-    n = sum(math.isfinite(x) for x in values)          # (nanmean's sum: nans as zeros)
-    return float(np.sum([x if math.isfinite(x) else 0.0 for x in values]) / n) if n \
-        else math.nan
+    return float(np.nanmean(values)) if any(math.isfinite(x) for x in values) else math.nan
 
 
 def level_bytes_figure(groups: list[Group], colours: dict[str, str], levels: list[str],
