@@ -8,6 +8,7 @@ import csv
 
 import numpy as np
 import pytest
+import yaml
 
 from hierfl.run import build_world, run_algorithm
 from hierfl.scenario.load import load
@@ -78,4 +79,50 @@ def test_hierfavg_one_edge_round_is_fedavg_with_stragglers(tmp_path, gamma):
         params[e.label] = np.load(folder / "final_params.npz")["global"]
     assert rows["hier1"] == rows["fedavg"]
     assert sum(r[3] in ("1", "True") for r in rows["fedavg"]) == 5 * round(0.5 * 9)
+    np.testing.assert_allclose(params["hier1"], params["fedavg"], rtol=0, atol=1e-6)
+
+
+_TIERS = {"tiers": [{"name": "regional", "count": 2}, {"name": "edge", "count": 4}],
+          "clients": {"count": 14, "compute_flops": 1.0e9}}
+
+
+@pytest.mark.parametrize("case", ["drop", "drop_events", "crash", "3tier_drop",
+                                  "3tier_drop_events", "3tier_crash"])
+def test_hierfavg_one_edge_round_is_fedavg_when_clients_are_left_out(tmp_path, case):
+    """An aggregator is weighted by the samples of the clients whose updates it aggregated,
+    not of all it was sent: dropped stragglers and crashed clients are in neither its mean nor
+    its weight, so HierFAVG with one round per tier stays FedAvg (an auditor found the cloud
+    counting a dropped client's samples in its edge's weight: 0.08 off on a 4-client problem).
+    Cases: the closed form, the event loop (`timing: events`, and crashes), a 3-tier tree."""
+    train = {"rounds": 4, "clients_per_round": 10,
+             "local": {"epochs": 2, "batch_size": 5, "lr": 0.1}}
+    if case.endswith("events"):
+        train["timing"] = "events"
+    hier = {"name": "hierfavg", "label": "hier1", "edge_rounds": 1}
+    if case.startswith("3tier"):
+        hier = {"name": "hierfavg", "label": "hier1", "tier_rounds": [1, 1]}
+    path = _scenario(tmp_path, "left_out", 3, 12, "round_robin", train,
+                     [{"name": "fedavg"}, hier])
+    with open(path) as fh:
+        doc = yaml.safe_load(fh)
+    if case.startswith("3tier"):
+        doc["topology"] = dict(_TIERS)
+    if case.endswith("crash"):
+        doc["topology"]["failures"] = {"crash_p": 0.4}
+    else:
+        doc["stragglers"] = {"fraction": 0.5, "drop": "always"}
+    with open(path, "w") as fh:
+        yaml.safe_dump(doc, fh)
+    sc = load(path, out=str(tmp_path / "out"))
+    world = build_world(sc)
+    params, left = {}, {}
+    for e in sc.algorithms:
+        folder = tmp_path / "out" / e.label
+        run_algorithm(sc, e, world, str(folder), progress=False)
+        with open(folder / "clients.csv") as fh:
+            left[e.label] = sorted((r["round"], r["client"]) for r in csv.DictReader(fh)
+                                   if r["dropped"] in ("1", "True") or r["failed"] in ("1",
+                                                                                      "True"))
+        params[e.label] = np.load(folder / "final_params.npz")["global"]
+    assert left["hier1"] == left["fedavg"] and len(left["fedavg"]) >= 4   # some left out
     np.testing.assert_allclose(params["hier1"], params["fedavg"], rtol=0, atol=1e-6)

@@ -179,7 +179,7 @@ class AsyncRounds(AsyncEdges, AsyncDrain):
         yield from self._hier_child("cloud", node, j, self._mark_active(mine), start,
                                     runner.down_bytes(), col, ups, info, True, got)
         a.busy.discard(node)
-        update = runner.async_update(None, ups[node], float(self.counts[mine].sum())) \
+        update = runner.async_update(None, ups[node], self.weights([node], got)[0]) \
             if col.arrived else None
         self._finish(v0, start, info.clients, update, len(mine), len(got.get(node, ())))
 

@@ -216,8 +216,8 @@ def hier_round(sim, t: int, chosen, kids: list[str], model, down: float) -> Roun
     uploads = {}
     for j, kid in enumerate(kids):
         arrive, akey = rnd.hop(sim.links["cloud", kid], now, _spawn(origin, 1, (j,)), 0, down)
-        (msg, nbytes), key, at = _aggregator(sim, rnd, kid, t, chosen, model, akey, arrive,
-                                             closes, plan)
+        (msg, nbytes), key, at, _ = _aggregator(sim, rnd, kid, t, chosen, model, akey,
+                                                arrive, closes, plan)
         got, rkey = rnd.hop(sim.links[kid, "cloud"], at, key, 1, nbytes)
         arrivals.append((rkey, got, kid))
         uploads[kid] = msg
@@ -234,12 +234,13 @@ def _aggregator(sim, rnd: _Round, node: str, t: int, chosen, model, key: tuple, 
     """HierRounds._aggregator from the processing `key` (the broadcast's arrival) at `now`,
     with the same learning steps (edge_train, edge_close, tier_close), or their results
     replayed from `plan` (sim/edge_plan.py): returns ((upload, its bytes), key and time of
-    the processing that sends it)."""
+    the processing that sends it, the clients whose updates the upload aggregates)."""
     runner = sim.runner
     es = runner.edge_start(model) if plan is None else None
     kids = chosen.active(node)
     bottom = sim.topo.is_client(kids[0])
     links = sim.links
+    mine: set[int] = set()
     for _ in range(sim.tier_rounds(node)):
         if plan is None:
             start, db = runner.edge_model(es)
@@ -271,23 +272,25 @@ def _aggregator(sim, rnd: _Round, node: str, t: int, chosen, model, key: tuple, 
             if plan is None:
                 es = sim.edge_close(t, es, work, [a[3] for a in arrivals])
             closes.append((key, work.recs))
+            mine.update(a[3] for a in arrivals)
             n_arrived = len(arrivals)
         else:
             arrivals = []
             ups = {}
+            below = {}
             for j, kid in enumerate(kids):
                 arrive, akey = rnd.hop(links[node, kid], now, _spawn(key, 1, (j,)), 0, db)
-                (msg, nbytes), ckey, at = _aggregator(sim, rnd, kid, t, chosen, start, akey,
-                                                      arrive, closes, plan)
+                (msg, nbytes), ckey, at, below[kid] = _aggregator(
+                    sim, rnd, kid, t, chosen, start, akey, arrive, closes, plan)
                 got, rkey = rnd.hop(links[kid, node], at, ckey, 1, nbytes)
                 arrivals.append((rkey, got, kid))
                 ups[kid] = msg
+                mine.update(below[kid])
             arrivals.sort(key=_FIRST)
             last_key, now = arrivals[-1][0], arrivals[-1][1]
             key = _after(now, last_key)
             if plan is None:
-                es = sim.tier_close(t, chosen.ids, es, kids, [a[2] for a in arrivals], ups,
-                                    start)
+                es = sim.tier_close(t, below, es, kids, [a[2] for a in arrivals], ups, start)
             n_arrived = len(arrivals)
         rnd.out.append((now, key[1], 0, (now, node, "aggregate", "", n_arrived), None))
-    return (runner.edge_upload(es) if plan is None else plan.upload(node)), key, now
+    return (runner.edge_upload(es) if plan is None else plan.upload(node)), key, now, mine

@@ -66,34 +66,41 @@ def _alike(sim, chosen, nodes: list[str]) -> bool:
 
 
 def _learn(sim, t: int, chosen, nodes: list[str], starts: list[Any],
-           plan: EdgePlan) -> list[tuple[Any, float]]:
+           plan: EdgePlan) -> tuple[list[tuple[Any, float]], list[set[int]]]:
     """The aggregators `nodes` (one depth) each receive their start model and run their rounds
-    in lock-step; returns their uploads (also queued on the plan)."""
+    in lock-step; returns their uploads (also queued on the plan) and, for each, the clients
+    whose updates its upload aggregates."""
     runner = sim.runner
     es = [runner.edge_start(s) for s in starts]
+    mine: list[set[int]] = [set() for _ in nodes]
     kids = [chosen.active(n) for n in nodes]
     bottom = sim.topo.is_client(kids[0][0])
     for _ in range(sim.tier_rounds(nodes[0])):
         models = [runner.edge_model(e) for e in es]
         if bottom:
             works = _train(sim, t, nodes, kids, [m for m, _ in models])
-            for node, (work, bad), (_, db) in zip(nodes, works, models):
+            for i, (node, (work, bad), (_, db)) in enumerate(zip(nodes, works, models)):
                 plan.works[node].append((work, db, bad))
+                mine[i].update(work.sel[~work.drop].tolist())
             # the arrivals are the clients not dropped: sim.edge_close's marking changes nothing
             es = runner.close_edges(t, es, [w for w, _ in works])
         else:
             for node, (_, db) in zip(nodes, models):
                 plan.downs[node].append(db)
             below = [k for ks in kids for k in ks]
-            ups = iter(_learn(sim, t, chosen, below,
-                              [models[i][0] for i, ks in enumerate(kids) for _ in ks], plan))
+            outs, sets = _learn(sim, t, chosen, below,
+                                [models[i][0] for i, ks in enumerate(kids) for _ in ks], plan)
+            ups, aggregated = iter(outs), iter(sets)
             for i, ks in enumerate(kids):
                 got = {k: next(ups)[0] for k in ks}
-                es[i] = sim.tier_close(t, chosen.ids, es[i], ks, ks, got, models[i][0])
+                kept = {k: next(aggregated) for k in ks}
+                for k in ks:
+                    mine[i].update(kept[k])
+                es[i] = sim.tier_close(t, kept, es[i], ks, ks, got, models[i][0])
     out = [runner.edge_upload(e) for e in es]
     for node, up in zip(nodes, out):
         plan.ups[node].append(up)
-    return out
+    return out, mine
 
 
 def _train(sim, t: int, nodes: list[str], kids: list[list[str]], starts: list[Any]) -> list:

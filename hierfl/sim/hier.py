@@ -53,7 +53,7 @@ class HierRounds:
                                           info, kid in reporting, got) for kid in kids))
             yield col.closed
         arrived = sorted(col.arrived, key=lambda n: kids.index(n))
-        runner.cloud_close(t, arrived, uploads, self.weights(arrived, sel))
+        runner.cloud_close(t, arrived, uploads, self.weights(arrived, got))
         self.trace.add(self.env.now, "cloud", "aggregate", "", len(arrived))
         info.selected = len(sel)            # reported: clients whose update reached the cloud
         info.reported = len(set().union(*(got[n] for n in arrived)))  # a moving client
@@ -89,22 +89,13 @@ class HierRounds:
                     return False
         return True
 
-    def weights(self, nodes: list[str], sel: np.ndarray) -> list[float]:
-        """The samples of this round's clients under each node (its aggregation weight):
-        integer sums, so the same numbers whichever way the rows are found (a mask of the
-        round's selection, kept while `sel` is the same array, instead of an intersect1d per
-        node: 640 a W8 round at ~1.5 ms each)."""
-        cache = getattr(self, "_sel_mask", None)
-        if cache is None or cache[0] is not sel:
-            mask = np.zeros(len(self.counts), bool)
-            mask[sel] = True
-            cache = self._sel_mask = (sel, mask)
-        mask, counts = cache[1], self.counts
-        out = []
-        for n in nodes:
-            under = self.under[n]
-            out.append(float(counts[under[mask[under]]].sum()))
-        return out
+    def weights(self, nodes: list[str], got: dict[str, set[int]]) -> list[float]:
+        """Each node's aggregation weight: the samples of the clients whose updates its upload
+        aggregates (`got[node]`: their indices; not those of its selected clients that were
+        dropped, crashed, offline or late, whose updates it left out). Integer sums: the same
+        numbers in whatever order the clients are found."""
+        counts = self.counts
+        return [float(counts[np.fromiter(got[n], np.int64, len(got[n]))].sum()) for n in nodes]
 
     def _hier_child(self, parent: str, node: str, t: int, chosen: Chosen, model: Any,
                     down_bytes: float, col: Collector, uploads: dict, info: RoundInfo,
@@ -167,7 +158,7 @@ class HierRounds:
                 self.spawn(*(self._hier_child(node, kid, t, chosen, start, db, col, ups,
                                               info, True, below) for kid in kids))
                 yield col.closed
-                es = self.tier_close(t, chosen.ids, es, kids, col.arrived, ups, start)
+                es = self.tier_close(t, below, es, kids, col.arrived, ups, start)
                 for n in col.arrived:
                     mine.update(below[n])
             self.trace.add(self.env.now, node, "aggregate", "", len(col.arrived))
@@ -191,8 +182,9 @@ class HierRounds:
         self._mark_unused(work, arrived)
         return es
 
-    def tier_close(self, t: int, sel: np.ndarray, es: Any, kids: list[str], arrived: list,
-                   ups: dict, start: Any) -> Any:
-        """Aggregate the child aggregators' uploads that arrived."""
+    def tier_close(self, t: int, got: dict[str, set[int]], es: Any, kids: list[str],
+                   arrived: list, ups: dict, start: Any) -> Any:
+        """Aggregate the child aggregators' uploads that arrived, each weighted by the samples
+        of the clients its upload aggregates (`got`)."""
         arrived_n = sorted(arrived, key=kids.index)
-        return self.runner.tier_close(t, es, arrived_n, ups, self.weights(arrived_n, sel), start)
+        return self.runner.tier_close(t, es, arrived_n, ups, self.weights(arrived_n, got), start)
