@@ -175,8 +175,9 @@ def test_builtin_facts_agree_with_the_classes():
     for name, cls in found.items():
         info = REGISTRY.info(name)
         assert REGISTRY[name] is cls
-        assert (info.Params, info.hierarchical, info.supports_gamma, info.personalised) == \
-            (cls.Params, cls.hierarchical, cls.supports_gamma, cls.personalised), name
+        assert (info.Params, info.hierarchical, info.supports_gamma, info.personalised,
+                info.codes_down) == (cls.Params, cls.hierarchical, cls.supports_gamma,
+                                     cls.personalised, cls.codes_down), name
         assert dataclasses.is_dataclass(info.Params)
 
 

@@ -63,6 +63,8 @@ class Upload:
     tensors: tuple[torch.Tensor, ...]
     encoding: str = "dense"     # how the ledger counts them: dense | sparse | auto (sim/messages)
     header: int = 0
+    silent: bool = False        # a round without communication (FedPD's): counted by `encoding`
+    #                             (all-zero sparse rows: 0 bytes), never coded by compress.up
 
 
 @dataclass(frozen=True)
@@ -114,6 +116,8 @@ class Capabilities:
     #                                 model, the server step a weighted mean (no other state)
     async_edges: bool = False       # train.edge_round fedasync / fedbuff: the edge rule is a
     #                                 mean of client models (then the edge's own step)
+    codes_down: bool = True         # compress.down codes the model the clients start from
+    #                                 (False: they start from models of their own choice, IFCA)
 
 
 class Algorithm:
@@ -282,6 +286,12 @@ class Algorithm:
                 tables[k][gone] = rows
         check_upload(self, up, len(clients))
         return up
+
+    def upload_reference(self, clients: torch.Tensor, start: torch.Tensor,
+                         up: Upload) -> torch.Tensor:
+        """compress.up: the model each client started from ((P,) or (C, P)), which its upload
+        is coded against (the receiver sent it, so holds it): the broadcast start."""
+        return start
 
     def aggregate(self, clients: torch.Tensor, up: Upload, ctx: RoundCtx) -> None:
         self.state = self.server_update(self._now(), clients, up, ctx)

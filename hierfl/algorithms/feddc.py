@@ -54,6 +54,7 @@ class FedDC(Algorithm):
     name = "feddc"
     Params = FedDCParams
     caps = Capabilities(upload_tensors=2)
+    upload_as_is = (1,)         # compress: the model, then dg = step - g (a difference)
 
     def init_state(self, w0: torch.Tensor) -> State:
         n, p = self.setup.n_clients, w0.numel()

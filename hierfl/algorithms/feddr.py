@@ -44,6 +44,7 @@ class ClientState:
 class FedDR(Algorithm):
     name = "feddr"
     Params = FedDRParams
+    upload_as_is = (0,)         # compress: hat_new - hat_old is a difference already
 
     def init_state(self, w0: torch.Tensor) -> State:
         rows = w0.expand(self.setup.n_clients, -1)

@@ -59,6 +59,7 @@ class ClientState:
 class FedPD(Algorithm):
     name = "fedpd"
     Params = FedPDParams
+    upload_as_is = (0,)         # compress: x0+ - x0 is a difference already
 
     def init_state(self, w0: torch.Tensor) -> State:
         n = self.setup.n_clients
@@ -96,7 +97,7 @@ class FedPD(Algorithm):
         new = State(state.w, state.server, cs)
         if self.communicates(ctx.round):
             return new, Upload((x0p - start,))
-        return new, Upload((torch.zeros_like(x0p),), encoding="sparse")
+        return new, Upload((torch.zeros_like(x0p),), encoding="sparse", silent=True)
 
     def server_update(self, state: State, clients: torch.Tensor, up: Upload,
                       ctx: RoundCtx) -> State:

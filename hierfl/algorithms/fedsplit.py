@@ -37,6 +37,7 @@ class ClientState:
 class FedSplit(Algorithm):
     name = "fedsplit"
     Params = FedSplitParams
+    upload_as_is = (0,)         # compress: z_new - z_old is a difference already
 
     def init_state(self, w0: torch.Tensor) -> State:
         return State(w0.clone(), clients=ClientState(w0.expand(self.setup.n_clients, -1).clone()))

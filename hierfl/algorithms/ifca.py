@@ -96,7 +96,7 @@ class ChooseProgram(TermsProgram):
 class IFCA(Algorithm):
     name = "ifca"
     Params = IFCAParams
-    caps = Capabilities(personalised=True, supports_gamma=False)
+    caps = Capabilities(personalised=True, supports_gamma=False, codes_down=False)
     p: IFCAParams
 
     def init_state(self, w0: torch.Tensor) -> State:
@@ -141,6 +141,12 @@ class IFCA(Algorithm):
         table = set_rows(state.clients.cluster, clients, chosen.to(x.dtype))
         return (replace(state, clients=ClientState(table)),
                 Upload((x, chosen.to(x.dtype).unsqueeze(1)), header=1))
+
+    def upload_reference(self, clients: torch.Tensor, start: torch.Tensor,
+                         up: Upload) -> torch.Tensor:
+        """compress.up: each client's model is coded against its cluster's model, which it
+        started from (not the global model)."""
+        return self._now().server.models.index_select(0, up.tensors[-1][:, 0].long())
 
     def cluster_of(self, up: Upload) -> np.ndarray:
         return up.tensors[-1][:, 0].long().numpy()

@@ -25,6 +25,7 @@ class Info(NamedTuple):
     hierarchical: bool
     supports_gamma: bool
     personalised: bool = False      # one model per client (docs: its kind)
+    codes_down: bool = True         # compress.down applies (Capabilities.codes_down)
 
 
 class Builtin(NamedTuple):
@@ -34,8 +35,10 @@ class Builtin(NamedTuple):
 
 
 def _b(module: str, cls: str, params: type, hierarchical: bool = False,
-       supports_gamma: bool = True, personalised: bool = False) -> Builtin:
-    return Builtin(module, cls, Info(params, hierarchical, supports_gamma, personalised))
+       supports_gamma: bool = True, personalised: bool = False,
+       codes_down: bool = True) -> Builtin:
+    return Builtin(module, cls, Info(params, hierarchical, supports_gamma, personalised,
+                                     codes_down))
 
 
 BUILTIN: dict[str, Builtin] = {
@@ -58,7 +61,8 @@ BUILTIN: dict[str, Builtin] = {
     "feddr": _b("feddr", "FedDR", P.FedDRParams),
     "fedpd": _b("fedpd", "FedPD", P.FedPDParams),
     "proxskip": _b("proxskip", "ProxSkip", P.ProxSkipParams, supports_gamma=False),
-    "ifca": _b("ifca", "IFCA", P.IFCAParams, supports_gamma=False, personalised=True),
+    "ifca": _b("ifca", "IFCA", P.IFCAParams, supports_gamma=False, personalised=True,
+               codes_down=False),
 }
 
 
@@ -96,7 +100,8 @@ class Registry(MutableMapping):
         if isinstance(item, Builtin):
             return item.info
         return Info(item.Params, item.hierarchical, item.supports_gamma,
-                    bool(getattr(item, "personalised", False)))
+                    bool(getattr(item, "personalised", False)),
+                    bool(getattr(item, "codes_down", True)))
 
     def is_builtin(self, name: str) -> bool:
         item = self._items.get(name)

@@ -137,9 +137,10 @@ class RoundRunner(AsyncEdgeSteps):
                                                      budgets.tolist(), ctime.tolist(),
                                                      drop.tolist(), strag.tolist(),
                                                      res.gamma.tolist())]
-        if self.codec is not None and self.codec.spec.up.active:
+        if self.codec is not None and self.codec.spec.up.active and not up.silent:
             quiet = silent if doomed is None else doomed if silent is None else silent | doomed
-            up, up_bytes = self._compressed(t, r, sel, start, up, recs, quiet)
+            ref = self.algo.upload_reference(clients, start, up)
+            up, up_bytes = self._compressed(t, r, sel, ref, up, recs, quiet)
         else:
             up_bytes = self._upload_sizes(up, recs)
         cluster = self.algo.cluster_of(up)
