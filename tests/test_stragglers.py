@@ -82,6 +82,29 @@ def test_deadline_partial_budgets_and_trace_by_hand(tmp_path):
     assert got == expected
 
 
+def test_deadline_partial_budgets_count_the_gamma_checks(tmp_path):
+    """The path of the test above (6.3 s of round trip), a 14 s deadline: 7.7 s of compute. A
+    gamma target charges a full-data gradient at the start and one every check_every = 2
+    steps before the last; the full data are the two rows of a step, so b steps cost
+    b + 1 + (b - 1) // 2 step-times: 4 steps fit at 1 s a step-time (6 s), 2 at 2 s (6 s).
+    Budgeted on the steps alone (7 and 3 steps) both clients came late: a tester's client
+    missed every deadline and nothing was aggregated."""
+    doc = _doc(tmp_path, XS, YS, [12.0],
+               {"local": {"steps": 5, "batch_size": "full", "lr": 0.1, "gamma": 1e-12,
+                          "check_every": 2},
+                "round": {"policy": "deadline_partial", "deadline_s": 14.0}})
+    doc = _graph_with_speeds(tmp_path, doc, [12.0, 6.0])
+    speeds = _find_speeds(tmp_path, doc)
+    fast = int(np.argmax(speeds))
+    out = run_outputs(make_scenario(tmp_path, doc), out=tmp_path / "out")
+    rows = {int(r["client"]): r for r in out.clients["fedavg"]}
+    for k, steps in ((fast, 4), (1 - fast, 2)):
+        r = rows[k]
+        assert (int(r["budget"]), int(r["steps"]), r["dropped"]) == (steps, steps, "0")
+        assert float(r["compute_s"]) == pytest.approx(6.0)
+    assert out.results["fedavg"].rows[1]["reported"] == 2
+
+
 def test_deadline_drop_discards_exactly_the_late_clients(tmp_path):
     """K = 2 full-batch steps: fast (12 FLOP/s) 2 s of compute -> at the cloud at 8.3;
     slow (6 FLOP/s) 4 s -> 10.3, after the 9 s deadline: dropped, its 2 x 4 B wasted."""
@@ -172,3 +195,20 @@ def test_random_epochs_stragglers_identical_across_algorithms_and_seeded(tmp_pat
     assert all(r["dropped"] == "0" for r in a.clients["fedprox"])
     assert table(run_outputs(path, out=tmp_path / "b"), "fedavg") == a_avg
     assert table(run_outputs(path, seed=6, out=tmp_path / "c"), "fedavg") != a_avg
+
+
+def test_steps_within_is_the_largest_count_that_fits():
+    """sim/stragglers._steps_within against counting up one step at a time: b steps cost
+    b step_s plus full_s after every `check` steps before the last."""
+    from hierfl.sim.stragglers import _steps_within
+    g = np.random.default_rng(0)
+    for _ in range(2000):
+        step_s, full_s = g.uniform(0.01, 1.0), g.uniform(0.0, 5.0)
+        check, left = int(g.integers(0, 6)), g.uniform(0.0, 30.0)
+
+        def cost(b):
+            return b * step_s + (((b - 1) // check) * full_s if check and b > 0 else 0.0)
+        b = 0
+        while cost(b + 1) <= left:
+            b += 1
+        assert _steps_within(left, step_s, full_s, check) == b

@@ -116,7 +116,8 @@ class RoundRunner(AsyncEdgeSteps):
             start = self.codec.model("down", start, (t, r), int(sel[0])).decoded
         ctx = RoundCtx(t, r, self.lr(t), torch.from_numpy(planned))
         program = self.algo.program(clients, start, ctx)
-        budgets, strag = self._budgets(t, r, sel, planned, program.grad_evals_per_step, sizes)
+        budgets, strag = self._budgets(t, r, sel, planned, program.grad_evals_per_step, sizes,
+                                       self._start_evals(program))
         plan = minibatch_plan(self.data.offsets, sel, self.local.batch_size, budgets,
                               self.sc.seed, t, r, self.data.x, self.data.y)
         res = self.executor.run(program, plan, self._full(sel, program, t),
@@ -171,7 +172,8 @@ class RoundRunner(AsyncEdgeSteps):
                                                      self.local.steps, self.local.epochs))
 
     def _budgets(self, t: int, r: int, sel: np.ndarray, planned: np.ndarray, evals: int,
-                 sizes: list[int] | None) -> tuple[np.ndarray, np.ndarray]:
+                 sizes: list[int] | None,
+                 full: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
         """Step budgets and straggler masks: drawn over the hierarchical round's selection
         where it was given (round_selection), else over `sel` (per segment where `sizes`
         says)."""
@@ -179,11 +181,11 @@ class RoundRunner(AsyncEdgeSteps):
             return len(self.algo.downlink())
         drawn = self.pools.draw(t, r, sel)
         if drawn is not None:
-            return self.budgets.cap(sel, drawn[0], evals, down), drawn[1]
+            return self.budgets.cap(sel, drawn[0], evals, down, full), drawn[1]
         if sizes is None:
-            return self.budgets.plan(t, r, sel, planned, evals, down)
+            return self.budgets.plan(t, r, sel, planned, evals, down, full)
         cuts = np.cumsum([0, *sizes])
-        parts = [self.budgets.plan(t, r, sel[a:b], planned[a:b], evals, down)
+        parts = [self.budgets.plan(t, r, sel[a:b], planned[a:b], evals, down, full)
                  for a, b in zip(cuts[:-1].tolist(), cuts[1:].tolist())]
         return (np.concatenate([p[0] for p in parts]) if parts else planned.copy(),
                 np.concatenate([p[1] for p in parts]) if parts else np.zeros(0, bool))
@@ -240,6 +242,16 @@ class RoundRunner(AsyncEdgeSteps):
         x, y = self.data.x, self.data.y
         return Batch(x[:0].expand(len(sel), 0, -1), y[:0].expand(len(sel), 0, *y.shape[1:]),
                      x.new_zeros(len(sel), 0))
+
+    def _start_evals(self, program) -> float:
+        """Full-data gradient evaluations charged before the first step (as _compute_s
+        charges them): one for a gamma target's reference or a program's `prepare`, which
+        may declare its own count (`prepare_evals`)."""
+        prepared = getattr(program, "prepare", None) is not None
+        full = 1.0 if self.local.gamma is not None or prepared else 0.0
+        if prepared and hasattr(program, "prepare_evals"):
+            full += float(program.prepare_evals) - 1.0
+        return full
 
     def _compute_s(self, sel: np.ndarray, counts: np.ndarray, weights: torch.Tensor, res,
                    program) -> np.ndarray:

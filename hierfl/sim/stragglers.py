@@ -39,12 +39,13 @@ class Budgets:
     hierarchical: bool            # the client's round is with its aggregator, not the cloud
 
     def plan(self, t: int, r: int, sel: np.ndarray, planned: np.ndarray,
-             evals_per_step: int = 1,
-             down_tensors: Callable[[], int] = lambda: 1) -> tuple[np.ndarray, np.ndarray]:
+             evals_per_step: int = 1, down_tensors: Callable[[], int] = lambda: 1,
+             full_start: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
         """(budgets, straggler mask) for the selected clients of one aggregation round;
-        `down_tensors()`: model-sized tensors in the broadcast (asked only under a deadline)."""
+        `down_tensors()`: model-sized tensors in the broadcast (asked only under a deadline);
+        `full_start`: full-data gradient evaluations charged before the first step."""
         budgets, strag = self.straggle(t, r, sel, planned)
-        return self.cap(sel, budgets, evals_per_step, down_tensors), strag
+        return self.cap(sel, budgets, evals_per_step, down_tensors, full_start), strag
 
     def straggle(self, t: int, r: int, sel: np.ndarray,
                  planned: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -81,22 +82,27 @@ class Budgets:
         return budgets, strag
 
     def cap(self, sel: np.ndarray, budgets: np.ndarray, evals_per_step: int,
-            down_tensors: Callable[[], int]) -> np.ndarray:
+            down_tensors: Callable[[], int], full_start: float = 0.0) -> np.ndarray:
         """`budgets` cut to the steps each client can afford under `deadline_partial`."""
         if self.policy.policy != "deadline_partial":
             return budgets
         return np.minimum(budgets, self.affordable(sel, self.policy.deadline_s or 0.0,
-                                                   evals_per_step, down_tensors()))
+                                                   evals_per_step, down_tensors(), full_start))
 
     def affordable(self, sel: np.ndarray, deadline: float, evals_per_step: int,
-                   down_tensors: int) -> np.ndarray:
+                   down_tensors: int, full_start: float = 0.0) -> np.ndarray:
         """Steps that fit in the deadline after the nominal (uncongested) download and upload
-        times of one model-sized message each way over the path the round uses."""
+        times of one model-sized message each way over the path the round uses, with every
+        full-data gradient the steps are charged with (exec/round.py's compute seconds):
+        `full_start` before the first step (a gamma target's reference, a program's
+        `prepare`) and, under a gamma target, one check every `check_every` steps before the
+        last. A step is charged as a full minibatch (a short last batch costs less)."""
         topo = self.topo
         nbytes_down = 4.0 * self.n_params * down_tensors
         nbytes_up = 4.0 * self.n_params * self.up_tensors
         out = np.zeros(len(sel), np.int64)
         b = self.local.batch_size
+        check = self.local.check_every if self.local.gamma is not None else 0
         for i, k in enumerate(sel):
             path = topo.path_up(topo.clients[k])
             if self.hierarchical:
@@ -107,8 +113,22 @@ class Budgets:
                           for a, c in up_hops)
             rows = int(self.counts[k]) if b == "full" else min(int(b), int(self.counts[k]))
             step_s = rows * evals_per_step * 3 * self.fwd_flops / topo.client_flops[k]
-            out[i] = max(int(np.floor(max(deadline - t_comm, 0.0) / step_s + 1e-9)), 0)
+            full_s = int(self.counts[k]) * 3 * self.fwd_flops / topo.client_flops[k]
+            left = deadline - t_comm - (full_start * full_s if full_start else 0.0)
+            out[i] = _steps_within(max(left, 0.0), step_s, full_s, check)
         return out
+
+
+def _steps_within(left: float, step_s: float, full_s: float, check: int) -> int:
+    """The most steps b whose seconds, b step_s plus a full gradient (full_s) after every
+    `check` steps before the last (check 0: none), fit in `left`."""
+    b = int(np.floor(left / step_s + 1e-9))
+    if not check or b <= check:
+        return b
+    b = int(np.floor(left / (step_s + full_s / check) + 1e-9))    # at most the answer
+    while (b + 1) * step_s + (b // check) * full_s <= left + 1e-9 * step_s:
+        b += 1
+    return b
 
 
 class RoundPools:
