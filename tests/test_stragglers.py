@@ -212,3 +212,38 @@ def test_steps_within_is_the_largest_count_that_fits():
         while cost(b + 1) <= left:
             b += 1
         assert _steps_within(left, step_s, full_s, check) == b
+
+
+def test_a_late_upload_has_no_upload_seconds(tmp_path):
+    """upload_s runs to the arrival at the aggregator that uses the upload: a late one (an
+    edge round closed by its deadline) has none, whether it arrives before its cloud round's
+    rows are written (round 1 here: client1's 400 B at 200 B/s reach edge0 at 2.25 s, the
+    rows are written at 2.4 s) or after them (it was 2.021 s in round 1, empty later)."""
+    import json
+    links = {("edge0", "cloud"): (0.05, 2000), ("cloud", "edge0"): (0.07, 5000),
+             ("edge1", "cloud"): (0.02, 1500), ("cloud", "edge1"): (0.03, 2500),
+             ("client0", "edge0"): (0.013, 3000), ("edge0", "client0"): (0.017, 6000),
+             ("client1", "edge0"): (0.021, 200), ("edge0", "client1"): (0.011, 7000),
+             ("client2", "edge1"): (0.007, 1100), ("edge1", "client2"): (0.009, 9000),
+             ("client3", "edge1"): (0.031, 1900), ("edge1", "client3"): (0.029, 5500)}
+    nodes = [{"id": "cloud", "role": "cloud", "flops": 1e12}] + \
+        [{"id": f"edge{e}", "role": "edge", "flops": 1e11, "parent": "cloud"} for e in (0, 1)] + \
+        [{"id": f"client{k}", "role": "client", "flops": f, "parent": f"edge{k // 2}"}
+         for k, f in enumerate((1e6, 3e6, 7e5, 2.3e6))]
+    graph = {"directed": True, "multigraph": False, "graph": {}, "nodes": nodes,
+             "links": [{"source": a, "target": b, "latency_s": lat, "bandwidth_Bps": bw}
+                       for (a, b), (lat, bw) in links.items()]}
+    (tmp_path / "net.json").write_text(json.dumps(graph))
+    doc = {"name": "late", "seed": 5, "topology": {"graph": "net.json"},
+           "data": {"name": "synthetic", "dim": 24, "classes": 4, "samples": 50},
+           "model": {"name": "logreg"},
+           "train": {"rounds": 2, "clients_per_round": "all", "checkpoint_every": 0,
+                     "local": {"steps": 3, "batch_size": 10, "lr": 0.05},
+                     "edge_round": {"policy": "deadline_drop", "deadline_s": 1.0}},
+           "algorithms": [{"name": "hierfavg", "edge_rounds": 2}]}
+    out = run_outputs(make_scenario(tmp_path, doc), out=tmp_path / "out")
+    rows = out.clients["hierfavg"]
+    late = [r for r in rows if r["dropped"] == "1"]
+    assert {r["client"] for r in late} == {"1"} and len(late) == 4
+    assert all(r["upload_s"] == "" for r in late)
+    assert all(r["upload_s"] != "" for r in rows if r["dropped"] == "0")

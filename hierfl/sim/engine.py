@@ -227,10 +227,11 @@ class Simulation(FlatRounds, HierRounds, AsyncRounds, MobileRounds):
             if sent is None:                                   # lost: the link counted this hop
                 self.ledger.wasted += nbytes * j               # the hops before it are wasted too
                 return self._fail(collector, k, rec, preagg)
-        rec.upload_s = env._now - t_up
         target = preagg.collector if preagg is not None else collector
-        if not target.arrive(k):
-            rec.dropped = True
+        if target.arrive(k):
+            rec.upload_s = env._now - t_up
+        else:               # late: no aggregator uses it (upload_s stays empty, as when
+            rec.dropped = True      # it arrives after the round's rows were written)
             self.ledger.wasted += nbytes * (len(hops) - 1)
         return None
 
