@@ -211,3 +211,30 @@ def test_free_client_without_a_mask_is_the_masked_draw():
         want = free[0] if len(free) == 1 else \
             free[int(seeding.rng(7, "sample", j).choice(len(free), 1, replace=False)[0])]
         assert started == [want] and fake._a.busy == busy | {want}
+
+
+def test_fedbuff_edge_ending_with_an_unapplied_buffer_sends_nothing(tmp_path):
+    """An asynchronous FedBuff edge whose clients go away before it has k updates ends its
+    period with the buffer never applied: those clients were not aggregated (dropped), and the
+    edge, having aggregated nobody, sends nothing. A reviewer saw it upload its unchanged start
+    model with its buffered clients' samples as weight, halving the cloud's step."""
+    (tmp_path / "avail.csv").write_text("client,start_s,end_s\n0,0,0.9\n2,0,0.9\n"
+                                        "1,0,1000\n3,0,1000\n")
+    out = run_outputs(make_scenario(
+        tmp_path, name="fb", seed=1,
+        topology={"edges": {"count": 2}, "clients": {"count": 4, "assignment": "round_robin",
+                                                     "compute_flops": 3.0e3},
+                  "availability": {"kind": "trace", "path": str(tmp_path / "avail.csv")}},
+        data={"name": "synthetic", "dim": 5, "classes": 3, "samples": 30},
+        train={"rounds": 1, "clients_per_round": "all", "checkpoint_every": 0,
+               "local": {"steps": 2, "batch_size": 10, "lr": 0.1},
+               "edge_round": {"policy": "fedbuff", "k": 3, "server_lr": 1.0}},
+        algorithms=[{"name": "hierfavg", "edge_rounds": 1}]), keep_trace=True)
+    rows = out.clients["hierfavg"]
+    kept = {r["client"] for r in rows if r["dropped"] == "0"}
+    assert kept == {"1", "3"}           # client k under edge k % 2: edge0's all dropped
+    assert {r["client"] for r in rows} == {"0", "1", "2", "3"}
+    cloud = [v for _, n, kind, _, v in out.results["hierfavg"].trace.events
+             if n == "cloud" and kind == "aggregate"]
+    assert cloud == [1]                                    # edge1's upload alone
+    assert out.results["hierfavg"].rows[1]["reported"] == 2

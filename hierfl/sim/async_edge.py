@@ -16,7 +16,8 @@ aggregator's tier rounds: HierFAVG's kappa2 read as "edge versions per cloud rou
 stops dispatching and uploads its model; jobs still in flight are abandoned (dropped, their
 late upload wasted), as the asynchronous cloud abandons its own at the end of a run. With
 nobody free and nothing in flight it waits for the next availability change, or uploads what it
-has when none will come."""
+has when none will come (a FedBuff buffer short of k is never applied: its clients are dropped,
+and an edge that applied no update sends nothing)."""
 from __future__ import annotations
 
 from typing import Any
@@ -44,6 +45,7 @@ class _Edge:
         self.jobs = 0
         self.busy: dict[int, tuple] = {}         # client -> (work, collector, opened, v0, down)
         self.buffer: list = []
+        self.waiting: list = []                  # (client, record) of the buffered updates
         self.mine: set[int] = set()              # clients whose update was mixed in
 
 
@@ -63,6 +65,8 @@ class AsyncEdges:
         self._edge_dispatch(e)
         yield e.done
         self._edge_abandon(e)
+        for _, rec in e.waiting:                # buffered, never applied: not aggregated
+            rec.dropped = True
         msg, nbytes = self.runner.edge_upload(e.es)
         return msg, nbytes, e.mine
 
@@ -112,8 +116,8 @@ class AsyncEdges:
         tau = e.version - v0
         self._edge_records(e, work, tau)
         if col.arrived:
-            e.mine.add(k)
-            self._edge_apply(e, self.runner.edge_async_update(e.t, es0, work), start, tau)
+            self._edge_apply(e, self.runner.edge_async_update(e.t, es0, work), start, tau,
+                             (k, work.recs[0]))
         else:
             work.recs[0].dropped = True
         self._edge_dispatch(e)
@@ -123,16 +127,23 @@ class AsyncEdges:
             rec.staleness = float(tau)
         self._records_of(e.info).extend(work.recs)
 
-    def _edge_apply(self, e: _Edge, update, start, tau: int) -> None:
+    def _edge_apply(self, e: _Edge, update, start, tau: int, sender: tuple) -> None:
+        """Mix the update in (FedAsync) or buffer it (FedBuff); its client counts as
+        aggregated (e.mine, the edge's weight) once its update is applied: a buffer left
+        unapplied when the period ends leaves its clients out (dropped)."""
         pol, runner = self.sc.train.edge_round, self.runner
         if pol.policy == "fedasync":
             e.es = runner.edge_async_mix(e.t, e.es, update, pol.alpha * pol.staleness.weight(tau))
+            e.mine.add(sender[0])
             self._edge_version(e, 1)
             return
         e.buffer.append((update, start, pol.staleness.weight(tau)))
+        e.waiting.append(sender)
         if len(e.buffer) >= int(pol.k):
             e.es = runner.edge_async_buffer(e.t, e.es, e.buffer, pol.server_lr)
             e.buffer = []
+            e.mine.update(k for k, _ in e.waiting)
+            e.waiting = []
             self._edge_version(e, int(pol.k))
 
     def _edge_version(self, e: _Edge, updates: int) -> None:
