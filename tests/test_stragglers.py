@@ -105,6 +105,22 @@ def test_deadline_partial_budgets_count_the_gamma_checks(tmp_path):
     assert out.results["fedavg"].rows[1]["reported"] == 2
 
 
+def test_deadline_partial_client_with_no_step_is_charged_no_reference(tmp_path):
+    """A 7 s deadline leaves 0.7 s of compute: not even the gamma target's reference gradient
+    (1 s) fits, so the budget is 0 steps. A client with no step to take needs no reference:
+    it is charged nothing and arrives in time (it was charged the reference and came late).
+    One client: two would queue on the edge's uplink, past the nominal times."""
+    doc = _doc(tmp_path, XS[:1], YS[:1], [12.0],
+               {"local": {"steps": 5, "batch_size": "full", "lr": 0.1, "gamma": 1e-12,
+                          "check_every": 2},
+                "round": {"policy": "deadline_partial", "deadline_s": 7.0}}, clients=1)
+    out = run_outputs(make_scenario(tmp_path, doc), out=tmp_path / "out")
+    for r in out.clients["fedavg"]:
+        assert (int(r["budget"]), int(r["steps"]), float(r["compute_s"]), r["dropped"]) == \
+            (0, 0, 0.0, "0")
+    assert out.results["fedavg"].rows[1]["reported"] == 1
+
+
 def test_deadline_drop_discards_exactly_the_late_clients(tmp_path):
     """K = 2 full-batch steps: fast (12 FLOP/s) 2 s of compute -> at the cloud at 8.3;
     slow (6 FLOP/s) 4 s -> 10.3, after the 9 s deadline: dropped, its 2 x 4 B wasted."""

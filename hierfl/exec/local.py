@@ -105,7 +105,8 @@ def solve_alone(program: LocalProgram, plan: BatchPlan, full: Batch, budget: int
     else:
         ach = torch.full((1,), float("nan"))
     steps_t = torch.tensor([steps], dtype=torch.long)
-    full_evals = torch.tensor([checks + (1 if gamma is not None or prepare is not None else 0)])
+    full_evals = torch.tensor([checks + (1 if prepare is not None or
+                                         (gamma is not None and budget > 0) else 0)])
     return SolveResult(s, steps_t, steps_t * program.grad_evals_per_step, full_evals, ach)
 
 

@@ -274,9 +274,11 @@ def solve(program: LocalProgram, plan: BatchPlan, full: Batch, budgets: torch.Te
     else:
         ach = torch.full((c,), float("nan"))
     evals = steps * program.grad_evals_per_step
-    # the full gradient at w^t is needed only for a gamma target or a program's `prepare`
-    full_evals = torch.tensor(checks, dtype=torch.long) + \
-        (1 if gamma is not None or program.prepare is not None else 0)
+    # the full gradient at w^t is needed only for a program's `prepare` or a gamma target
+    # (whose reference is of no use to a client with no step to take: deadline_partial's 0)
+    full_evals = torch.tensor(checks, dtype=torch.long) + (
+        1 if program.prepare is not None else
+        (budgets > 0).long() if gamma is not None else 0)
     return SolveResult(final, steps, evals, full_evals, ach)
 
 
