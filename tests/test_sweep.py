@@ -103,6 +103,26 @@ def test_bad_grid_names_sweep_file_and_key_and_runs_nothing(tmp_path, grid, key,
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize("where", ["grid", "base", "topology"])
+def test_a_key_given_twice_in_a_sweep_or_its_base_is_refused(tmp_path, where):
+    """YAML keeps the last of two equal keys: a grid key given twice silently lost its first
+    values (one point run, not three); the sweep and the files it reads refuse it, like a
+    scenario does."""
+    f = _files(tmp_path, "train.rounds: [1, 2]\ntrain.rounds: [3]")
+    if where != "grid":
+        f = _files(tmp_path, "seed: [1, 2]")
+        name = "base.yaml" if where == "base" else "topo.yaml"
+        (tmp_path / name).write_text((tmp_path / name).read_text() + "seed: 4\nseed: 5\n"
+                                     if where == "base" else TOPOLOGY + "edges: {count: 3}\n")
+    with pytest.raises(ScenarioError) as exc:
+        sw.load_sweep(f)
+    key = {"grid": "grid.train.rounds", "base": "seed", "topology": "edges"}[where]
+    file = f if where == "grid" else str(tmp_path / name)
+    assert any(p.file == file and p.key == key and "key given twice" in p.message and p.line
+               for p in exc.value.problems), exc.value.problems
+    assert not (tmp_path / "out").exists()
+
+
 def test_cli_sweep_bad_input_exits_2(tmp_path, capsys):
     f = _files(tmp_path, "stragglers.fraction: [2]")
     assert cli.main(["sweep", f, "--quiet"]) == 2

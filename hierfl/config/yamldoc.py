@@ -11,7 +11,7 @@ from typing import Any, NamedTuple
 
 import yaml
 
-from .errors import Problem, ScenarioError, line_of
+from .errors import NO_VALUE, Problem, Problems, ScenarioError, line_of
 from .limits import MAX_ALIASES, MAX_BYTES, MAX_DEPTH, MAX_NODES
 
 
@@ -169,6 +169,12 @@ def read_doc(path: str, what: str = "file") -> Doc:
         if loader is not None:
             loader.dispose()
     return Doc(data, lines, dups)
+
+
+def add_duplicates(problems: Problems, doc: Doc) -> None:
+    """A problem for every key the document gives twice (YAML keeps the last one silently)."""
+    for key, line, first in doc.duplicates:
+        problems.add(key, NO_VALUE, f"key given twice (first on line {first}); say it once", line)
 
 
 def read_yaml(path: str, what: str = "file") -> Any:

@@ -12,12 +12,12 @@ import re
 from typing import Any
 
 
-from ..config.errors import NO_VALUE, Problem, Problems, ScenarioError
+from ..config.errors import Problem, Problems, ScenarioError
 from ..config.compress import CompressSpec, given_problems
 from ..config.mobility import MobilitySpec
 from ..config.fields import build, convert, is_fail
 from ..config.limits import memory_limit, model_params, resource_problems
-from ..config.yamldoc import check_file, read_doc
+from ..config.yamldoc import add_duplicates, check_file, read_doc
 from .checks import check_algorithms, check_asynchrony, check_output, check_overrides, \
     check_rounds, check_samples, check_work, label_problem, mean_of as _mean
 from ..config.schema import AlgorithmEntry, DataSpec, DistSpec, LocalSpec, ModelSpec, Scenario, \
@@ -48,8 +48,7 @@ def load_topology(raw: Any, base_dir: str, file: str, problems: Problems) -> tup
             return None, topo_file
         raw, lines, prefix = doc.data, doc.lines, ""
         tp = Problems(topo_file, lines)
-        for key, line, first in doc.duplicates:
-            tp.add(key, NO_VALUE, f"key given twice (first on line {first}); say it once", line)
+        add_duplicates(tp, doc)
         problems.items.extend(tp.items)
     if not isinstance(raw, dict):
         if prefix:
@@ -361,8 +360,7 @@ def load(path: str, seed: int | None = None, rounds: int | None = None,
         what = "empty" if raw is None else f"a {type(raw).__name__}"
         raise ScenarioError.one(file, "", raw, f"a scenario must be a mapping of keys (the file "
                                 f"is {what}); see scenarios/quickstart.yaml")
-    for key, line, first in doc.duplicates:
-        p.add(key, NO_VALUE, f"key given twice (first on line {first}); say it once", line)
+    add_duplicates(p, doc)
     base_dir = os.path.dirname(os.path.abspath(path))
     from .extend import gather_data_options, load_plugins, resolve_data_paths
     plugins = load_plugins(raw, base_dir, p)    # before any algorithm, model or data name

@@ -14,7 +14,7 @@ import yaml
 from ..config.errors import Problem, Problems, ScenarioError
 from ..config.paths import output_problem
 from ..config.fields import Raw, build, is_fail, spec, unit_interval
-from ..config.yamldoc import read_yaml
+from ..config.yamldoc import add_duplicates, read_doc
 from .grid import Grid, point_names, read_grid, set_path
 from .reuse import algorithm_keys
 
@@ -62,6 +62,16 @@ class Sweep:
     reuse: bool = True                         # an algorithm runs once per distinct scenario
 
 
+def _read_once(path: str, what: str) -> Any:
+    """A YAML file's data; a key given twice is an error (YAML keeps the last one silently,
+    and the points are built from the data, so the scenario loader would never see it)."""
+    doc = read_doc(path, what)
+    p = Problems(path, doc.lines)
+    add_duplicates(p, doc)
+    p.raise_if_any()
+    return doc.data
+
+
 def _self_contained(raw: dict, base_file: str) -> dict:
     """The base scenario with its topology inlined and its file paths made absolute (data,
     plugins, and the files a topology names: its graph, devices trace, availability and moves
@@ -72,7 +82,7 @@ def _self_contained(raw: dict, base_file: str) -> dict:
     topo_dir = base_dir
     if isinstance(raw.get("topology"), str):
         topo_file = os.path.join(base_dir, raw["topology"])
-        raw["topology"] = read_yaml(topo_file, "topology file")
+        raw["topology"] = _read_once(topo_file, "topology file")
         topo_dir = os.path.dirname(os.path.abspath(topo_file))
     topo = raw.get("topology")
     if isinstance(topo, dict):
@@ -148,9 +158,11 @@ def _grid_key_of(problem_key: str, keys: list[str]) -> str | None:
 
 def _read_files(path: str, p: Problems) -> tuple[SweepFile, str, dict]:
     """The sweep file's keys, the base scenario's path and its raw mapping."""
-    raw = read_yaml(path, "sweep file")
+    doc = read_doc(path, "sweep file")
+    raw, p.lines = doc.data, doc.lines
     if not isinstance(raw, dict):
         raise ScenarioError.one(path, "", raw, "a sweep must be a mapping with base: and grid:")
+    add_duplicates(p, doc)      # raised with the grid's problems (YAML keeps the last one)
     sf = build(SweepFile, raw, p)
     if is_fail(sf):
         p.raise_if_any()
@@ -158,7 +170,7 @@ def _read_files(path: str, p: Problems) -> tuple[SweepFile, str, dict]:
     base_file = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(path)), sf.base))
     if not os.path.isfile(base_file):
         raise ScenarioError.one(path, "base", sf.base, "base scenario file not found")
-    base_raw = read_yaml(base_file, "scenario file")
+    base_raw = _read_once(base_file, "scenario file")
     if not isinstance(base_raw, dict):
         raise ScenarioError.one(base_file, "", base_raw, "a scenario must be a mapping of keys")
     return sf, base_file, base_raw
