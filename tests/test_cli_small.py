@@ -180,3 +180,21 @@ def test_a_link_listed_twice_in_a_graph_file_is_refused(tmp_path, capsys):
     err = capsys.readouterr().err
     last = data["links"][-1]
     assert f"net.json: links.{last['source']}->{last['target']} = 'twice'" in err
+
+
+def test_a_node_listed_twice_in_a_graph_file_is_refused(tmp_path, capsys):
+    """node-link JSON with one node twice: networkx kept the last one's attributes, silently
+    (a second client0 of 1e6 FLOP/s replaced the first one's speed)."""
+    import json
+
+    import networkx as nx
+    from hierfl.scenario.load import load
+    from hierfl.topology.graph import build_graph
+    g = build_graph(load(make_scenario(tmp_path, seed=7)).topology, 7)
+    data = nx.node_link_data(g, edges="links")
+    twice = next(n for n in data["nodes"] if n.get("role") == "client")
+    data["nodes"].append(dict(twice, flops=1e6))
+    (tmp_path / "net.json").write_text(json.dumps(data))
+    assert main(["topology", str(tmp_path / "net.json")]) == 2
+    err = capsys.readouterr().err
+    assert f"net.json: nodes.{twice['id']} = 'twice': a node is listed twice" in err

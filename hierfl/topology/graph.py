@@ -75,7 +75,7 @@ def read_graph_file(path: str) -> nx.DiGraph:
                 raise ValueError("node-link JSON is a mapping with nodes: and links:")
             key = "links" if "links" in data else "edges"
             g = nx.node_link_graph(data, directed=True, multigraph=False, edges=key)
-            _no_duplicate_links(path, data.get(key) or [], g)
+            _no_duplicates(path, data.get("nodes") or [], data.get(key) or [], g)
     except RecursionError:
         raise ScenarioError.one(path, "graph", path, "cannot read graph: nested too deeply") \
             from None
@@ -87,15 +87,15 @@ def read_graph_file(path: str) -> nx.DiGraph:
     return nx.DiGraph(g)
 
 
-def _no_duplicate_links(path: str, links: list, g: nx.DiGraph) -> None:
-    """A link listed twice was collapsed into its last attributes, silently: refused."""
-    n, seen = g.number_of_edges(), set()
-    for a, b in [(x.get("source"), x.get("target")) for x in links if isinstance(x, dict)
-                 and len(links) != n]:
-        if (a, b) in seen:
-            raise ScenarioError.one(path, f"links.{a}->{b}", "twice", "a link is listed "
-                                    "twice: keep one")
-        seen.add((a, b))
+def _no_duplicates(path: str, nodes: list, links: list, g: nx.DiGraph) -> None:
+    """A node or link listed twice was collapsed into its last attributes, silently: refused."""
+    ids = [f"nodes.{x.get('id')}" for x in nodes if isinstance(x, dict)]
+    ids += [f"links.{x.get('source')}->{x.get('target')}" for x in links if isinstance(x, dict)
+            and len(links) != g.number_of_edges()]
+    seen: set = set()                       # the first key seen twice (its [:4]: node, link)
+    dup = next((k for k in ids if k in seen or seen.add(k)), None)
+    if dup is not None:
+        raise ScenarioError.one(path, dup, "twice", f"a {dup[:4]} is listed twice: keep one")
 
 
 def _no_constant(name: str) -> float:
