@@ -82,6 +82,23 @@ def test_edited_scenario_is_refused_and_out_untouched(tmp_path):
     assert not os.path.exists(out / "fedavg" / "checkpoint.npz")
 
 
+def test_a_renamed_scenario_is_refused_on_resume_as_without_it(tmp_path):
+    """Only `name:` changed: a plain run into OUT is refused (its run.json holds scenario 'rc'),
+    and --resume was not: it rewrote run.json with the new name and hash while OUT/scenario.yaml
+    kept the old one. Resume refuses it too, naming the change, OUT untouched."""
+    path = _write(tmp_path, _doc())
+    out = tmp_path / "o"
+    assert _cli(path, "--out", str(out), "--stop-after", "2").returncode == 0
+    before = _files(out)
+    _write(tmp_path, dict(_doc(), name="renamed"))
+    r = _cli(path, "--out", str(out), "--resume")
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert "name rc -> renamed" in r.stderr
+    assert _files(out) == before
+    old = {"scenario": {"seed": 3}}             # a fingerprint from before the name was in it
+    assert differences(old, dict(old, name="rc")) == []
+
+
 DAMPED = """\
 from dataclasses import dataclass
 import hierfl

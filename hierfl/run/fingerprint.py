@@ -20,8 +20,9 @@ from ..outputs.summary import scenario_dict, topology_dict
 from ..plugins import bundle
 
 FINGERPRINT = "fingerprint.json"
-# keys that name, place or time a run without changing a number of it; data and graph paths
-# are left out too, their contents are in the system digests
+# keys that place or time a run without changing a number of it; data and graph paths are left
+# out too, their contents are in the system digests. The name is the fingerprint's own part
+# ("name"), not the scenario's: a fingerprint written before it was recorded still resumes.
 IGNORED = NEUTRAL | {"name", "data.path", "data.root", "topology.graph"}
 
 
@@ -47,7 +48,8 @@ def run_fingerprint(sc: Any, world: Any = None) -> dict:
     also digests of the drawn topology, the data and the initial model."""
     fp: dict[str, Any] = {"scenario": json.loads(json.dumps(without(scenario_dict(sc), IGNORED))),
                           "versions": {"hierfl": _version(), "torch": torch.__version__,
-                                       "numpy": np.__version__}}
+                                       "numpy": np.__version__},
+                          "name": getattr(sc, "name", "")}    # OUT's results are this name's
     if bundle():                # plugin code moves numbers as hierfl's own does: its digest
         fp["plugins"] = {}
         for path, source in bundle():
