@@ -44,6 +44,22 @@ def test_reused_out_is_refused_and_force_clears_it(tmp_path, capsys):
     assert "hierfavg" not in report
 
 
+def test_a_run_of_its_own_scenario_copy_into_its_folder(tmp_path, capsys):
+    """`hierfl run OUT/scenario.yaml --out OUT` copied the file onto itself: shutil's
+    SameFileError, exit 1. The copy is skipped; the usual reused --out rules apply (the same
+    scenario: allowed; the file is left as it was)."""
+    a = _two(tmp_path, "a", [{"name": "fedavg"}], **{"train.rounds": 1})
+    out = tmp_path / "X"
+    assert main(["run", a, "--out", str(out), "--quiet", "--no-report"]) == 0
+    copy = out / "scenario.yaml"
+    text = copy.read_text()
+    capsys.readouterr()
+    assert main(["run", str(copy), "--out", str(out), "--quiet", "--no-report"]) == 0, \
+        capsys.readouterr().err
+    assert copy.read_text() == text
+    assert json.loads((out / "run.json").read_text())["finished"] is True
+
+
 def test_results_without_manifest_are_refused(tmp_path, capsys):
     a = _two(tmp_path, "a", [{"name": "fedavg"}])
     out = tmp_path / "X"

@@ -109,17 +109,23 @@ def build_summary(sc: Any, world: Any) -> dict:
                       "fwd_flops": float(world.model.fwd_flops)}}
 
 
+def _copy(src: str, dst: str) -> None:
+    """Copy a file, unless it is already there (a run of OUT/scenario.yaml into OUT)."""
+    if not (os.path.exists(dst) and os.path.samefile(src, dst)):
+        shutil.copyfile(src, dst)
+
+
 def write_run_summary(sc: Any, world: Any, out: str | None = None) -> str:
     """Copy the scenario (and topology) file into OUT and write OUT/summary.json, from the
     world the run built (never built again here)."""
     out = out or sc.output
     os.makedirs(out, exist_ok=True)
     if sc.file and os.path.isfile(sc.file):
-        shutil.copyfile(sc.file, os.path.join(out, SCENARIO_COPY))
+        _copy(sc.file, os.path.join(out, SCENARIO_COPY))
         topo_file = sc.topology_file
         if topo_file and os.path.abspath(topo_file) != os.path.abspath(sc.file) \
                 and os.path.isfile(topo_file):
-            shutil.copyfile(topo_file, os.path.join(out, TOPOLOGY_COPY))
+            _copy(topo_file, os.path.join(out, TOPOLOGY_COPY))
     path = os.path.join(out, SUMMARY)
     spans: list = []       # its long number lists: kept in binary beside it for the report
     text = dumps_indent1(build_summary(sc, world), spans, summary_columns.LONG) + "\n"
