@@ -63,9 +63,11 @@ def _install(path: str, source: str, file: str, key: str) -> None:
     sys.modules[name] = module
     try:
         spec.loader.exec_module(module)
-    except Exception as exc:  # noqa: BLE001 - user code: any error becomes a clear message
-        del sys.modules[name]
+    except (Exception, SystemExit) as exc:  # noqa: BLE001 - user code: a clear message (its
+        del sys.modules[name]                 # sys.exit() too: hierfl would end silently, 0)
         text = exc.msg if isinstance(exc, SyntaxError) else str(exc)
+        if isinstance(exc, SystemExit):
+            text = f"{exc.code!r} (a plugin registers what it defines; it must not exit)"
         raise ScenarioError.one(file, key, path, f"the plugin raised {type(exc).__name__}: "
                                 f"{text}{_user_line(exc, path)}") from None
     _LOADED[path] = source

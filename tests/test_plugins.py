@@ -251,6 +251,21 @@ def test_error_in_the_plugin_names_its_file_and_line(tmp_path, capsys):
     assert plugins.loaded() == []                       # nothing half-registered
 
 
+@pytest.mark.parametrize("code", ["0", "None", "'bye'"])
+def test_a_plugin_that_exits_at_import_is_an_error(tmp_path, capsys, code):
+    """`raise SystemExit(0)` (or sys.exit()) in a plugin ended `hierfl validate` and `hierfl run`
+    silently with exit 0: now an error naming the plugin file and line, exit 2."""
+    p = _plugin(tmp_path, "exits.py", f"import sys\nsys.exit({code})\n")
+    for argv in (["validate", _scenario(tmp_path, "t"), "--plugin", p],
+                 ["run", _scenario(tmp_path, "t"), "--plugin", p, "--out",
+                  str(tmp_path / "o"), "--quiet"]):
+        rc, _, err = _run(argv, capsys)
+        assert rc == 2 and "Traceback" not in err, err
+        assert "--plugin = " in err and "the plugin raised SystemExit" in err
+        assert "must not exit" in err and f"(at {p}:2)" in err
+    assert plugins.loaded() == [] and not (tmp_path / "o").exists()
+
+
 def test_missing_plugin_file_exits_2(tmp_path, capsys):
     f = _scenario(tmp_path, plugins=["nowhere.py"])
     rc, _, err = _run(["validate", f], capsys)
