@@ -92,6 +92,21 @@ def test_report_on_a_corrupted_metrics_csv(run_dir, tmp_path):
     assert rc == 2 and f"{m}:3: round = 'x1'" in err and "expected a round number" in err
 
 
+def test_report_on_a_corrupted_summary_json(run_dir, tmp_path):
+    """A damaged summary.json was reported as 'OUT: cannot read the run's files (corrupted?):
+    JSONDecodeError ...', not naming the file: now the file itself, for report and compare."""
+    import shutil
+
+    bad = tmp_path / "run"
+    shutil.copytree(run_dir / "out", bad)
+    (bad / "summary.json").write_text("{bad")
+    for argv in (["report", str(bad)], ["compare", str(bad), str(run_dir / "out"), "--out",
+                                         str(tmp_path / "cmp")]):
+        rc, err = cli(*argv)
+        assert rc == 2 and f"{bad / 'summary.json'}: cannot read the run's summary" in err, err
+        assert "JSONDecodeError" in err
+
+
 def test_topology_png(tmp_path):
     topo = os.path.join(REPO, "topologies", "three_tier_small.yaml")
     rc, err = cli("topology", topo, "--png", str(tmp_path / "x.txt"))

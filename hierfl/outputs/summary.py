@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from ..config.errors import ScenarioError
 from . import summary_columns
 from .files import atomic_text
 from .jsontext import dumps_indent1
@@ -146,8 +147,12 @@ def read_summary(out: str) -> dict | None:
     if fast is not None:
         return fast
     if os.path.isfile(p):
-        with open(p) as fh:
-            return json.load(fh)
+        try:
+            with open(p, encoding="utf-8") as fh:
+                return json.load(fh)
+        except ValueError as exc:   # edited or cut short (UnicodeDecodeError is one too)
+            raise ScenarioError.one(p, "", None, f"cannot read the run's summary (corrupted?): "
+                                    f"{type(exc).__name__}: {exc}") from None
     p = os.path.join(out, SCENARIO_COPY)
     if os.path.isfile(p):
         from ..config.yamldoc import read_yaml
