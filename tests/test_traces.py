@@ -158,10 +158,19 @@ def test_fedscale_behaviour_to_intervals_feeds_a_run(tmp_path):
     ("fedscale-behave", {"1": {"active": [], "inactive": [], "finish_time": 1e-9},
                          "2": {"active": [0], "inactive": [5e-10], "finish_time": 1e-9}},
      ["--horizon-s", "1e6"], "2.finish_time = 1e-09"),
+    # converted to inf (or 0) and written: hierfl's own devices trace loader refused the CSV
+    ("fedscale-capacity", {"1": {"computation": 1e-320, "communication": 5}},
+     ["--flops-per-sample", "1e6"], "in.json: 1.computation = 1e-320: converts to compute_flops"),
+    ("fedscale-capacity", {"1": {"computation": 1, "communication": 5},
+                           "2": {"computation": 1, "communication": 1e308}},
+     ["--flops-per-sample", "1e6"], "in.json: 2.communication = 1e+308: converts to uplink_Bps"),
+    ("fedscale-capacity", {"1": {"computation": 1e308, "communication": 5}},
+     ["--flops-per-sample", "1"], "in.json: 1.computation = 1e+308: converts to compute_flops 0.0"),
 ])
 def test_fedscale_bad_input_exit_2(tmp_path, kind, doc, extra, needle):
     r = _convert(tmp_path, kind, doc, *extra)
     assert r.returncode == 2 and needle in r.stderr and "Traceback" not in r.stderr, r.stderr
+    assert not (tmp_path / "out.csv").exists()
 
 
 def test_convert_to_a_folder_names_the_folder(tmp_path):

@@ -60,7 +60,12 @@ def capacity_rows(path: str, flops_per_sample: float, clients: int | None) -> li
     for k, (cid, rec) in enumerate(_load(path)[:clients]):
         ms = _num(path, cid, rec, "computation")
         kbps = _num(path, cid, rec, "communication")
-        bps = kbps * 1024 / 8
+        bps, flops = kbps * 1024 / 8, flops_per_sample * 1000 / (3 * ms)
+        for key, v, col, got in (("computation", ms, "compute_flops", flops),
+                                 ("communication", kbps, "uplink_Bps, downlink_Bps", bps)):
+            if not 0 < got < math.inf:     # the devices trace loader would refuse the row
+                raise ScenarioError.one(path, f"{cid}.{key}", v, f"converts to {col} {got!r}, "
+                                        "not a finite number > 0: out of range for a device")
         rows.append(f"{k},{flops_per_sample * 1000 / (3 * ms)!r},{bps!r},{bps!r},0.0")
     return ["client,compute_flops,uplink_Bps,downlink_Bps,latency_s"] + rows
 
