@@ -8,6 +8,7 @@ import sys
 from .cli_checks import check_report_args, check_run_folder, check_stop_after, os_error_message
 from .cli_system import _trace_parser, cmd_topology
 from .config.errors import ScenarioError
+from .config.paths import folder_problem
 
 EXIT_BAD_INPUT = 2
 
@@ -172,6 +173,10 @@ def cmd_docs(args: argparse.Namespace) -> int:
         raise ScenarioError.one("", "--path", None, "hierfl is not run from its source "
                                 "checkout, so there is no docs/scenario.md of its own to "
                                 "update: give --path FILE")
+    why = (folder_problem(os.path.dirname(os.path.abspath(args.path)))
+           if args.path is not None and not args.check else None)
+    if why:                     # a file where the reference's folder goes
+        raise ScenarioError.one("", "--path", args.path, why)
     return docs_main(check=args.check, path=args.path)
 
 
@@ -185,6 +190,9 @@ def cmd_data_fetch(args: argparse.Namespace) -> int:
         return 0
     if not args.root:
         raise ScenarioError.one("", "--root", None, f"{args.name}: give the folder to fetch into")
+    why = folder_problem(args.root)     # a file where the folder goes: not a bare EEXIST
+    if why:
+        raise ScenarioError.one("", "--root", args.root, why)
     try:
         fetch(args.name, args.root, offline=args.offline)
     except DataFileError as exc:

@@ -84,6 +84,19 @@ def test_offline_checks_exit_2_naming_the_file(tmp_path, capsys):
     assert "--root" in capsys.readouterr().err
 
 
+def test_a_root_that_is_a_file_is_named_as_one(tmp_path, capsys):
+    """--root an existing file: a bare 'cannot read or write afile: File exists' before."""
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    for root, words in ((afile, f"{afile} is a file, not a folder"),
+                        (afile / "sub", f"{afile} is a file, not a folder, so {afile / 'sub'} "
+                                        "cannot be created")):
+        assert main(["data", "fetch", "mnist", "--root", str(root), "--offline"]) == 2
+        err = capsys.readouterr().err
+        assert "--root = " in err and f": {words}\n" in err and "Traceback" not in err, err
+    assert afile.read_text() == "x"
+
+
 def test_leaf_prints_how_and_help(capsys):
     assert main(["data", "fetch", "leaf"]) == 0
     out = capsys.readouterr().out

@@ -62,3 +62,16 @@ def test_check_exit_status(tmp_path, capsys):
     assert docs_gen.main(check=True, path=str(path)) == 1
     err = capsys.readouterr().err
     assert "out of date" in err and "-| `train.local.lr` | number | `0.01` | a stale" in err
+
+
+def test_docs_path_under_a_file_is_named_as_one(tmp_path, capsys):
+    """`hierfl docs --path afile/x.md`: a bare 'cannot read or write afile: File exists'
+    before; now the option, its value, and that afile is a file, not a folder (exit 2)."""
+    from hierfl.cli import main
+
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    assert main(["docs", "--path", str(afile / "x.md")]) == 2
+    err = capsys.readouterr().err
+    assert "--path = " in err and f"x.md': {afile} is a file, not a folder\n" in err, err
+    assert afile.read_text() == "x"

@@ -24,16 +24,33 @@ def output_problem(path: str, what: str = "output folder") -> str | None:
     if real == "/" or any(_inside(real, d) for d in SYSTEM_DIRS):
         return (f"{real} is a system folder: write under a home, a project or /tmp "
                 f"(not {', '.join(SYSTEM_DIRS)} or /)")
-    cur = real
+    cur = file_on_the_way(real)
+    if cur is not None:
+        return (f"{cur} exists and is not a folder" if cur == real else
+                f"{cur} is a file, so {real} cannot be created")
+    return None
+
+
+def file_on_the_way(folder: str) -> str | None:
+    """The existing non-folder (a file) at `folder` or on the way to it, or None: where
+    os.makedirs(folder) would fail with a bare 'File exists' or 'Not a directory'."""
+    cur = os.path.realpath(os.path.abspath(folder))
     while not os.path.exists(cur):
         parent = os.path.dirname(cur)
         if parent == cur:
             break
         cur = parent
-    if not os.path.isdir(cur):
-        return (f"{cur} exists and is not a folder" if cur == real else
-                f"{cur} is a file, so {real} cannot be created")
-    return None
+    return None if os.path.isdir(cur) else cur
+
+
+def folder_problem(folder: str) -> str | None:
+    """Why a folder cannot be made at `folder` because a file is in the way, or None."""
+    cur = file_on_the_way(folder)
+    if cur is None:
+        return None
+    real = os.path.realpath(os.path.abspath(folder))
+    return f"{cur} is a file, not a folder" + ("" if cur == real else
+                                               f", so {real} cannot be created")
 
 
 def figure_problem(path: str, suffixes: tuple[str, ...] = (".png", ".svg", ".pdf")) -> str | None:
