@@ -53,7 +53,7 @@ def _check_out(sc, args: argparse.Namespace) -> None:
     if why is None:
         return
     if args.force:
-        gone = clear_out(sc.output)
+        gone = clear_out(sc.output, keep=(sc.file, sc.topology_file))
         if not args.quiet:
             print(f"--force: cleared {len(gone)} run output(s) from {sc.output}",
                   file=sys.stderr)

@@ -60,6 +60,22 @@ def test_a_run_of_its_own_scenario_copy_into_its_folder(tmp_path, capsys):
     assert json.loads((out / "run.json").read_text())["finished"] is True
 
 
+def test_force_keeps_the_scenario_file_it_runs(tmp_path, capsys):
+    """`hierfl run OUT/scenario.yaml --out OUT --seed 5 --force`: a different run (its seed),
+    so --force clears OUT, but not the scenario file being run (it was deleted: the run then
+    finished with no scenario.yaml in OUT)."""
+    a = _two(tmp_path, "a", [{"name": "fedavg"}], **{"train.rounds": 1})
+    out = tmp_path / "X"
+    assert main(["run", a, "--out", str(out), "--quiet", "--no-report"]) == 0
+    copy = out / "scenario.yaml"
+    text = copy.read_text()
+    assert main(["run", str(copy), "--out", str(out), "--seed", "5", "--force", "--quiet",
+                 "--no-report"]) == 0, capsys.readouterr().err
+    now = copy.read_text()                      # the scenario as run: seed 5, headed so
+    assert "\nseed: 5\n" in now and now.replace("seed: 5", "seed: 0").endswith(text)
+    assert json.loads((out / "run.json").read_text())["finished"] is True
+
+
 def test_results_without_manifest_are_refused(tmp_path, capsys):
     a = _two(tmp_path, "a", [{"name": "fedavg"}])
     out = tmp_path / "X"

@@ -131,14 +131,19 @@ def conflict(out: str, h: str) -> str | None:
             f"{str(m.get('scenario_hash'))[:12]}), not of this one (hash {h[:12]})")
 
 
-def clear_out(out: str) -> list[str]:
+def clear_out(out: str, keep: tuple = ()) -> list[str]:
     """Remove OUT's run outputs (the files of RUN_FILES, figures, algorithm folders with a
-    metrics.csv); anything else is kept. Returns what was removed."""
+    metrics.csv); anything else is kept, and so are the files `keep` names (the scenario and
+    topology files of the run about to start: OUT/scenario.yaml run into OUT). Returns what
+    was removed."""
     gone = []
     if not os.path.isdir(out):
         return gone
+    kept = [k for k in keep if k and os.path.isfile(k)]
     for n in sorted(os.listdir(out)):
         p = os.path.join(out, n)
+        if any(os.path.samefile(p, k) for k in kept):
+            continue
         if os.path.isfile(p) and (n in RUN_FILES or n.endswith(FIGURE_EXT)):
             os.unlink(p)
             gone.append(n)
