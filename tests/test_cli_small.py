@@ -198,3 +198,23 @@ def test_a_node_listed_twice_in_a_graph_file_is_refused(tmp_path, capsys):
     assert main(["topology", str(tmp_path / "net.json")]) == 2
     err = capsys.readouterr().err
     assert f"net.json: nodes.{twice['id']} = 'twice': a node is listed twice" in err
+
+
+@pytest.mark.parametrize("what", ["node", "link"])
+def test_a_node_or_link_listed_twice_in_graphml_is_refused(tmp_path, capsys, what):
+    """GraphML: networkx merged a node given twice and collapsed an edge given twice into
+    its last attributes (through a multigraph), silently; refused as in node-link JSON."""
+    import networkx as nx
+    from hierfl.scenario.load import load
+    from hierfl.topology.graph import build_graph
+    g = build_graph(load(make_scenario(tmp_path, seed=7)).topology, 7)
+    nx.write_graphml(g, str(tmp_path / "net.graphml"))
+    text = (tmp_path / "net.graphml").read_text()
+    tag = "node" if what == "node" else "edge"
+    start = text.rindex(f"<{tag} ")
+    end = text.index(f"</{tag}>", start) + len(f"</{tag}>")
+    twice = text[start:end]
+    (tmp_path / "net.graphml").write_text(text[:end] + twice + text[end:])
+    assert main(["topology", str(tmp_path / "net.graphml")]) == 2
+    err = capsys.readouterr().err
+    assert f"net.graphml: {what}s." in err and f"a {what} is listed twice" in err

@@ -68,6 +68,7 @@ def read_graph_file(path: str) -> nx.DiGraph:
                 raise ValueError("GraphML with a DOCTYPE or entity declarations is not read "
                                  "(entity expansion, external entities)")
             g = nx.read_graphml(path)
+            _first_twice(path, *_graphml_keys(head))
         else:
             with open(path, encoding="utf-8") as fh:
                 data = json.load(fh, parse_constant=_no_constant)
@@ -92,6 +93,24 @@ def _no_duplicates(path: str, nodes: list, links: list, g: nx.DiGraph) -> None:
     ids = [f"nodes.{x.get('id')}" for x in nodes if isinstance(x, dict)]
     ids += [f"links.{x.get('source')}->{x.get('target')}" for x in links if isinstance(x, dict)
             and len(links) != g.number_of_edges()]
+    _first_twice(path, ids)
+
+
+def _graphml_keys(head: bytes) -> tuple[list[str]]:
+    """GraphML's nodes and edges as _no_duplicates keys (networkx merges a node given twice
+    and makes a multigraph of an edge given twice, which DiGraph() then collapses)."""
+    import xml.etree.ElementTree as ET       # (no DOCTYPE or entity: checked before)
+    keys = []
+    for el in ET.fromstring(head).iter():
+        tag = el.tag.rsplit("}", 1)[-1]
+        if tag == "node":
+            keys.append(f"nodes.{el.get('id')}")
+        elif tag == "edge":
+            keys.append(f"links.{el.get('source')}->{el.get('target')}")
+    return (keys,)
+
+
+def _first_twice(path: str, ids: list[str]) -> None:
     seen: set = set()                       # the first key seen twice (its [:4]: node, link)
     dup = next((k for k in ids if k in seen or seen.add(k)), None)
     if dup is not None:
