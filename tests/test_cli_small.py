@@ -218,3 +218,24 @@ def test_a_node_or_link_listed_twice_in_graphml_is_refused(tmp_path, capsys, wha
     assert main(["topology", str(tmp_path / "net.graphml")]) == 2
     err = capsys.readouterr().err
     assert f"net.graphml: {what}s." in err and f"a {what} is listed twice" in err
+
+
+def test_summary_json_is_strict_json_without_the_clouds_flops(tmp_path):
+    """A graph file need not give the cloud's FLOP/s: summary.json wrote NaN there, which
+    Python reads and strict JSON readers (jq, JavaScript) refuse. It is null now."""
+    import json
+
+    import networkx as nx
+    from hierfl.scenario.load import load
+    from hierfl.topology.graph import build_graph
+    g = build_graph(load(make_scenario(tmp_path, seed=7)).topology, 7)
+    del g.nodes["cloud"]["flops"]
+    (tmp_path / "net.json").write_text(json.dumps(nx.node_link_data(g, edges="links")))
+    scen = make_scenario(tmp_path, name="onfile", **{"topology": {"graph": "net.json"},
+                                                     "train.rounds": 1})
+    assert main(["run", scen, "--out", str(tmp_path / "o"), "--quiet", "--no-report"]) == 0
+
+    def strict(name):
+        raise ValueError(name)
+    text = (tmp_path / "o" / "summary.json").read_text()
+    assert json.loads(text, parse_constant=strict)["topology"]["cloud"]["flops"] is None

@@ -67,9 +67,10 @@ def _entry_dict(e: Any) -> dict:
 
 def topology_dict(topo: Any) -> dict:
     """Every node below the cloud: role, parent, depth (cloud 0), FLOP/s and the link to its
-    parent (latency, bandwidth up and down); works for any number of aggregator tiers."""
+    parent (latency, bandwidth up and down); works for any number of aggregator tiers. The
+    cloud's FLOP/s is null where a graph file gives none (strict JSON has no NaN)."""
     nodes = topo.node_table()               # from the topology's arrays (no graph walk)
-    return {"cloud": {"flops": float(topo.tree.flops[0])}, "nodes": nodes,
+    return {"cloud": {"flops": _plain(float(topo.tree.flops[0]))}, "nodes": nodes,
             "clients": list(topo.clients), "client_edge": [topo.edges[e] for e in topo.edge_of],
             **class_dict(topo)}
 
