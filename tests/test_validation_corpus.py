@@ -348,3 +348,24 @@ def test_problem_lines_follow_the_file(tmp_path):
     moved = re.search(r"zero_rounds\.yaml:(\d+):", cli("validate", str(path))[2])
     assert base is not None and moved is not None
     assert (int(base.group(1)), int(moved.group(1))) == (8, 10)
+
+
+@pytest.mark.parametrize("where", ["train", "entry"])
+def test_gamma_refusal_names_the_key_that_set_it(tmp_path, where):
+    """A gamma target for an algorithm without one local objective is refused naming the key
+    the user wrote: train.local.gamma when set there (it named the entry's local.gamma, a key
+    the file did not have)."""
+    from hierfl.scenario.load import load
+    from conftest import make_scenario
+    entry = {"name": "pfedmac_sh"}
+    train = {"local": {"steps": 2, "batch_size": 5, "lr": 0.1}}
+    if where == "train":
+        train["local"]["gamma"] = 0.5
+    else:
+        entry["local"] = {"gamma": 0.5}
+    path = make_scenario(tmp_path, name="g", algorithms=[entry], train=train)
+    with pytest.raises(ScenarioError) as err:
+        load(path)
+    text = str(err.value)
+    key = "train.local.gamma" if where == "train" else "algorithms[0].local.gamma"
+    assert f"{key} = 0.5" in text and "no single local objective" in text

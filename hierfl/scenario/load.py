@@ -224,8 +224,9 @@ def _algorithms(raw: dict, p: Problems) -> list[AlgorithmEntry]:
             continue
         strag, round_ = over
         if local.gamma is not None and not cls.supports_gamma:
-            p.add(f"{key}.local.gamma", local.gamma,
-                  f"{name} has no single local objective; gamma stops are not defined for it")
+            where = f"{key}.local.gamma" if "gamma" in local_raw else "train.local.gamma"
+            p.add(where, local.gamma, f"{name} ({key}) has no single local objective; gamma "
+                  "stops are not defined for it")
         # the schedule, read once here from the algorithm's hyperparameters
         edge_rounds = getattr(params, "edge_rounds", 1) if cls.hierarchical else 1
         tier_rounds = getattr(params, "tier_rounds", None)
