@@ -308,3 +308,16 @@ def test_ifca_uploads_are_coded_against_their_cluster_model(tmp_path, monkeypatc
 
 def _chosen(seen) -> list[int]:
     return [int(i) for _, ids in seen for i in ids.tolist()]
+
+
+def test_k_above_the_models_size_is_refused(tmp_path):
+    """k counts entries of a model-sized tensor: above P (27 here) it was capped silently, top-k
+    sending every entry in a sparse encoding dearer than dense."""
+    from hierfl.run import build_world
+    path = _path(tmp_path, [{"name": "fedavg", "compress": {"up": {"kind": "topk", "k": 28}}}])
+    with pytest.raises(ScenarioError, match=r"compress\.up\.k = 28: more entries than the "
+                                            r"model's 27 parameters"):
+        build_world(load(path, out=str(tmp_path / "o")))
+    ok = _path(tmp_path, [{"name": "fedavg", "compress": {"up": {"kind": "topk", "k": 27}}}],
+               name="ok.yaml")
+    build_world(load(ok, out=str(tmp_path / "o2")))

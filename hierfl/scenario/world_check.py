@@ -68,6 +68,20 @@ def check_compress_tiers(sc: Scenario, tiers: int) -> None:
 def guard(sc: Scenario, topo: Topology, data: FederatedData, n_params: int | None) -> None:
     guard_resources(sc, topo.n_clients, topo.n_nodes - topo.n_clients, data.dim,
                     data.out_dim, len(data.x), n_params)
+    if n_params is not None:
+        check_compress_k(sc, n_params)
+
+
+def check_compress_k(sc: Scenario, n_params: int) -> None:
+    """A topk / randk `k` above the model's parameter count (it was capped at P, silently:
+    top-k then sent every entry, in a sparse encoding dearer than dense)."""
+    for i, entry in enumerate(sc.algorithms):
+        comp = entry.compress
+        for d in ("up", "down", "edge_up", "edge_down") if comp is not None else ():
+            k = getattr(comp, d).k
+            if k is not None and k > n_params:
+                raise ScenarioError.one(sc.file, f"algorithms[{i}].compress.{d}.k", k,
+                                        f"more entries than the model's {n_params} parameters")
 
 
 def availability_trace(sc: Scenario, topo: Topology) -> tuple[dict | None, str | None]:
