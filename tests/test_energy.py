@@ -275,3 +275,28 @@ def test_graph_file_powers_are_read_and_checked(tmp_path):
     msg = str(e.value)
     assert "nodes.client1.power_w = -3.0" in msg and "must be in [0, 100000] W" in msg
     assert "links.client0->edge0.rx_w = 'high'" in msg and "g.json" in msg
+
+
+def test_a_failure_found_after_the_edge_closed_charges_no_upload(tmp_path):
+    """client0's link is down throughout: under an asynchronous edge its jobs are abandoned
+    when the edge's period ends (settled then as sending) and the lost download fails them
+    afterwards, before the cloud round writes the rows. A failed row sends nothing: tx_s 0 and
+    no upload energy (a fuzzer found tx_s 0.0004 and its joules on such a row)."""
+    doc = {"name": "late_fail", "seed": 0,
+           "topology": {"clients": {"count": 2, "link": {"bandwidth_Bps": 1e5,
+                                                         "latency_s": 0.01, "tx_w": 2.0}},
+                        "edges": {"count": 1, "link": {"latency_s": 0.1}},
+                        "failures": {"outages": [{"start_s": 0.0, "end_s": 5.0,
+                                                  "link": ["client0", "edge0"]}]}},
+           "data": {"name": "synthetic", "dim": 4, "classes": 2, "samples": 20},
+           "model": {"name": "logreg"},
+           "train": {"rounds": 1, "clients_per_round": 2, "local": {"steps": 1},
+                     "edge_round": {"policy": "fedasync"}},
+           "algorithms": [{"name": "hierfavg"}]}
+    out = run_outputs(make_scenario(tmp_path, doc), out=tmp_path / "out")
+    rows = out.clients["hierfavg"]
+    failed = [r for r in rows if r["failed"] == "1"]
+    assert failed and all(float(r["tx_s"]) == 0.0 for r in failed)
+    for r in failed:                    # no tx_w term: idle (0 W here) and nothing else
+        assert float(r["energy_j"]) == 0.0
+    assert any(float(r["tx_s"]) > 0 for r in rows if r["failed"] == "0")

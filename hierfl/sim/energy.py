@@ -78,4 +78,17 @@ def settle(recs: list[ClientRecord], drop: np.ndarray, up_bytes: np.ndarray, dow
         rec.tx_s = tx = up / up_bps[k] if not (dropped or rec.failed) else 0.0
         rec.idle_s = idle = max(span - dl - comp - tx, 0.0)
         rec.energy_j = comp * power[k] + tx * tx_w[k] + dl * rx_w[k] + idle * idle_w[k]
+        rec.span_s = span
+
+
+def unsend(rec: ClientRecord, topo: Topology) -> None:
+    """A record settled as sending whose failure came after its aggregator closed (its
+    download or upload lost later, before its row is written): settled again as failed, with
+    no radio seconds sending (the same numbers as settling it failed at once)."""
+    if not rec.tx_s:
+        return
+    pw, k, comp, dl = ClientPowers.of(topo), rec.client, rec.compute_s, rec.download_s
+    rec.tx_s = tx = 0.0
+    rec.idle_s = idle = max(rec.span_s - dl - comp - tx, 0.0)
+    rec.energy_j = comp * pw.power_w[k] + tx * pw.tx_w[k] + dl * pw.rx_w[k] + idle * pw.idle_w[k]
 

@@ -31,6 +31,7 @@ from ..config.asynchrony import ASYNC_POLICIES
 from .asynchronous import AsyncRounds
 from .closed_form import RoundTiming, spawned
 from .failures import Failures
+from .energy import unsend
 from .flat import FlatRounds
 from .hier import HierRounds
 from .links import FairLink, Ledger, Link, Links
@@ -256,6 +257,7 @@ class Simulation(FlatRounds, HierRounds, AsyncRounds, MobileRounds):
         counts only the others, so its crash must not count towards closing the round)."""
         rec.failed = True
         rec.gamma = float("nan")
+        unsend(rec, self.topo)      # settled already (its aggregator closed): no upload now
         if counted:
             (preagg.collector if preagg is not None else collector).fail(k)
         return None

@@ -37,6 +37,7 @@ class ClientRecord:
     cluster: int = -1                # the cluster it chose (IFCA); -1: none (an empty cell)
     compress: str = "none"           # its compression kind (algorithms' compress.up)
     edge: str = ""                   # mobility: the edge it uploaded to (empty: its own edge)
+    span_s: float = 0.0              # energy: its aggregation round's length (not written)
 
 
 @dataclass
