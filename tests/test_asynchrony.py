@@ -251,3 +251,45 @@ def test_async_jobs_record_their_energy(tmp_path):
     for m in out.metrics["fedavg"][1:]:
         mine = [float(r["energy_j"]) for r in rows if r["round"] == m["round"]]
         assert float(m["energy_j"]) == pytest.approx(sum(mine))
+
+
+def _failing(tmp_path, name: str, failures: dict, **train) -> str:
+    return make_scenario(
+        tmp_path, name=name, seed=0,
+        topology={"clients": {"count": 2}, "edges": {"count": 1}, "failures": failures},
+        data={"name": "synthetic", "dim": 4, "classes": 2, "samples": 20},
+        model={"name": "logreg"},
+        train={"rounds": 1, "clients_per_round": 2, "local": {"steps": 1}, **train},
+        algorithms=[{"name": "hierfavg" if "edge_round" in train else "fedavg"}])
+
+
+@pytest.mark.parametrize("where", ["cloud", "edge"])
+def test_jobs_that_always_fail_end_the_run(tmp_path, capsys, where):
+    """crash_p 1: every job crashes and no version is ever made. The server (or edge) started
+    failing jobs for ever, the clock barely moving (a fuzzer's run never ended, duration_s or
+    not); after fruitless_limit jobs in a row it stops, and, nothing being due to change,
+    the run (the edge's period) ends."""
+    policy = {"round": {"policy": "fedasync"}} if where == "cloud" else \
+        {"edge_round": {"policy": "fedasync"}}
+    out = run_outputs(_failing(tmp_path, "fail", {"crash_p": 1.0}, **policy),
+                      out=tmp_path / "out")
+    label = "fedavg" if where == "cloud" else "hierfavg"
+    rows = out.metrics[label]
+    if where == "cloud":
+        assert [r["round"] for r in rows] == ["0"]         # no version made
+        assert "1000 jobs in a row failed" in capsys.readouterr().err
+    else:                                   # the cloud round closes with nobody reported
+        assert rows[-1]["round"] == "1" and rows[-1]["reported"] == "0"
+        assert len(out.clients[label]) >= 1000
+
+
+def test_jobs_failing_through_an_outage_wait_for_its_end(tmp_path):
+    """edge0 is down for the first simulated second: every job fails at once. After
+    fruitless_limit of them no job starts until the outage ends; then one succeeds and the
+    version is made just after 1 s (about 3 million jobs would have failed before)."""
+    out = run_outputs(_failing(tmp_path, "outage", {"outages": [
+        {"node": "edge0", "start_s": 0.0, "end_s": 1.0}]}, round={"policy": "fedasync"}),
+        out=tmp_path / "out")
+    last = out.metrics["fedavg"][-1]
+    assert last["round"] == "1" and float(last["sim_time_s"]) > 1.0
+    assert int(last["reported"]) == 1 and 1000 <= int(last["failed"]) <= 1003

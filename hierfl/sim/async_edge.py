@@ -34,6 +34,12 @@ from .work import RoundInfo
 WAIT_ONE = RoundSpec()
 
 
+def fruitless_limit(n_clients: int) -> int:
+    """Jobs that may fail in a row before an asynchronous server (or edge) stops starting
+    them until things may change (1,000, or 10 per client)."""
+    return max(1000, 10 * n_clients)
+
+
 class _Edge:
     """One edge's asynchronous period (one round of its parent)."""
 
@@ -47,6 +53,8 @@ class _Edge:
         self.buffer: list = []
         self.waiting: list = []                  # (client, record) of the buffered updates
         self.mine: set[int] = set()              # clients whose update was mixed in
+        self.fruitless = 0                       # jobs ended in a row without an update
+        self.paused = False
 
 
 class AsyncEdges:
@@ -77,7 +85,7 @@ class AsyncEdges:
         return ids[node]
 
     def _edge_dispatch(self, e: _Edge) -> None:
-        while not e.done.triggered and len(e.busy) < e.concurrency:
+        while not e.done.triggered and not e.paused and len(e.busy) < e.concurrency:
             now = self.env.now
             free = [k for k in e.members if k not in e.busy and self.failures.client_up(k, now)]
             if not free:
@@ -116,11 +124,32 @@ class AsyncEdges:
         tau = e.version - v0
         self._edge_records(e, work, tau)
         if col.arrived:
+            e.fruitless = 0
             self._edge_apply(e, self.runner.edge_async_update(e.t, es0, work), start, tau,
                              (k, work.recs[0]))
         else:
             work.recs[0].dropped = True
+            e.fruitless += 1
+            if e.fruitless >= fruitless_limit(len(e.members)):
+                e.fruitless = 0
+                self._edge_fruitless(e)
+                return
         self._edge_dispatch(e)
+
+    def _edge_fruitless(self, e: _Edge) -> None:
+        """A long run of failed jobs (fruitless_limit): no job starts until an
+        outage ends or a client may come back, or the period ends where nothing will change."""
+        nxt = self.failures.next_recovery(self.env.now)
+        if nxt is None:
+            if not e.done.triggered:
+                e.done.succeed()
+            return
+        e.paused = True
+
+        def resume(_):
+            e.paused = False
+            self._edge_dispatch(e)
+        self.env.timeout(nxt - self.env.now).callbacks.append(resume)
 
     def _edge_records(self, e: _Edge, work, tau: int) -> None:
         for rec in work.recs:

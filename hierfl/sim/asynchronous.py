@@ -19,12 +19,14 @@ themselves: with train.round.drain_every they are made so (sim/async_drain.py), 
 are written there; without it none is (`--resume` starts them over)."""
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 
 from .. import seeding
 from ..config.schema import RoundSpec
 from .async_drain import AsyncDrain
-from .async_edge import AsyncEdges
+from .async_edge import AsyncEdges, fruitless_limit
 from .energy import settle
 from .rounds import Collector
 from .work import RoundInfo
@@ -71,6 +73,8 @@ class AsyncRounds(AsyncEdges, AsyncDrain):
         if a.draining:                      # sim/async_drain.py
             if not a.busy:
                 self._drained()
+            return
+        if a.paused:                        # _fruitless: until things may change
             return
         while not a.done.triggered and not a.expired and len(a.busy) < a.concurrency:
             a.jobs += 1
@@ -199,11 +203,36 @@ class AsyncRounds(AsyncEdges, AsyncDrain):
         a.info.reported += got
         a.info.failed += picked - got
         if update is not None:
+            a.fruitless = 0
             self._apply_update(update, start, a.version - v0)
         else:
             for rec in recs:
                 rec.dropped = rec.dropped or reported is None
+            a.fruitless += 1
+            if a.fruitless >= fruitless_limit(self.topo.n_clients):
+                a.fruitless = 0
+                self._fruitless()
+                return
         self._dispatch()
+
+    def _fruitless(self) -> None:
+        """Every job of a long run of them failed (crashes, outages): no job starts until an
+        outage ends or a client may come back, or, where nothing will change, the run ends
+        (it would start failing jobs for ever, the clock barely moving)."""
+        a = self._a
+        nxt = self.failures.next_recovery(self.env.now)
+        if nxt is None:
+            print(f"warning: {fruitless_limit(self.topo.n_clients)} jobs in a row failed "
+                  f"and nothing will change: the run ends at version {a.version}",
+                  file=sys.stderr)
+            self._async_end()
+            return
+        a.paused = True
+
+        def resume(_):
+            a.paused = False
+            self._dispatch()
+        self.env.timeout(nxt - self.env.now).callbacks.append(resume)
 
     def _apply_update(self, update, start, tau: int) -> None:
         a, pol, runner = self._a, self.round_spec, self.runner
@@ -249,3 +278,5 @@ class _AsyncState:
         self.busy: set[int] = set()
         self.buffer: list = []
         self.info: RoundInfo | None = None
+        self.fruitless = 0                  # jobs ended in a row without an update
+        self.paused = False                 # (fruitless_jobs: until things may change)

@@ -146,6 +146,16 @@ class Failures:
         return np.array([math.nan if f is None else f for f in out])
 
     # ------------------------------------------------------------------ outages
+    def next_recovery(self, now: float) -> float | None:
+        """The first time after `now` at which things may go better: an outage ends or a
+        client may become available (next_change); None when nothing will change."""
+        ends = [e for ws in (*self.node_down.values(), *self.link_down.values())
+                for _, e in ws if e > now]
+        nxt = self.next_change(now)
+        if nxt is not None:
+            ends.append(nxt)
+        return min(ends) if ends else None
+
     def _overlap(self, windows: list[tuple[float, float]], a: float, b: float) -> bool:
         return any(s <= b and a <= e for s, e in windows)
 
