@@ -90,12 +90,14 @@ class CompressSpec:
         return any(getattr(self, d).active for d in DIRECTIONS)
 
 
-def given_problems(p: Problems, key: str, raw: object, hierarchical: bool) -> None:
+def given_problems(p: Problems, key: str, raw: object, hierarchical: bool,
+                   chooser: str | None = None) -> None:
     """What the dataclasses cannot see in an entry's `compress:` (at `key`) as written:
     `encoding: sparse` (the default, so otherwise accepted silently) on a kind other than topk
     (bitmap and best are CodecSpec's to refuse); `edge_up` / `edge_down` coding something on a
     flat algorithm, whose edges relay the clients' messages (coded by up / down) and never send
-    an upload of their own."""
+    an upload of their own; `down` coding something for an algorithm (`chooser`) whose clients
+    start from models they choose (IFCA's clusters), not from the one broadcast model it codes."""
     if not isinstance(raw, dict):
         return
     for d in DIRECTIONS:
@@ -103,6 +105,10 @@ def given_problems(p: Problems, key: str, raw: object, hierarchical: bool) -> No
         if not isinstance(codec, dict):
             continue
         kind = codec.get("kind", "none")
+        if d == "down" and chooser is not None and kind != "none":
+            p.add(f"{key}.{d}.kind", kind, f"{chooser}'s clients start from models they choose "
+                  "(IFCA: its cluster models), not from one broadcast model: down compression "
+                  "is not supported for it")
         if codec.get("encoding") == "sparse" and kind != "topk":
             p.add(f"{key}.{d}.encoding", "sparse", f"encoding applies to topk, not {kind!r}")
         if d in ("edge_up", "edge_down") and not hierarchical and kind != "none" and \

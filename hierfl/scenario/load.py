@@ -212,12 +212,8 @@ def _algorithms(raw: dict, p: Problems) -> list[AlgorithmEntry]:
         over = _entry_overrides(raw, a, p, key)
         comp = convert(CompressSpec, a["compress"], f"{key}.compress", p) \
             if "compress" in a else None
-        given_problems(p, f"{key}.compress", a.get("compress"), cls.hierarchical)
-        if comp is not None and not is_fail(comp) and comp.down.active and not cls.codes_down:
-            p.add(f"{key}.compress.down.kind", comp.down.kind,
-                  f"{a['name']}'s clients start from models they choose (IFCA: its cluster "
-                  "models), not from one broadcast model: down compression is not "
-                  "supported for it")
+        given_problems(p, f"{key}.compress", a.get("compress"), cls.hierarchical,
+                       None if cls.codes_down else a["name"])
         mob = convert(MobilitySpec, a["mobility"], f"{key}.mobility", p) \
             if "mobility" in a else None
         if over is None or is_fail(local) or is_fail(params) or is_fail(comp) or is_fail(mob):
