@@ -369,3 +369,15 @@ def test_gamma_refusal_names_the_key_that_set_it(tmp_path, where):
     text = str(err.value)
     key = "train.local.gamma" if where == "train" else "algorithms[0].local.gamma"
     assert f"{key} = 0.5" in text and "no single local objective" in text
+
+
+def test_a_problem_found_once_per_algorithm_is_said_once(tmp_path, capsys):
+    """train.edge_preaggregate under a fedasync cloud is checked for each entry: three entries
+    printed the same line three times ("3 problems")."""
+    from conftest import make_scenario
+    path = make_scenario(tmp_path, name="dup", algorithms=[
+        {"name": "fedavg"}, {"name": "fedprox", "mu": 0.1}, {"name": "fedavg", "label": "b"}],
+        **{"train.edge_preaggregate": True, "train.round": {"policy": "fedasync"}})
+    assert main(["validate", path]) == 2
+    err = capsys.readouterr().err
+    assert "1 problem in the input" in err and err.count("edge_preaggregate = True") == 1

@@ -108,7 +108,11 @@ class Problems:
     def add(self, key: str, value: object, message: str, line: int | None = None) -> None:
         if line is None:
             line = line_of(self.lines, key)
-        self.items.append(Problem(self.file, key, value, message, line))
+        sig = (key, repr(value), message, line)
+        seen = {(i.key, repr(i.value), i.message, i.line) for i in self.items} \
+            if len(self.items) < 200 else set()
+        if sig not in seen:             # (a check run per algorithm entry says it once)
+            self.items.append(Problem(self.file, key, value, message, line))
 
     def raise_if_any(self) -> None:
         if self.items:
