@@ -27,6 +27,21 @@ def _scenario(tmp_path, name: str, seed: int, clients: int, assignment: str, tra
               "samples": {"dist": "uniform", "low": 20, "high": 60}}, **kw)
 
 
+def _runs(tmp_path, path: str, keep) -> tuple[dict, dict]:
+    """Run every algorithm of the scenario at `path`: per label, its clients.csv rows through
+    `keep` (None: left out), sorted, and its final global model."""
+    sc = load(path, out=str(tmp_path / "out"))
+    world = build_world(sc)
+    rows, params = {}, {}
+    for e in sc.algorithms:
+        folder = tmp_path / "out" / e.label
+        run_algorithm(sc, e, world, str(folder), progress=False)
+        with open(folder / "clients.csv") as fh:
+            rows[e.label] = sorted(x for x in map(keep, csv.DictReader(fh)) if x is not None)
+        params[e.label] = np.load(folder / "final_params.npz")["global"]
+    return rows, params
+
+
 def _run(tmp_path, participation) -> dict[str, np.ndarray]:
     path = _scenario(tmp_path, "hier", 11, 9, "random",
                      {"rounds": 4, "clients_per_round": participation,
@@ -67,16 +82,8 @@ def test_hierfavg_one_edge_round_is_fedavg_with_stragglers(tmp_path, gamma):
                      [{"name": "fedavg"}, {"name": "hierfavg", "edge_rounds": 1,
                                            "label": "hier1"}],
                      stragglers={"fraction": 0.5, "drop": "never"})
-    sc = load(path, out=str(tmp_path / "out"))
-    world = build_world(sc)
-    rows, params = {}, {}
-    for e in sc.algorithms:
-        folder = tmp_path / "out" / e.label
-        run_algorithm(sc, e, world, str(folder), progress=False)
-        with open(folder / "clients.csv") as fh:
-            rows[e.label] = sorted((r["round"], int(r["client"]), r["budget"], r["straggler"],
-                                    r["steps"]) for r in csv.DictReader(fh))
-        params[e.label] = np.load(folder / "final_params.npz")["global"]
+    rows, params = _runs(tmp_path, path, lambda r: (r["round"], int(r["client"]), r["budget"],
+                                                     r["straggler"], r["steps"]))
     assert rows["hier1"] == rows["fedavg"]
     assert sum(r[3] in ("1", "True") for r in rows["fedavg"]) == 5 * round(0.5 * 9)
     np.testing.assert_allclose(params["hier1"], params["fedavg"], rtol=0, atol=1e-6)
@@ -113,16 +120,7 @@ def test_hierfavg_one_edge_round_is_fedavg_when_clients_are_left_out(tmp_path, c
         doc["stragglers"] = {"fraction": 0.5, "drop": "always"}
     with open(path, "w") as fh:
         yaml.safe_dump(doc, fh)
-    sc = load(path, out=str(tmp_path / "out"))
-    world = build_world(sc)
-    params, left = {}, {}
-    for e in sc.algorithms:
-        folder = tmp_path / "out" / e.label
-        run_algorithm(sc, e, world, str(folder), progress=False)
-        with open(folder / "clients.csv") as fh:
-            left[e.label] = sorted((r["round"], r["client"]) for r in csv.DictReader(fh)
-                                   if r["dropped"] in ("1", "True") or r["failed"] in ("1",
-                                                                                      "True"))
-        params[e.label] = np.load(folder / "final_params.npz")["global"]
+    left, params = _runs(tmp_path, path, lambda r: (r["round"], r["client"]) if "1" in (
+        r["dropped"], r["failed"]) else None)
     assert left["hier1"] == left["fedavg"] and len(left["fedavg"]) >= 4   # some left out
     np.testing.assert_allclose(params["hier1"], params["fedavg"], rtol=0, atol=1e-6)
