@@ -277,7 +277,7 @@ def test_jobs_that_always_fail_end_the_run(tmp_path, capsys, where):
     rows = out.metrics[label]
     if where == "cloud":
         assert [r["round"] for r in rows] == ["0"]         # no version made
-        assert "1000 jobs in a row failed" in capsys.readouterr().err
+        assert "1000 jobs in a row ended without an update" in capsys.readouterr().err
     else:                                   # the cloud round closes with nobody reported
         assert rows[-1]["round"] == "1" and rows[-1]["reported"] == "0"
         assert len(out.clients[label]) >= 1000
@@ -293,3 +293,15 @@ def test_jobs_failing_through_an_outage_wait_for_its_end(tmp_path):
     last = out.metrics["fedavg"][-1]
     assert last["round"] == "1" and float(last["sim_time_s"]) > 1.0
     assert int(last["reported"]) == 1 and 1000 <= int(last["failed"]) <= 1003
+
+
+def test_crashes_are_drawn_per_job_under_an_asynchronous_cloud(tmp_path):
+    """crash_p 0.5 with two clients: the crash draw was keyed by the version, so every job of a
+    client within one version crashed alike; a version whose two clients were both doomed was
+    never made (the run then ended at version 0 of 30 with the fruitless-jobs warning). Keyed
+    by the job, every version is made."""
+    path = _failing(tmp_path, "half", {"crash_p": 0.5}, round={"policy": "fedasync"})
+    out = run_outputs(path, out=tmp_path / "out", rounds=30)
+    rows = out.metrics["fedavg"]
+    assert rows[-1]["round"] == "30"
+    assert sum(int(r["failed"]) for r in rows) > 5       # crashes did happen

@@ -34,6 +34,9 @@ from .work import RoundInfo
 WAIT_ONE = RoundSpec()
 
 
+FRUITLESS_PAUSES = 10      # waits for things to change that may fail again before the end
+
+
 def fruitless_limit(n_clients: int) -> int:
     """Jobs that may fail in a row before an asynchronous server (or edge) stops starting
     them until things may change (1,000, or 10 per client)."""
@@ -54,6 +57,7 @@ class _Edge:
         self.waiting: list = []                  # (client, record) of the buffered updates
         self.mine: set[int] = set()              # clients whose update was mixed in
         self.fruitless = 0                       # jobs ended in a row without an update
+        self.pauses = 0                          # waits since the last update
         self.paused = False
 
 
@@ -124,7 +128,7 @@ class AsyncEdges:
         tau = e.version - v0
         self._edge_records(e, work, tau)
         if col.arrived:
-            e.fruitless = 0
+            e.fruitless = e.pauses = 0
             self._edge_apply(e, self.runner.edge_async_update(e.t, es0, work), start, tau,
                              (k, work.recs[0]))
         else:
@@ -137,10 +141,12 @@ class AsyncEdges:
         self._edge_dispatch(e)
 
     def _edge_fruitless(self, e: _Edge) -> None:
-        """A long run of failed jobs (fruitless_limit): no job starts until an
-        outage ends or a client may come back, or the period ends where nothing will change."""
+        """A long run of jobs without an update (fruitless_limit): no job starts until an
+        outage ends or a client may come back; the period ends where nothing will change, or
+        after FRUITLESS_PAUSES such waits in a row."""
         nxt = self.failures.next_recovery(self.env.now)
-        if nxt is None:
+        e.pauses += 1
+        if nxt is None or e.pauses > FRUITLESS_PAUSES:
             if not e.done.triggered:
                 e.done.succeed()
             return

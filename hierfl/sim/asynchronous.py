@@ -26,7 +26,7 @@ import numpy as np
 from .. import seeding
 from ..config.schema import RoundSpec
 from .async_drain import AsyncDrain
-from .async_edge import AsyncEdges, fruitless_limit
+from .async_edge import FRUITLESS_PAUSES, AsyncEdges, fruitless_limit
 from .energy import settle
 from .rounds import Collector
 from .work import RoundInfo
@@ -74,7 +74,7 @@ class AsyncRounds(AsyncEdges, AsyncDrain):
             if not a.busy:
                 self._drained()
             return
-        if a.paused:                        # _fruitless: until things may change
+        if a.resume_at is not None:         # _fruitless: until things may change
             return
         while not a.done.triggered and not a.expired and len(a.busy) < a.concurrency:
             a.jobs += 1
@@ -203,7 +203,7 @@ class AsyncRounds(AsyncEdges, AsyncDrain):
         a.info.reported += got
         a.info.failed += picked - got
         if update is not None:
-            a.fruitless = 0
+            a.fruitless = a.pauses = 0
             self._apply_update(update, start, a.version - v0)
         else:
             for rec in recs:
@@ -216,23 +216,30 @@ class AsyncRounds(AsyncEdges, AsyncDrain):
         self._dispatch()
 
     def _fruitless(self) -> None:
-        """Every job of a long run of them failed (crashes, outages): no job starts until an
-        outage ends or a client may come back, or, where nothing will change, the run ends
-        (it would start failing jobs for ever, the clock barely moving)."""
+        """Every job of a long run of them ended without an update (crashes, outages, dropped
+        stragglers): no job starts until an outage ends or a client may come back. Where
+        nothing will change, or after FRUITLESS_PAUSES such waits in a row, the run ends (it
+        would start such jobs for ever, the clock barely moving)."""
         a = self._a
+        a.pauses += 1
         nxt = self.failures.next_recovery(self.env.now)
-        if nxt is None:
-            print(f"warning: {fruitless_limit(self.topo.n_clients)} jobs in a row failed "
-                  f"and nothing will change: the run ends at version {a.version}",
+        if nxt is None or a.pauses > FRUITLESS_PAUSES:
+            why = "nothing will change" if nxt is None else "waiting did not help"
+            print(f"warning: {a.pauses * fruitless_limit(self.topo.n_clients)} jobs in a row "
+                  f"ended without an update and {why}: the run ends at version {a.version}",
                   file=sys.stderr)
             self._async_end()
             return
-        a.paused = True
+        self._pause_until(nxt)
+
+    def _pause_until(self, at: float) -> None:
+        a = self._a
+        a.resume_at = at
 
         def resume(_):
-            a.paused = False
+            a.resume_at = None
             self._dispatch()
-        self.env.timeout(nxt - self.env.now).callbacks.append(resume)
+        self.env.timeout(at - self.env.now).callbacks.append(resume)
 
     def _apply_update(self, update, start, tau: int) -> None:
         a, pol, runner = self._a, self.round_spec, self.runner
@@ -279,4 +286,5 @@ class _AsyncState:
         self.buffer: list = []
         self.info: RoundInfo | None = None
         self.fruitless = 0                  # jobs ended in a row without an update
-        self.paused = False                 # (fruitless_jobs: until things may change)
+        self.pauses = 0                     # _fruitless's waits since the last update
+        self.resume_at: float | None = None  # no job starts before it (_fruitless)

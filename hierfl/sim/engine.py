@@ -304,7 +304,9 @@ class Simulation(FlatRounds, HierRounds, AsyncRounds, MobileRounds):
         that never finished its steps leaves it; the Work carries when they crash. Every
         training the event loop times comes through here (the closed form's batched edge
         calls run only without crashes)."""
-        crash = self.failures.crashes(self.round, r, sel)
+        # keyed by the cloud round, or by the job under an asynchronous cloud (t: its
+        # number; keyed by version, every job of a client in one version crashed alike)
+        crash = self.failures.crashes(t if self.asynchronous else self.round, r, sel)
         doomed = None if crash is None else ~np.isnan(crash)
         work = self.runner.train(t, r, sel, start, silent, doomed=doomed)
         work.crash_at = crash
