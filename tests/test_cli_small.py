@@ -239,3 +239,18 @@ def test_summary_json_is_strict_json_without_the_clouds_flops(tmp_path):
         raise ValueError(name)
     text = (tmp_path / "o" / "summary.json").read_text()
     assert json.loads(text, parse_constant=strict)["topology"]["cloud"]["flops"] is None
+
+
+def test_undirected_graphml_giving_both_directions_is_refused(tmp_path, capsys):
+    """In an undirected GraphML a->b and b->a are one link: networkx kept the last one's
+    attributes for both directions (bandwidths 1e6 / 2e6 both read as 2e6), silently."""
+    import networkx as nx
+    from hierfl.scenario.load import load
+    from hierfl.topology.graph import build_graph
+    g = build_graph(load(make_scenario(tmp_path, seed=7)).topology, 7)
+    nx.write_graphml(g, str(tmp_path / "net.graphml"))
+    text = (tmp_path / "net.graphml").read_text().replace('edgedefault="directed"',
+                                                          'edgedefault="undirected"')
+    (tmp_path / "net.graphml").write_text(text)
+    assert main(["topology", str(tmp_path / "net.graphml")]) == 2
+    assert "a link is listed twice" in capsys.readouterr().err

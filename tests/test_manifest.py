@@ -158,3 +158,14 @@ def test_settings_that_move_no_number_keep_the_scenario_hash(tmp_path, capsys):
     capsys.readouterr()
     assert main(["run", c, "--out", str(out), "--quiet"]) == 2
     assert "--force" in capsys.readouterr().err
+
+
+def test_force_clears_a_folder_holding_a_dangling_link(tmp_path, capsys):
+    """--force compared OUT's entries with the scenario file it keeps: a dangling link in OUT
+    (a stale `latest` link, say) made that comparison fail, exit 2."""
+    a = _two(tmp_path, "a", [{"name": "fedavg"}], **{"train.rounds": 1})
+    out = tmp_path / "X"
+    assert main(["run", a, "--out", str(out), "--quiet", "--no-report"]) == 0
+    os.symlink(tmp_path / "nowhere", out / "latest")
+    assert main(["run", a, "--out", str(out), "--seed", "7", "--force", "--quiet",
+                 "--no-report"]) == 0, capsys.readouterr().err

@@ -108,8 +108,8 @@ class Problems:
     def add(self, key: str, value: object, message: str, line: int | None = None) -> None:
         if line is None:
             line = line_of(self.lines, key)
-        sig = (key, repr(value), message, line)
-        seen = {(i.key, repr(i.value), i.message, i.line) for i in self.items} \
+        sig = (key, show(value), message, line)        # (the line it prints)
+        seen = {(i.key, show(i.value), i.message, i.line) for i in self.items} \
             if len(self.items) < 200 else set()
         if sig not in seen:             # (a check run per algorithm entry says it once)
             self.items.append(Problem(self.file, key, value, message, line))

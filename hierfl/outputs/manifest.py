@@ -131,6 +131,13 @@ def conflict(out: str, h: str) -> str | None:
             f"{str(m.get('scenario_hash'))[:12]}), not of this one (hash {h[:12]})")
 
 
+def _same(a: str, b: str) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:             # a dangling link in OUT, say: not the file kept
+        return False
+
+
 def clear_out(out: str, keep: tuple = ()) -> list[str]:
     """Remove OUT's run outputs (the files of RUN_FILES, figures, algorithm folders with a
     metrics.csv); anything else is kept, and so are the files `keep` names (the scenario and
@@ -142,7 +149,7 @@ def clear_out(out: str, keep: tuple = ()) -> list[str]:
     kept = [k for k in keep if k and os.path.isfile(k)]
     for n in sorted(os.listdir(out)):
         p = os.path.join(out, n)
-        if any(os.path.samefile(p, k) for k in kept):
+        if any(_same(p, k) for k in kept):
             continue
         if os.path.isfile(p) and (n in RUN_FILES or n.endswith(FIGURE_EXT)):
             os.unlink(p)

@@ -61,12 +61,17 @@ def _graphml_keys(head: bytes) -> tuple[list[str]]:
     and makes a multigraph of an edge given twice, which DiGraph() then collapses)."""
     import xml.etree.ElementTree as ET       # (no DOCTYPE or entity: checked before)
     keys = []
+    undirected = False
     for el in ET.fromstring(head).iter():
         tag = el.tag.rsplit("}", 1)[-1]
-        if tag == "node":
+        if tag == "graph":
+            undirected = el.get("edgedefault") == "undirected"
+        elif tag == "node":
             keys.append(f"nodes.{el.get('id')}")
-        elif tag == "edge":
-            keys.append(f"links.{el.get('source')}->{el.get('target')}")
+        elif tag == "edge":         # undirected: a->b and b->a are one link, merged
+            ends = (el.get("source"), el.get("target"))
+            a, b = sorted(ends, key=str) if undirected else ends
+            keys.append(f"links.{a}->{b}")
     return (keys,)
 
 
