@@ -254,3 +254,18 @@ def test_undirected_graphml_giving_both_directions_is_refused(tmp_path, capsys):
     (tmp_path / "net.graphml").write_text(text)
     assert main(["topology", str(tmp_path / "net.graphml")]) == 2
     assert "a link is listed twice" in capsys.readouterr().err
+
+
+def test_a_graphml_edge_without_a_source_is_refused(tmp_path, capsys):
+    """networkx read an <edge> without `source` as a link from a node named 'None', and the
+    error then spoke of that node's role."""
+    import networkx as nx
+    from hierfl.scenario.load import load
+    from hierfl.topology.graph import build_graph
+    g = build_graph(load(make_scenario(tmp_path, seed=7)).topology, 7)
+    nx.write_graphml(g, str(tmp_path / "net.graphml"))
+    text = (tmp_path / "net.graphml").read_text()
+    i = text.rindex("</graph>")
+    (tmp_path / "net.graphml").write_text(text[:i] + '<edge target="client0"/>\n' + text[i:])
+    assert main(["topology", str(tmp_path / "net.graphml")]) == 2
+    assert "needs a source and a target" in capsys.readouterr().err

@@ -70,6 +70,8 @@ def _graphml_keys(head: bytes) -> tuple[list[str]]:
             keys.append(f"nodes.{el.get('id')}")
         elif tag == "edge":         # undirected: a->b and b->a are one link, merged
             ends = (el.get("source"), el.get("target"))
+            if None in ends:        # (networkx made a node named 'None' of the missing end)
+                raise ValueError(f"a GraphML <edge> needs a source and a target: {ends}")
             a, b = sorted(ends, key=str) if undirected else ends
             keys.append(f"links.{a}->{b}")
     return (keys,)
