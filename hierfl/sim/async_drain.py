@@ -48,8 +48,7 @@ class AsyncDrain:
         a = self._a
         meta = {"jobs": a.jobs, "reported": a.info.reported, "failed": a.info.failed,
                 "clients": [dataclasses.asdict(r) for r in a.info.clients],
-                "buffer": [[n, s] for (_x, n), _start, s in a.buffer],
-                "fruitless": a.fruitless, "pauses": a.pauses, "resume_at": a.resume_at}
+                "buffer": [[n, s] for (_x, n), _start, s in a.buffer], **a.fruitless.state()}
         return meta, [(x, start) for (x, _n), start, _s in a.buffer]
 
     def _async_restore(self) -> bool:
@@ -63,8 +62,6 @@ class AsyncDrain:
         a.info.reported, a.info.failed = int(meta["reported"]), int(meta["failed"])
         a.info.clients = [ClientRecord(**d) for d in meta["clients"]]
         a.buffer = [((x, n), start, s) for (x, start), (n, s) in zip(handles, meta["buffer"])]
-        a.fruitless, a.pauses = int(meta.get("fruitless", 0)), int(meta.get("pauses", 0))
-        if meta.get("resume_at") is not None and meta["resume_at"] > self.env.now:
-            self._pause_until(float(meta["resume_at"]))     # (sim/asynchronous._fruitless)
+        a.fruitless.restore(meta, self.env, self._dispatch)     # (sim/fruitless.py)
         self.round = a.version + 1
         return True

@@ -28,19 +28,11 @@ from .. import seeding
 from ..config.asynchrony import ASYNC_POLICIES
 from ..config.schema import RoundSpec
 from .energy import settle
+from .fruitless import FruitlessJobs
 from .rounds import Collector
 from .work import RoundInfo
 
 WAIT_ONE = RoundSpec()
-
-
-FRUITLESS_PAUSES = 10      # waits for things to change that may fail again before the end
-
-
-def fruitless_limit(n_clients: int) -> int:
-    """Jobs that may fail in a row before an asynchronous server (or edge) stops starting
-    them until things may change (1,000, or 10 per client)."""
-    return max(1000, 10 * n_clients)
 
 
 class _Edge:
@@ -56,9 +48,7 @@ class _Edge:
         self.buffer: list = []
         self.waiting: list = []                  # (client, record) of the buffered updates
         self.mine: set[int] = set()              # clients whose update was mixed in
-        self.fruitless = 0                       # jobs ended in a row without an update
-        self.pauses = 0                          # waits since the last update
-        self.paused = False
+        self.fruitless = FruitlessJobs(len(members))   # jobs in a row without an update
 
 
 class AsyncEdges:
@@ -89,7 +79,7 @@ class AsyncEdges:
         return ids[node]
 
     def _edge_dispatch(self, e: _Edge) -> None:
-        while not e.done.triggered and not e.paused and len(e.busy) < e.concurrency:
+        while not e.done.triggered and not e.fruitless.paused and len(e.busy) < e.concurrency:
             now = self.env.now
             free = [k for k in e.members if k not in e.busy and self.failures.client_up(k, now)]
             if not free:
@@ -128,34 +118,17 @@ class AsyncEdges:
         tau = e.version - v0
         self._edge_records(e, work, tau)
         if col.arrived:
-            e.fruitless = e.pauses = 0
+            e.fruitless.updated()
             self._edge_apply(e, self.runner.edge_async_update(e.t, es0, work), start, tau,
                              (k, work.recs[0]))
         else:
             work.recs[0].dropped = True
-            e.fruitless += 1
-            if e.fruitless >= fruitless_limit(len(e.members)):
-                e.fruitless = 0
-                self._edge_fruitless(e)
+            if e.fruitless.failed(self.env, self.failures, lambda: self._edge_dispatch(e)) \
+                    is not None:            # (sim/fruitless.py: the period ends)
+                if not e.done.triggered:
+                    e.done.succeed()
                 return
         self._edge_dispatch(e)
-
-    def _edge_fruitless(self, e: _Edge) -> None:
-        """A long run of jobs without an update (fruitless_limit): no job starts until an
-        outage ends or a client may come back; the period ends where nothing will change, or
-        after FRUITLESS_PAUSES such waits in a row."""
-        nxt = self.failures.next_recovery(self.env.now)
-        e.pauses += 1
-        if nxt is None or e.pauses > FRUITLESS_PAUSES:
-            if not e.done.triggered:
-                e.done.succeed()
-            return
-        e.paused = True
-
-        def resume(_):
-            e.paused = False
-            self._edge_dispatch(e)
-        self.env.timeout(nxt - self.env.now).callbacks.append(resume)
 
     def _edge_records(self, e: _Edge, work, tau: int) -> None:
         for rec in work.recs:

@@ -26,8 +26,9 @@ import numpy as np
 from .. import seeding
 from ..config.schema import RoundSpec
 from .async_drain import AsyncDrain
-from .async_edge import FRUITLESS_PAUSES, AsyncEdges, fruitless_limit
+from .async_edge import AsyncEdges
 from .energy import settle
+from .fruitless import FruitlessJobs
 from .rounds import Collector
 from .work import RoundInfo
 
@@ -42,7 +43,7 @@ class AsyncRounds(AsyncEdges, AsyncDrain):
         n, m = self.topo.n_clients, self.sc.train.clients_per_round
         self._a = _AsyncState(version=start_round - 1, rounds=rounds, on_round=on_round,
                               concurrency=pol.max_concurrency or (n if m == "all" else int(m)),
-                              done=self.env.event())
+                              done=self.env.event(), n_clients=n)
         self._a.info = RoundInfo(start_round)
         if not self._async_restore():       # a resumed run's round_start is in its trace
             self.trace.add(self.env.now, "cloud", "round_start", "", start_round)
@@ -74,7 +75,7 @@ class AsyncRounds(AsyncEdges, AsyncDrain):
             if not a.busy:
                 self._drained()
             return
-        if a.resume_at is not None:         # _fruitless: until things may change
+        if a.fruitless.paused:              # sim/fruitless.py: until things may change
             return
         while not a.done.triggered and not a.expired and len(a.busy) < a.concurrency:
             a.jobs += 1
@@ -203,43 +204,21 @@ class AsyncRounds(AsyncEdges, AsyncDrain):
         a.info.reported += got
         a.info.failed += picked - got
         if update is not None:
-            a.fruitless = a.pauses = 0
+            a.fruitless.updated()
             self._apply_update(update, start, a.version - v0)
         else:
             for rec in recs:
                 rec.dropped = rec.dropped or reported is None
-            a.fruitless += 1
-            if a.fruitless >= fruitless_limit(self.topo.n_clients):
-                a.fruitless = 0
-                self._fruitless()
+            why = a.fruitless.failed(self.env, self.failures, self._dispatch)
+            if why is not None:
+                f = a.fruitless
+                print(f"warning: {f.pauses * f.limit} jobs in a row ended without an update "
+                      f"and {why}: the run ends at version {a.version}", file=sys.stderr)
+                self._async_end()
+                return
+            if a.fruitless.paused:          # (its wait's end dispatches)
                 return
         self._dispatch()
-
-    def _fruitless(self) -> None:
-        """Every job of a long run of them ended without an update (crashes, outages, dropped
-        stragglers): no job starts until an outage ends or a client may come back. Where
-        nothing will change, or after FRUITLESS_PAUSES such waits in a row, the run ends (it
-        would start such jobs for ever, the clock barely moving)."""
-        a = self._a
-        a.pauses += 1
-        nxt = self.failures.next_recovery(self.env.now)
-        if nxt is None or a.pauses > FRUITLESS_PAUSES:
-            why = "nothing will change" if nxt is None else "waiting did not help"
-            print(f"warning: {a.pauses * fruitless_limit(self.topo.n_clients)} jobs in a row "
-                  f"ended without an update and {why}: the run ends at version {a.version}",
-                  file=sys.stderr)
-            self._async_end()
-            return
-        self._pause_until(nxt)
-
-    def _pause_until(self, at: float) -> None:
-        a = self._a
-        a.resume_at = at
-
-        def resume(_):
-            a.resume_at = None
-            self._dispatch()
-        self.env.timeout(at - self.env.now).callbacks.append(resume)
 
     def _apply_update(self, update, start, tau: int) -> None:
         a, pol, runner = self._a, self.round_spec, self.runner
@@ -276,7 +255,8 @@ class AsyncRounds(AsyncEdges, AsyncDrain):
 class _AsyncState:
     """The asynchronous cloud's bookkeeping during a run."""
 
-    def __init__(self, version: int, rounds: int, on_round, concurrency: int, done) -> None:
+    def __init__(self, version: int, rounds: int, on_round, concurrency: int, done,
+                 n_clients: int) -> None:
         self.version, self.rounds, self.on_round = version, rounds, on_round
         self.concurrency, self.done = concurrency, done
         self.jobs = 0
@@ -285,6 +265,4 @@ class _AsyncState:
         self.busy: set[int] = set()
         self.buffer: list = []
         self.info: RoundInfo | None = None
-        self.fruitless = 0                  # jobs ended in a row without an update
-        self.pauses = 0                     # _fruitless's waits since the last update
-        self.resume_at: float | None = None  # no job starts before it (_fruitless)
+        self.fruitless = FruitlessJobs(n_clients)  # jobs in a row without an update

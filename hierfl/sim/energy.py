@@ -70,25 +70,23 @@ def settle(recs: list[ClientRecord], drop: np.ndarray, up_bytes: np.ndarray, dow
     idle seconds and its energy."""
     pw = ClientPowers.of(topo)
     span, down = float(closed - opened), float(down_bytes)
-    down_bps, up_bps = pw.down_Bps, pw.up_Bps
-    power, tx_w, rx_w, idle_w = pw.power_w, pw.tx_w, pw.rx_w, pw.idle_w
     for rec, dropped, up in zip(recs, drop.tolist(), up_bytes.tolist()):
-        k, comp = rec.client, rec.compute_s        # the rule of the docstring, per client
-        rec.download_s = dl = down / down_bps[k]
-        rec.tx_s = tx = up / up_bps[k] if not (dropped or rec.failed) else 0.0
-        rec.idle_s = idle = max(span - dl - comp - tx, 0.0)
-        rec.energy_j = comp * power[k] + tx * tx_w[k] + dl * rx_w[k] + idle * idle_w[k]
-        rec.span_s = span
+        k = rec.client                              # the rule of the docstring, per client
+        tx = up / pw.up_Bps[k] if not (dropped or rec.failed) else 0.0
+        _charge(rec, pw, span, down / pw.down_Bps[k], tx)
 
 
 def unsend(rec: ClientRecord, topo: Topology) -> None:
     """A record settled as sending whose failure came after its aggregator closed (its
     download or upload lost later, before its row is written): settled again as failed, with
     no radio seconds sending (the same numbers as settling it failed at once)."""
-    if not rec.tx_s:
-        return
-    pw, k, comp, dl = ClientPowers.of(topo), rec.client, rec.compute_s, rec.download_s
-    rec.tx_s = tx = 0.0
-    rec.idle_s = idle = max(rec.span_s - dl - comp - tx, 0.0)
-    rec.energy_j = comp * pw.power_w[k] + tx * pw.tx_w[k] + dl * pw.rx_w[k] + idle * pw.idle_w[k]
+    if rec.tx_s:
+        _charge(rec, ClientPowers.of(topo), rec.span_s, rec.download_s, 0.0)
 
+
+def _charge(rec: ClientRecord, pw: ClientPowers, span: float, dl: float, tx: float) -> None:
+    """The record's radio and idle seconds and joules, in a round of `span` seconds."""
+    k, comp = rec.client, rec.compute_s
+    rec.download_s, rec.tx_s, rec.span_s = dl, tx, span
+    rec.idle_s = idle = max(span - dl - comp - tx, 0.0)
+    rec.energy_j = comp * pw.power_w[k] + tx * pw.tx_w[k] + dl * pw.rx_w[k] + idle * pw.idle_w[k]
