@@ -15,6 +15,14 @@ import numpy as np
 TEMP_PREFIX = ".tmp-"      # an interrupted atomic write leaves TEMP_PREFIX<random><name>
 
 
+def same_file(a: str, b: str) -> bool:
+    """a and b are one file (False where either is missing or a dangling link)."""
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
 def _umask() -> int:
     """The process's umask: from /proc (Linux, no side effect, safe beside other threads),
     else by setting it and setting it back."""

@@ -16,7 +16,7 @@ import shutil
 import time
 from typing import Any
 
-from .files import atomic_text
+from .files import atomic_text, same_file
 from .summary import SCENARIO_COPY, SUMMARY, TOPOLOGY_COPY, scenario_dict
 from .summary_columns import NAME as SUMMARY_COLUMNS
 
@@ -131,13 +131,6 @@ def conflict(out: str, h: str) -> str | None:
             f"{str(m.get('scenario_hash'))[:12]}), not of this one (hash {h[:12]})")
 
 
-def _same(a: str, b: str) -> bool:
-    try:
-        return os.path.samefile(a, b)
-    except OSError:             # a dangling link in OUT, say: not the file kept
-        return False
-
-
 def clear_out(out: str, keep: tuple = ()) -> list[str]:
     """Remove OUT's run outputs (the files of RUN_FILES, figures, algorithm folders with a
     metrics.csv); anything else is kept, and so are the files `keep` names (the scenario and
@@ -149,7 +142,7 @@ def clear_out(out: str, keep: tuple = ()) -> list[str]:
     kept = [k for k in keep if k and os.path.isfile(k)]
     for n in sorted(os.listdir(out)):
         p = os.path.join(out, n)
-        if any(_same(p, k) for k in kept):
+        if any(same_file(p, k) for k in kept):     # (a dangling link: not kept)
             continue
         if os.path.isfile(p) and (n in RUN_FILES or n.endswith(FIGURE_EXT)):
             os.unlink(p)

@@ -15,7 +15,7 @@ import numpy as np
 
 from ..config.errors import ScenarioError
 from . import summary_columns
-from .files import atomic_text
+from .files import atomic_text, same_file
 from .jsontext import dumps_indent1
 
 SUMMARY = "summary.json"
@@ -113,7 +113,7 @@ def build_summary(sc: Any, world: Any) -> dict:
 
 def _copy(src: str, dst: str) -> None:
     """Copy a file, unless it is already there (a run of OUT/scenario.yaml into OUT)."""
-    if not (os.path.exists(dst) and os.path.samefile(src, dst)):
+    if not same_file(src, dst):
         shutil.copyfile(src, dst)
 
 
