@@ -10,7 +10,7 @@ DEV_STAMP := $(VENV)/.installed-dev
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
 
-$(STAMP): $(BIN)/python pyproject.toml constraints.txt
+$(STAMP): $(BIN)/python pyproject.toml constraints.txt $(wildcard hierfl/compress/*.[ch])
 	$(PIP) -q -e .
 	touch $(STAMP)
 

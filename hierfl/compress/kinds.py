@@ -105,15 +105,12 @@ def compress(x: torch.Tensor, spec: CodecSpec, draws: Draws | None = None) -> Co
     (one row per sender of x)."""
     n, p = x.shape
     kind = spec.kind
+    nb, wire = sizes(spec, n, p)
     if kind == "topk":
-        k = kept(spec, p)
-        idx = top_abs(x, k)                                         # torch.topk's set
-        nbytes, name = _topk_row(p, k, spec.encoding)
-        return Coded(None, np.full(n, nbytes), [name] * n, idx, x.gather(1, idx), (n, p))
-    wire = [kind] * n
-    nb = np.full(n, row_bytes(spec, p))
+        idx = top_abs(x, kept(spec, p))                             # torch.topk's set
+        return Coded(None, nb, wire, idx, x.gather(1, idx), (n, p))
     if kind == "none":
-        return Coded(x, nb, ["dense"] * n, fresh=False)
+        return Coded(x, nb, wire, fresh=False)
     if kind == "randk":
         k = kept(spec, p)
         idx = draws.subset(k, p)                                    # a uniform k-subset
@@ -132,6 +129,14 @@ def compress(x: torch.Tensor, spec: CodecSpec, draws: Draws | None = None) -> Co
         # (msg - decoded, in place on msg) would then zero what the receiver decodes
         return Coded(x.to(torch.float16, copy=True).to(x.dtype), nb, wire)
     raise ValueError(f"unknown compression kind {kind!r}")
+
+
+def sizes(spec: CodecSpec, n: int, p: int) -> tuple[np.ndarray, list[str]]:
+    """n rows' bytes and wire names (clients.csv `encoding`) under `spec`: alike for all."""
+    if spec.kind == "topk":
+        nbytes, name = _topk_row(p, kept(spec, p), spec.encoding)
+        return np.full(n, nbytes), [name] * n
+    return np.full(n, row_bytes(spec, p)), ["dense" if spec.kind == "none" else spec.kind] * n
 
 
 @functools.lru_cache(maxsize=64)

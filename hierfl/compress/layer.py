@@ -31,7 +31,8 @@ from ..data.streams import first_u32, seed_words
 from ..seeding import rng
 from ..sim import messages
 from .draws import Draws
-from .kinds import RANDOM_KINDS, Coded, compress, row_bytes
+from . import native
+from .kinds import RANDOM_KINDS, Coded, compress, row_bytes, sizes
 
 KEY_BLOCK = 64          # rounds whose upload keys are made at once
 
@@ -119,9 +120,53 @@ class Compressor:
         ref = None if js[0] in self.as_is else \
             (start if start.dtype == x0.dtype else start.to(x0.dtype))
         res = [self.residual[f"up.{j}"] for j in js] if self.residual else None
-        msg = self._message([tensors[j] for j in js], ref, res, clients)
-        coded = compress(msg, self.spec.up, self._up_draws(t, r, clients, js, body))
-        if res is not None:         # what was not sent (numpy: a faster row scatter)
+        xs = [tensors[j] for j in js]
+        msg, out = self._native(t, r, clients, xs, js, body, ref, res, keep)
+        if out is not None:         # the C kernels: coded, residuals written, decoded + ref
+            nbytes, wire = sizes(self.spec.up, len(js) * n, x0.shape[1])
+        else:
+            msg = self._message(xs, ref, res, clients) if msg is None else msg
+            coded = compress(msg, self.spec.up, self._up_draws(t, r, clients, js, body))
+            out = self._settle(coded, msg, ref, res, clients, keep, x0, len(js))
+            nbytes, wire = coded.bytes, coded.wire
+        if len(js) == 1:
+            into[0][js[0]], into[1][js[0]], into[2][js[0]] = out, nbytes, wire
+            return
+        for b, j in enumerate(js):
+            into[0][j] = out[b * n:(b + 1) * n]
+            into[1][j] = nbytes[b * n:(b + 1) * n]
+            into[2][j] = wire[b * n:(b + 1) * n]
+
+    def _native(self, t: int, r: int, clients: np.ndarray, xs: list[torch.Tensor],
+                js: list[int], body: int, ref: torch.Tensor | None,
+                res: list[torch.Tensor] | None, keep: np.ndarray | None
+                ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+        """The C kernels' go at a group of uploads (native.py): (the message, where it was
+        made for them; what the receiver decodes + ref, or None where the torch path codes
+        it). topk and randk make each row of the message as they go; qsgd and sign take it
+        made (one C pass), or the uploads themselves where they are the message."""
+        spec = self.spec.up
+        if not native.takes(spec):
+            return None, None
+        msg = None
+        if native.makes_message(spec):
+            msgs = None
+        elif ref is None and res is None:
+            msgs = xs
+        else:
+            msg = self._message(xs, ref, res, clients, fast=True)
+            msgs = [msg]
+        keys = self._up_keys(t, r, body)[js] if spec.kind in RANDOM_KINDS else None
+        return msg, native.code(spec, msgs, xs, keys, ref, res, clients, keep)
+
+    @staticmethod
+    def _settle(coded: Coded, msg: torch.Tensor, ref: torch.Tensor | None,
+                res: list[torch.Tensor] | None, clients: np.ndarray, keep: np.ndarray | None,
+                x0: torch.Tensor, blocks: int) -> torch.Tensor:
+        """The torch path after the codec: each sender's residual (what was not sent) to its
+        table's row (not the rows `keep` leaves out), and what the receiver decodes + ref."""
+        n = len(clients)
+        if res is not None:         # numpy: a faster row scatter
             left = coded.left_(msg).numpy()
             rows = clients if keep is None else clients[keep]
             for b, table in enumerate(res):
@@ -129,33 +174,29 @@ class Compressor:
                 table.numpy()[rows] = part if keep is None else part[keep]
         if ref is None:             # (a lone input passed on as it is: a copy, as ever)
             out = coded.decoded
-            out = out.clone() if out is msg and msg is tensors[js[0]] else out
-        elif len(js) == 1 or ref.dim() == 1:
-            out = coded.plus(ref, inplace=True)
-        else:                       # (C, P) references: each tensor's rows against them
-            out = coded.plus(ref.repeat(len(js), 1), inplace=True)
-        if len(js) == 1:
-            into[0][js[0]], into[1][js[0]], into[2][js[0]] = out, coded.bytes, coded.wire
-            return
-        for b, j in enumerate(js):
-            into[0][j] = out[b * n:(b + 1) * n]
-            into[1][j] = coded.bytes[b * n:(b + 1) * n]
-            into[2][j] = coded.wire[b * n:(b + 1) * n]
+            return out.clone() if out is msg and msg is x0 else out
+        if blocks == 1 or ref.dim() == 1:
+            return coded.plus(ref, inplace=True)
+        return coded.plus(ref.repeat(blocks, 1), inplace=True)   # (C, P) refs: each block's
 
     def _message(self, xs: list[torch.Tensor], ref: torch.Tensor | None,
-                 res: list[torch.Tensor] | None, clients: np.ndarray) -> torch.Tensor:
+                 res: list[torch.Tensor] | None, clients: np.ndarray,
+                 fast: bool = False) -> torch.Tensor:
         """The stacked (len(xs) C, P) message: each x - ref (or x), plus its residual's rows
         ((x - ref) + e, the same sums as one tensor at a time), written into a buffer kept
         from round to round (a new 0.25-0.5 MB block each round costs page faults; the
         codecs never hand it on: `none`, which decodes to its input, gets a new one). A lone
         tensor sent as it is without error feedback is the message itself (the codecs never
-        write their input)."""
+        write their input). `fast`: made by the C kernels where they can (native.message,
+        the same bits in one pass)."""
         n, x0 = len(clients), xs[0]
         if res is None and ref is None and len(xs) == 1:
             return x0
         shape = (len(xs) * n, x0.shape[1])
         msg = torch.empty(shape, dtype=x0.dtype) if self.spec.up.kind == "none" else \
             self._scratch(shape, x0.dtype)
+        if fast and native.message(xs, ref, res, clients, msg) is not None:
+            return msg              # the same sums in C, one pass
         blocks = [msg] if len(xs) == 1 else [msg[b * n:(b + 1) * n] for b in range(len(xs))]
         if res is None:
             if ref is None:

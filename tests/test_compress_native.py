@@ -1,0 +1,157 @@
+"""The upload codecs in C (hierfl/compress/native.py, kernels.c) against the torch path: the same
+bits for every kind they take (topk, randk, qsgd, sign), with and without error feedback, a
+reference or not, one tensor or two stacked, silent rows, over several rounds (residuals carried),
+with the AVX2 paths on and off. Where a C compiler is here the kernels must be built."""
+from __future__ import annotations
+
+import shutil
+
+import numpy as np
+import pytest
+import torch
+
+from hierfl.compress import native
+from hierfl.compress.layer import Compressor
+from hierfl.config.compress import CodecSpec, CompressSpec
+
+BUILT = native.available()
+
+CODECS = [
+    ("topk", {"ratio": 0.01}), ("topk", {"k": 1}), ("topk", {"k": 40}),
+    ("topk", {"k": 200}),                       # above the sorted top k: the quickselect
+    ("topk", {"k": 610}),                       # every entry
+    ("randk", {"ratio": 0.1}), ("randk", {"ratio": 0.7}),     # 0.7: the left-out drawn
+    ("randk", {"k": 610}),
+    ("qsgd", {"levels": 4}), ("qsgd", {"levels": 1}), ("qsgd", {"levels": 2 ** 24}),
+    ("sign", {}),
+]
+
+
+def _bits(t: torch.Tensor) -> np.ndarray:
+    return t.contiguous().view(torch.int32).numpy()
+
+
+def _inputs(seed: int, blocks: int, p: int = 610, n: int = 37):
+    g = torch.Generator().manual_seed(seed)
+    xs = [torch.randn(n, p, generator=g) * torch.rand(n, 1, generator=g) * 10
+          for _ in range(blocks)]
+    xs[0][3] = 0.0                             # a silent-looking row; -0.0 and tiny values too
+    xs[0][5, ::7] = -0.0
+    xs[-1][6, :50] = 1e-41
+    xs[-1][7] *= 1e18
+    xs[0][8] = torch.arange(p, dtype=torch.float32) * 1e-3
+    xs[0][8, ::8] += 100.0          # one lane holds the large ones: AVX2 topk's loose bound
+    return xs
+
+
+def _run(kind, kw, ef, blocks, as_is, silent, on):
+    spec = CompressSpec(up=CodecSpec(kind=kind, error_feedback=ef, **kw))
+    c = Compressor(spec, 11, 200, 610, blocks, tuple(range(blocks)) if as_is else ())
+    start = torch.randn(610, generator=torch.Generator().manual_seed(99))
+    outs = []
+    old = native.ENABLED
+    native.ENABLED = on
+    try:
+        for t in range(3):
+            clients = np.sort(np.random.default_rng(t).choice(200, 37, replace=False))
+            quiet = None
+            if silent:
+                quiet = np.zeros(37, bool)
+                quiet[::4] = True
+            sent = c.uploads(t, 0, clients, start, tuple(_inputs(t, blocks)), 0, silent=quiet)
+            outs.append(sent)
+    finally:
+        native.ENABLED = old
+    return outs, c.residual
+
+
+def _same(a, b):
+    (outs_a, res_a), (outs_b, res_b) = a, b
+    for sa, sb in zip(outs_a, outs_b):
+        assert len(sa.tensors) == len(sb.tensors)
+        for x, y in zip(sa.tensors, sb.tensors):
+            np.testing.assert_array_equal(_bits(x), _bits(y))
+        np.testing.assert_array_equal(sa.bytes, sb.bytes)
+        assert sa.wire == sb.wire
+    assert res_a.keys() == res_b.keys()
+    for key in res_a:
+        np.testing.assert_array_equal(_bits(res_a[key]), _bits(res_b[key]))
+
+
+def test_kernels_are_built_where_a_compiler_is():
+    if not native.ENABLED:
+        pytest.skip("HIERFL_NATIVE=0")
+    if shutil.which("cc") is None and shutil.which("gcc") is None:
+        pytest.skip("no C compiler: pip install leaves the kernels out")
+    assert native.library_path() is not None, "pip install -e . did not build _kernels"
+    assert BUILT
+
+
+@pytest.mark.skipif(not BUILT, reason="the C kernels are not built")
+@pytest.mark.parametrize("kind,kw", CODECS, ids=lambda v: str(v))
+@pytest.mark.parametrize("ef,blocks,as_is,silent", [
+    (False, 1, False, False), (True, 1, False, False), (True, 2, True, True),
+    (False, 2, False, False), (True, 2, False, False)])
+def test_kernels_give_the_torch_paths_bits(kind, kw, ef, blocks, as_is, silent):
+    torch_path = _run(kind, kw, ef, blocks, as_is, silent, on=False)
+    for simd in (True, False):
+        native.simd(simd)
+        try:
+            _same(_run(kind, kw, ef, blocks, as_is, silent, on=True), torch_path)
+        finally:
+            native.simd(True)
+
+
+@pytest.mark.skipif(not BUILT, reason="the C kernels are not built")
+def test_kernels_take_ordinary_rows_and_leave_ties_to_torch():
+    """The fast path runs on ordinary messages (it is not silently skipped), and a topk row
+    that ties for the last place (zeros) is left whole to the torch path, which writes the
+    residuals itself: the same bits either way."""
+    spec = CodecSpec(kind="topk", ratio=0.01)
+    x = torch.randn(8, 610)
+    senders = np.arange(8)
+    assert native.code(spec, [x], [x], None, None, None, senders, None) is not None
+    x[2] = 0.0
+    assert native.code(spec, [x], [x], None, None, None, senders, None) is None
+    for kind in ("qsgd", "sign", "randk"):
+        codec = CodecSpec(kind=kind, levels=4 if kind == "qsgd" else None,
+                          ratio=0.1 if kind == "randk" else None)
+        assert native.code(codec, [x], [x], np.arange(8, dtype=np.uint32), None, None, senders,
+                           None) is not None
+
+    def tied(on):
+        spec2 = CompressSpec(up=CodecSpec(kind="topk", ratio=0.01, error_feedback=True))
+        c = Compressor(spec2, 3, 8, 610, 1)
+        old, native.ENABLED = native.ENABLED, on
+        try:
+            sent = [c.uploads(t, 0, senders, torch.zeros(610), (x * (t + 1),), 0)
+                    for t in range(2)]
+        finally:
+            native.ENABLED = old
+        return sent, c.residual
+
+    _same(tied(True), tied(False))
+
+
+@pytest.mark.skipif(not BUILT, reason="the C kernels are not built")
+@pytest.mark.parametrize("ef,blocks,as_is", [(True, 2, False), (True, 1, True), (False, 2, False),
+                                             (False, 1, False)])
+def test_the_message_in_c_is_torchs(ef, blocks, as_is):
+    spec = CompressSpec(up=CodecSpec(kind="sign", error_feedback=ef))
+    c = Compressor(spec, 5, 200, 610, blocks)
+    for table in c.residual.values():
+        table.copy_(torch.randn(200, 610))
+    xs = _inputs(4, blocks)
+    ref = None if as_is else torch.randn(610)
+    clients = np.sort(np.random.default_rng(1).choice(200, 37, replace=False))
+    res = list(c.residual.values()) or None
+    want = c._message(xs, ref, res, clients).clone()
+    got = native.message(xs, ref, res, clients, torch.empty(blocks * 37, 610))
+    np.testing.assert_array_equal(_bits(got), _bits(want))
+
+
+@pytest.mark.skipif(not BUILT, reason="the C kernels are not built")
+def test_other_dtypes_take_the_torch_path():
+    spec = CodecSpec(kind="sign")
+    x = torch.randn(4, 50, dtype=torch.float64)
+    assert native.code(spec, [x], [x], None, None, None, np.arange(4), None) is None
