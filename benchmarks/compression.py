@@ -4,12 +4,13 @@ Compressor.uploads: the codec, the per-client draws, error feedback) against the
 local training (executor.run), for FedAvg and SCAFFOLD (two tensors per upload) with each kind.
 The issue asks for compression under 10% of a round's training time.
 
-    python benchmarks/compression.py [--rounds 20] [--repeat 2]   # a few minutes on 2 shared cores
+    python benchmarks/compression.py [--rounds 100] [--repeat 2]  # a few minutes on 2 shared cores
     python benchmarks/compression.py --workload W3 --rounds 3    # the MLP, for comparison
     python benchmarks/compression.py --base ../main              # before: another checkout's
 
 One torch thread, as benchmarks/run.py; CPU seconds of the process (steadier than wall seconds
-on a shared machine), summed over the run's rounds."""
+on a shared machine), summed over the run's rounds. The upload codecs run in C where the
+kernels are built (hierfl/compress/native.py); HIERFL_NATIVE=0 measures the torch path."""
 from __future__ import annotations
 
 import argparse
@@ -103,7 +104,9 @@ def measured(algo: int, compress: dict, rounds: int, workload: str, before: bool
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--rounds", type=int, default=20)
+    ap.add_argument("--rounds", type=int, default=100,
+                    help="W2's rounds (benchmarks/run.py: 100; fewer let one-off costs, a "
+                    "garbage collection landing in a round's coding, weigh more)")
     ap.add_argument("--repeat", type=int, default=2,
                     help="runs of each (before, after) pair, alternated; the shares are summed")
     ap.add_argument("--workload", default="W2", choices=("W2", "W3"),

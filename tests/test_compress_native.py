@@ -110,13 +110,13 @@ def test_kernels_take_ordinary_rows_and_leave_ties_to_torch():
     spec = CodecSpec(kind="topk", ratio=0.01)
     x = torch.randn(8, 610)
     senders = np.arange(8)
-    assert native.code(spec, [x], [x], None, None, None, senders, None) is not None
+    assert native.code(spec, None, [x], None, None, None, senders, None) is not None
     x[2] = 0.0
-    assert native.code(spec, [x], [x], None, None, None, senders, None) is None
+    assert native.code(spec, None, [x], None, None, None, senders, None) is None
     for kind in ("qsgd", "sign", "randk"):
         codec = CodecSpec(kind=kind, levels=4 if kind == "qsgd" else None,
                           ratio=0.1 if kind == "randk" else None)
-        assert native.code(codec, [x], [x], np.arange(8, dtype=np.uint32), None, None, senders,
+        assert native.code(codec, x, [x], np.arange(8, dtype=np.uint32), None, None, senders,
                            None) is not None
 
     def tied(on):
@@ -154,4 +154,59 @@ def test_the_message_in_c_is_torchs(ef, blocks, as_is):
 def test_other_dtypes_take_the_torch_path():
     spec = CodecSpec(kind="sign")
     x = torch.randn(4, 50, dtype=torch.float64)
-    assert native.code(spec, [x], [x], None, None, None, np.arange(4), None) is None
+    assert native.code(spec, x, [x], None, None, None, np.arange(4), None) is None
+
+
+@pytest.mark.skipif(not BUILT, reason="the C kernels are not built")
+def test_sign_scales_are_torchs_for_one_client_and_two_tensors():
+    """sign's scale is torch's mean |x| of the stacked message: a (1, P) block alone is reduced
+    in another order once P is large (torch's parallel reduction), so the kernels reduce the
+    message as the torch path stacks it."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        for seed in range(4):
+            g = torch.Generator().manual_seed(seed)
+            xs = tuple(torch.randn(1, 70_000, generator=g) * 3 for _ in range(2))
+
+            def sent(on):
+                c = Compressor(CompressSpec(up=CodecSpec(kind="sign")), 1, 4, 70_000, 2, (0, 1))
+                old, native.ENABLED = native.ENABLED, on
+                try:
+                    return c.uploads(0, 0, np.array([2]), torch.zeros(70_000), xs, 0)
+                finally:
+                    native.ENABLED = old
+
+            for x, y in zip(sent(True).tensors, sent(False).tensors):
+                np.testing.assert_array_equal(_bits(x), _bits(y))
+    finally:
+        torch.set_num_threads(threads)
+
+
+@pytest.mark.skipif(not BUILT, reason="the C kernels are not built")
+@pytest.mark.parametrize("p", [9, 10, 11, 12, 13, 17])
+def test_topk_rows_shorter_than_the_lanes_are_coded(p):
+    """AVX2's lane values (8 ceil(k / 8) of them) may outnumber a short row's entries: its
+    sorted top k lies after them, and ordinary rows are coded, not sent to torch."""
+    x = torch.randn(6, p, generator=torch.Generator().manual_seed(p))
+    for k in range(1, p + 1):
+        out = native.code(CodecSpec(kind="topk", k=k), None, [x], None, None, None,
+                          np.arange(6), None)
+        assert out is not None, k
+        want = torch.zeros_like(x).scatter_(1, x.abs().topk(k, dim=1).indices,
+                                            x.gather(1, x.abs().topk(k, dim=1).indices))
+        np.testing.assert_array_equal(_bits(out), _bits(want))
+
+
+@pytest.mark.skipif(not BUILT, reason="the C kernels are not built")
+def test_a_sender_twice_with_residuals_is_left_to_torch():
+    """The kernels write each residual row as they go: a sender twice in one call would read
+    its own new row, so such a call takes the torch path (the engine never makes one)."""
+    tables = [torch.randn(4, 50)]
+    x = torch.randn(2, 50)
+    for kind in ("topk", "randk"):
+        spec = CodecSpec(kind=kind, ratio=0.1, error_feedback=True)
+        keys = np.array([7], np.uint32)
+        assert native.code(spec, None, [x], keys, None, tables, np.array([2, 2]), None) is None
+        assert native.code(spec, None, [x], keys, None, tables, np.array([2, 3]), None) \
+            is not None

@@ -126,14 +126,14 @@ static void qsgd_row(const float *m, int64_t p, uint32_t row_hash, float q, floa
 }
 
 /* ------------------------------------------------------------------ the whole upload */
-/* A round's message: given (row i is row i % per of msgs[i / per]), or made row by row from
+/* A round's message: given (msg, rows x p, contiguous), or made row by row from
  * the uploads as layer.Compressor._message makes it: xs[i / n]'s row i % n - ref (row
  * i % ref_rows of ref, or its one row when ref_rows is 0; none when ref is NULL), + the
  * sender's residual (tables[i / n]'s row senders[i % n]) first: the same single roundings as
- * torch's index_select then add_(x - ref). */
+ * torch's index_select then add_(x - ref). The senders of a call are distinct (hierfl_code
+ * writes each residual row in place as it goes; native.py checks). */
 typedef struct {
-    const float *const *msgs;
-    int64_t per;
+    const float *msg;
     const float *const *xs;
     const float *ref;
     int64_t ref_rows;
@@ -172,7 +172,7 @@ static float entry(const Message *mg, int64_t i, int64_t j, int64_t p) {
 
 /* Row i of the message: the given one, or made into buf. */
 static const float *row_at(const Message *mg, int64_t i, int64_t p, float *buf) {
-    if (mg->msgs != NULL) return mg->msgs[i / mg->per] + (i % mg->per) * p;
+    if (mg->msg != NULL) return mg->msg + i * p;
     make_row(mg, i, p, buf);
     return buf;
 }
@@ -189,14 +189,14 @@ static void prefetch_row(const Message *mg, int64_t i, int64_t rows, int64_t p) 
 void hierfl_message(const float *const *xs, int64_t rows, int64_t p, const float *ref,
                     int64_t ref_rows, float *const *tables, int64_t n, const int64_t *senders,
                     float *msg) {
-    Message mg = {NULL, 1, xs, ref, ref_rows, tables, n, senders};
+    Message mg = {NULL, xs, ref, ref_rows, tables, n, senders};
     for (int64_t i = 0; i < rows; i++) {
         prefetch_row(&mg, i + 1, rows, p);
         make_row(&mg, i, p, msg + i * p);
     }
 }
 
-/* Code the rows of the message (rows x p, float32: msgs and per as in Message, or NULL to
+/* Code the rows of the message (rows x p, float32: msg as in Message, or NULL to
  * make each row from xs, ref and tables; row i is sender i % n of block i / n):
  * out (rows x p) = what the receiver decodes + ref (as in Message); with tables (one (N, p)
  * residual table per block, or NULL) row i's residual msg - decoded goes to
@@ -207,13 +207,13 @@ void hierfl_message(const float *const *xs, int64_t rows, int64_t p, const float
  *   sign:  a[i] signed as msg
  * Row i's draws are those of draws.Draws(keys[i / n], senders[i % n]). Returns 0; -1 where
  * a topk row must be left to the torch path, -2 out of memory (nothing written either way:
- * every row is selected before any is written). qsgd and sign need msgs (their factors come
+ * every row is selected before any is written). qsgd and sign need msg (their factors come
  * from torch's reductions of the message). */
-int hierfl_code(int kind, const float *const *msgs, int64_t per, const float *const *xs,
+int hierfl_code(int kind, const float *msg, const float *const *xs,
                 int64_t rows, int64_t p, int64_t k, const uint32_t *keys, const float *a,
                 const float *b, const float *ref, int64_t ref_rows, float *const *tables,
                 int64_t n, const int64_t *senders, const unsigned char *keep, float *out) {
-    Message mg = {msgs, per, xs, ref, ref_rows, tables, n, senders};
+    Message mg = {msg, xs, ref, ref_rows, tables, n, senders};
     int sparse = kind == TOPK || kind == RANDK;
     int64_t *idx = sparse ? malloc((size_t)(rows * k) * sizeof *idx) : NULL;
     uint32_t *scratch = malloc((size_t)(4 * p + k + 16) * sizeof *scratch);
@@ -223,7 +223,7 @@ int hierfl_code(int kind, const float *const *msgs, int64_t per, const float *co
         return -2;
     }
     for (int64_t i = 0; kind == TOPK && i < rows; i++) {
-        if (msgs == NULL) prefetch_row(&mg, i + 1, rows, p);
+        if (msg == NULL) prefetch_row(&mg, i + 1, rows, p);
         if (hierfl_topk_row(row_at(&mg, i, p, buf), p, k, idx + i * k, scratch) != 0) {
             free(idx); free(scratch);
             return -1;
@@ -240,7 +240,7 @@ int hierfl_code(int kind, const float *const *msgs, int64_t per, const float *co
             int64_t *at = idx + i * k;
             if (kind == RANDK) randk_subset(row_hash(keys[i / n], senders[i % n]), p, k, at,
                                             (unsigned char *)scratch);
-            if (msgs != NULL) {
+            if (msg != NULL) {
                 const float *m = row_at(&mg, i, p, buf);
                 for (int64_t t = 0; t < k; t++) buf[t] = m[at[t]];
                 if (left != NULL) memcpy(left, m, (size_t)p * sizeof *left);

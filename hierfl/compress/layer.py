@@ -144,20 +144,14 @@ class Compressor:
         """The C kernels' go at a group of uploads (native.py): (the message, where it was
         made for them; what the receiver decodes + ref, or None where the torch path codes
         it). topk and randk make each row of the message as they go; qsgd and sign take it
-        made (one C pass), or the uploads themselves where they are the message."""
+        made as the torch path has it (one C pass; a lone upload sent as it is is its own)."""
         spec = self.spec.up
         if not native.takes(spec):
             return None, None
-        msg = None
-        if native.makes_message(spec):
-            msgs = None
-        elif ref is None and res is None:
-            msgs = xs
-        else:
-            msg = self._message(xs, ref, res, clients, fast=True)
-            msgs = [msg]
+        msg = None if native.makes_message(spec) else \
+            self._message(xs, ref, res, clients, fast=True)
         keys = self._up_keys(t, r, body)[js] if spec.kind in RANDOM_KINDS else None
-        return msg, native.code(spec, msgs, xs, keys, ref, res, clients, keep)
+        return msg, native.code(spec, msg, xs, keys, ref, res, clients, keep)
 
     @staticmethod
     def _settle(coded: Coded, msg: torch.Tensor, ref: torch.Tensor | None,

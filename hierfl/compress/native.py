@@ -50,8 +50,8 @@ def _load() -> Any:
     fn = lib.hierfl_code
     fn.restype = ctypes.c_int
     i64, ptr = ctypes.c_int64, ctypes.c_void_p
-    fn.argtypes = [ctypes.c_int, ptr, i64, ptr, i64, i64, i64, ptr, ptr, ptr, ptr, i64, ptr,
-                   i64, ptr, ptr, ptr]
+    fn.argtypes = [ctypes.c_int, ptr, ptr, i64, i64, i64, ptr, ptr, ptr, ptr, i64, ptr, i64,
+                   ptr, ptr, ptr]
     lib.hierfl_message.restype = None
     lib.hierfl_message.argtypes = [ptr, i64, i64, ptr, i64, ptr, i64, ptr, ptr]
     fn.message = lib.hierfl_message
@@ -105,51 +105,44 @@ def message(xs: list[torch.Tensor], ref: torch.Tensor | None,
     return into
 
 
-def code(spec: CodecSpec, msgs: list[torch.Tensor] | None, xs: list[torch.Tensor],
+def code(spec: CodecSpec, msg: torch.Tensor | None, xs: list[torch.Tensor],
          keys: np.ndarray | None, ref: torch.Tensor | None, tables: list[torch.Tensor] | None,
          senders: np.ndarray, keep: np.ndarray | None) -> torch.Tensor | None:
     """What the receiver decodes + `ref` for each row of a round's message, a new (rows, P)
-    tensor. The message: `msgs` stacked (blocks alike in shape: the message made by
-    layer.Compressor._message, or the uploads themselves where they are the message), or None
-    for the kernels to make each row from the uploads `xs`, `ref` and the residual `tables`
-    as they go (topk and randk: qsgd and sign reduce the whole message in torch first). The
-    rows are blocks of len(senders), one per x; the random kinds draw as
-    draws.Draws(keys[block], sender). Error feedback's residuals (msg - decoded) go to
-    `tables` at the senders' rows (not the rows `keep` leaves out). None where the torch path
-    must do it (nothing is then written)."""
+    tensor. The message: `msg` as layer.Compressor._message makes it (the same tensor the
+    torch path codes: qsgd's norms and sign's means are torch's reductions of it, which give
+    a row's bits only for the same shape), or None for the kernels to make each row from the
+    uploads `xs`, `ref` and the residual `tables` as they go (topk and randk). The rows are
+    blocks of len(senders), one per x; the random kinds draw as draws.Draws(keys[block],
+    sender). Error feedback's residuals (msg - decoded) go to `tables` at the senders' rows
+    (not the rows `keep` leaves out). None where the torch path must do it (nothing is then
+    written)."""
     kind = KINDS.get(spec.kind)
-    if kind is None or not available() or (msgs is None and kind > 2) or \
-            not _fits(list(xs) + (msgs or []), ref, tables):
+    if kind is None or not available() or (msg is None and kind > 2) or \
+            not _fits(list(xs) + ([] if msg is None else [msg]), ref, tables):
         return None
     n, p = len(senders), xs[0].shape[1]
-    rows = n * len(xs)
+    if tables is not None and len(np.unique(senders)) != n:
+        return None                 # (residual rows are written in place: senders distinct)
     k, a, b = 0, None, None
     if kind in (1, 2):
         k = kept(spec, p)
     if kind == 2:
         a = torch.tensor([p / k], dtype=torch.float32)          # as torch's mul_(p / k)
     elif kind == 3:                 # as kinds._qsgd: the norm and its factors from torch
-        norm = _rows(lambda m: torch.linalg.vector_norm(m, dim=1, keepdim=True), msgs)
+        norm = torch.linalg.vector_norm(msg, dim=1, keepdim=True)
         safe = torch.where(norm > 0, norm, 1.0)
         a, b = (spec.levels / safe).contiguous(), (norm / spec.levels).contiguous()
     elif kind == 4:
-        a = _rows(lambda m: m.abs().mean(1), msgs)
+        a = msg.abs().mean(1)
     hashes = None if keys is None else np.ascontiguousarray(keys, np.uint32)
     who = np.ascontiguousarray(senders, np.int64)
     kept_rows = None if keep is None else np.ascontiguousarray(keep, np.uint8)
-    out = torch.empty((rows, p), dtype=torch.float32)
-    status = _FN(kind, _pointers(msgs), msgs[0].shape[0] if msgs else 1, _pointers(xs), rows,
-                 p, k, _ptr(hashes), _ptr(a), _ptr(b), _ptr(ref), _ref_rows(ref),
-                 _pointers(tables), n, who.ctypes.data, _ptr(kept_rows), out.data_ptr())
+    out = torch.empty((n * len(xs), p), dtype=torch.float32)
+    status = _FN(kind, _ptr(msg), _pointers(xs), n * len(xs), p, k, _ptr(hashes), _ptr(a),
+                 _ptr(b), _ptr(ref), _ref_rows(ref), _pointers(tables), n, who.ctypes.data,
+                 _ptr(kept_rows), out.data_ptr())
     return out if status == 0 else None
-
-
-def _rows(per_row: Any, msgs: list[torch.Tensor]) -> torch.Tensor:
-    """A per-row reduction of the stacked message, block by block (a row's result is the
-    same in any batch: torch reduces each row alone)."""
-    if len(msgs) == 1:
-        return per_row(msgs[0])
-    return torch.cat([per_row(m) for m in msgs])
 
 
 def _ref_rows(ref: torch.Tensor | None) -> int:

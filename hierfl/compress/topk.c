@@ -88,13 +88,13 @@ static void block_maxima(const float *row, int64_t p, uint32_t *most) {
  * so reach it). Vector compares then pick the entries at or above that bound (at most k +
  * SPARE, else 1: the portable row does it), the k-th largest of those is the row's, and those
  * at or above it are the top k, in ascending order. -1: a tie or a NaN (as topk_row).
- * `buf`: p + 72 words. */
+ * `buf`: max(p, 8 ceil(k / 8)) + k words. */
 __attribute__((target("avx2"))) static int topk_row_avx2(const float *row, int64_t p,
                                                            int64_t k, int64_t *out,
                                                            uint32_t *buf) {
     const __m256i absmask = _mm256_set1_epi32(0x7FFFFFFF);
     int64_t vecs = p / 8, j = (k + 7) / 8, count = 0;
-    uint32_t *top = buf + p;
+    uint32_t *top = buf + (p > 8 * j ? p : 8 * j);     /* after the lane values */
     __m256i most[8];
     for (int64_t t = 0; t < j; t++) most[t] = _mm256_setzero_si256();
     for (int64_t v = 0; v < vecs; v++) {
