@@ -146,8 +146,10 @@ def test_the_message_in_c_is_torchs(ef, blocks, as_is):
     clients = np.sort(np.random.default_rng(1).choice(200, 37, replace=False))
     res = list(c.residual.values()) or None
     want = c._message(xs, ref, res, clients).clone()
-    got = native.message(xs, ref, res, clients, torch.empty(blocks * 37, 610))
+    absolute = torch.empty(blocks * 37, 610)
+    got = native.message(xs, ref, res, clients, torch.empty(blocks * 37, 610), absolute)
     np.testing.assert_array_equal(_bits(got), _bits(want))
+    np.testing.assert_array_equal(_bits(absolute), _bits(want.abs()))
 
 
 @pytest.mark.skipif(not BUILT, reason="the C kernels are not built")

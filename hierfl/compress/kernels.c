@@ -185,14 +185,18 @@ static void prefetch_row(const Message *mg, int64_t i, int64_t rows, int64_t p) 
     for (int64_t at = 0; at < p * (int64_t)sizeof(float); at += 64) __builtin_prefetch(e + at, 1);
 }
 
-/* The whole message made into msg (rows x p). */
+/* The whole message made into msg (rows x p); with `absolute` (or NULL), |msg| there too
+ * (torch.abs's bits: the sign bit cleared). */
 void hierfl_message(const float *const *xs, int64_t rows, int64_t p, const float *ref,
                     int64_t ref_rows, float *const *tables, int64_t n, const int64_t *senders,
-                    float *msg) {
+                    float *msg, float *absolute) {
     Message mg = {NULL, xs, ref, ref_rows, tables, n, senders};
     for (int64_t i = 0; i < rows; i++) {
+        float *m = msg + i * p;
         prefetch_row(&mg, i + 1, rows, p);
-        make_row(&mg, i, p, msg + i * p);
+        make_row(&mg, i, p, m);
+        if (absolute != NULL)
+            for (int64_t j = 0; j < p; j++) absolute[i * p + j] = fabsf(m[j]);
     }
 }
 

@@ -148,10 +148,20 @@ class Compressor:
         spec = self.spec.up
         if not native.takes(spec):
             return None, None
-        msg = None if native.makes_message(spec) else \
-            self._message(xs, ref, res, clients, fast=True)
+        msg = absolute = None
+        if native.makes_message(spec):
+            pass                        # (made row by row inside the call)
+        elif ref is None and res is None and len(xs) == 1:
+            msg = xs[0]                 # (as _message: a lone as-is upload is its message)
+        else:                           # _message's, in C, into its buffer (and sign's |msg|)
+            shape = (len(xs) * len(clients), xs[0].shape[1])
+            absolute = torch.empty(shape, dtype=xs[0].dtype) if spec.kind == "sign" else None
+            msg = native.message(xs, ref, res, clients, self._scratch(shape, xs[0].dtype),
+                                 absolute)
+            if msg is None:             # (not float32 in CPU memory: torch makes it)
+                return None, None
         keys = self._up_keys(t, r, body)[js] if spec.kind in RANDOM_KINDS else None
-        return msg, native.code(spec, msg, xs, keys, ref, res, clients, keep)
+        return msg, native.code(spec, msg, xs, keys, ref, res, clients, keep, absolute)
 
     @staticmethod
     def _settle(coded: Coded, msg: torch.Tensor, ref: torch.Tensor | None,
@@ -174,23 +184,19 @@ class Compressor:
         return coded.plus(ref.repeat(blocks, 1), inplace=True)   # (C, P) refs: each block's
 
     def _message(self, xs: list[torch.Tensor], ref: torch.Tensor | None,
-                 res: list[torch.Tensor] | None, clients: np.ndarray,
-                 fast: bool = False) -> torch.Tensor:
+                 res: list[torch.Tensor] | None, clients: np.ndarray) -> torch.Tensor:
         """The stacked (len(xs) C, P) message: each x - ref (or x), plus its residual's rows
         ((x - ref) + e, the same sums as one tensor at a time), written into a buffer kept
         from round to round (a new 0.25-0.5 MB block each round costs page faults; the
         codecs never hand it on: `none`, which decodes to its input, gets a new one). A lone
         tensor sent as it is without error feedback is the message itself (the codecs never
-        write their input). `fast`: made by the C kernels where they can (native.message,
-        the same bits in one pass)."""
+        write their input). (_native has the C kernels make the same bits in one pass.)"""
         n, x0 = len(clients), xs[0]
         if res is None and ref is None and len(xs) == 1:
             return x0
         shape = (len(xs) * n, x0.shape[1])
         msg = torch.empty(shape, dtype=x0.dtype) if self.spec.up.kind == "none" else \
             self._scratch(shape, x0.dtype)
-        if fast and native.message(xs, ref, res, clients, msg) is not None:
-            return msg              # the same sums in C, one pass
         blocks = [msg] if len(xs) == 1 else [msg[b * n:(b + 1) * n] for b in range(len(xs))]
         if res is None:
             if ref is None:

@@ -53,7 +53,7 @@ def _load() -> Any:
     fn.argtypes = [ctypes.c_int, ptr, ptr, i64, i64, i64, ptr, ptr, ptr, ptr, i64, ptr, i64,
                    ptr, ptr, ptr]
     lib.hierfl_message.restype = None
-    lib.hierfl_message.argtypes = [ptr, i64, i64, ptr, i64, ptr, i64, ptr, ptr]
+    lib.hierfl_message.argtypes = [ptr, i64, i64, ptr, i64, ptr, i64, ptr, ptr, ptr]
     fn.message = lib.hierfl_message
     lib.hierfl_kernels_simd.restype = ctypes.c_int
     lib.hierfl_kernels_simd.argtypes = [ctypes.c_int]
@@ -92,22 +92,25 @@ def _ptr(x: torch.Tensor | np.ndarray | None) -> int | None:
 
 
 def message(xs: list[torch.Tensor], ref: torch.Tensor | None,
-            tables: list[torch.Tensor] | None, senders: np.ndarray,
-            into: torch.Tensor) -> torch.Tensor | None:
+            tables: list[torch.Tensor] | None, senders: np.ndarray, into: torch.Tensor,
+            absolute: torch.Tensor | None = None) -> torch.Tensor | None:
     """layer.Compressor._message's stacked message, the same bits, written to `into` in one
-    pass (each x - ref, + its sender's residual); None where torch must make it."""
-    if not available() or not _fits(list(xs) + [into], ref, tables):
+    pass (each x - ref, + its sender's residual), and |message| to `absolute` if given
+    (sign's, for torch's mean); None where torch must make it."""
+    extra = [into] if absolute is None else [into, absolute]
+    if not available() or not _fits(list(xs) + extra, ref, tables):
         return None
     n, p = len(senders), xs[0].shape[1]
     who = np.ascontiguousarray(senders, np.int64)
     _FN.message(_pointers(xs), n * len(xs), p, _ptr(ref), _ref_rows(ref), _pointers(tables), n,
-                who.ctypes.data, into.data_ptr())
+                who.ctypes.data, into.data_ptr(), _ptr(absolute))
     return into
 
 
 def code(spec: CodecSpec, msg: torch.Tensor | None, xs: list[torch.Tensor],
          keys: np.ndarray | None, ref: torch.Tensor | None, tables: list[torch.Tensor] | None,
-         senders: np.ndarray, keep: np.ndarray | None) -> torch.Tensor | None:
+         senders: np.ndarray, keep: np.ndarray | None,
+         absolute: torch.Tensor | None = None) -> torch.Tensor | None:
     """What the receiver decodes + `ref` for each row of a round's message, a new (rows, P)
     tensor. The message: `msg` as layer.Compressor._message makes it (the same tensor the
     torch path codes: qsgd's norms and sign's means are torch's reductions of it, which give
@@ -115,8 +118,8 @@ def code(spec: CodecSpec, msg: torch.Tensor | None, xs: list[torch.Tensor],
     uploads `xs`, `ref` and the residual `tables` as they go (topk and randk). The rows are
     blocks of len(senders), one per x; the random kinds draw as draws.Draws(keys[block],
     sender). Error feedback's residuals (msg - decoded) go to `tables` at the senders' rows
-    (not the rows `keep` leaves out). None where the torch path must do it (nothing is then
-    written)."""
+    (not the rows `keep` leaves out). sign: `absolute` holds |msg| already (message()'s), and
+    becomes the result. None where the torch path must do it (nothing is then written)."""
     kind = KINDS.get(spec.kind)
     if kind is None or not available() or (msg is None and kind > 2) or \
             not _fits(list(xs) + ([] if msg is None else [msg]), ref, tables):
@@ -133,9 +136,10 @@ def code(spec: CodecSpec, msg: torch.Tensor | None, xs: list[torch.Tensor],
         norm = torch.linalg.vector_norm(msg, dim=1, keepdim=True)
         safe = torch.where(norm > 0, norm, 1.0)
         a, b = (spec.levels / safe).contiguous(), (norm / spec.levels).contiguous()
-    out = torch.empty((n * len(xs), p), dtype=torch.float32)
+    out = absolute if kind == 4 and absolute is not None else \
+        torch.empty((n * len(xs), p), dtype=torch.float32)
     if kind == 4:                   # msg.abs().mean(1), |msg| in out (written over below)
-        a = torch.abs(msg, out=out).mean(1)
+        a = (out if absolute is not None else torch.abs(msg, out=out)).mean(1)
     hashes = None if keys is None else np.ascontiguousarray(keys, np.uint32)
     who = np.ascontiguousarray(senders, np.int64)
     kept_rows = None if keep is None else np.ascontiguousarray(keep, np.uint8)
