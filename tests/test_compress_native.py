@@ -214,3 +214,52 @@ def test_a_sender_twice_with_residuals_is_left_to_torch():
         assert native.code(spec, None, [x], keys, None, tables, np.array([2, 2]), None) is None
         assert native.code(spec, None, [x], keys, None, tables, np.array([2, 3]), None) \
             is not None
+
+
+@pytest.mark.skipif(not BUILT, reason="the C kernels are not built")
+def test_whole_runs_are_the_same_bytes_with_and_without_the_kernels(tmp_path):
+    """Every output file of compressed runs — asynchronous FedBuff (uploads coded a client at a
+    time), a hierarchical FedAsync, SCAFFOLD's two tensors with error feedback, silent and late
+    clients under a deadline — is the same bytes with the C kernels and with the torch path."""
+    import yaml
+
+    from hierfl.run import run_scenario
+    from hierfl.scenario.load import load
+
+    doc = {"name": "native", "seed": 3,
+           "topology": {"edges": {"count": 2, "link": {"latency_s": 0.01, "bandwidth_Bps": 1e5}},
+                        "clients": {"count": 8, "compute_flops": {"dist": "lognormal",
+                                                                  "median": 2e6, "sigma": 0.8},
+                                    "link": {"latency_s": 0.02, "bandwidth_Bps": 2e4}},
+                        "failures": {"crash_p": 0.15}},
+           "data": {"name": "synthetic", "samples": {"dist": "uniform", "low": 20, "high": 40},
+                    "dim": 12, "classes": 3},
+           "model": {"name": "logreg"},
+           "train": {"rounds": 6, "clients_per_round": 5,
+                     "local": {"steps": 3, "batch_size": 5, "lr": 0.1}},
+           "algorithms": [
+               {"name": "fedavg", "label": "buff_topk", "round": {"policy": "fedbuff", "k": 2},
+                "compress": {"up": {"kind": "topk", "ratio": 0.1, "error_feedback": True}}},
+               {"name": "hierfavg", "label": "async_qsgd", "edge_rounds": 2,
+                "round": {"policy": "fedasync", "alpha": 0.6},
+                "compress": {"up": {"kind": "qsgd", "levels": 4}, "edge_up": {"kind": "int8"}}},
+               {"name": "scaffold", "label": "scaffold_randk",
+                "compress": {"up": {"kind": "randk", "ratio": 0.3, "error_feedback": True}}},
+               {"name": "fedavg", "label": "deadline_sign", "local": {"steps": 40},
+                "round": {"policy": "deadline_partial", "deadline_s": 0.1},
+                "compress": {"up": {"kind": "sign", "error_feedback": True}}}]}
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    files = {}
+    for on in (True, False):
+        old, native.ENABLED = native.ENABLED, on
+        try:
+            out = tmp_path / f"out_{on}"
+            run_scenario(load(str(path), out=str(out)), progress=False)
+        finally:
+            native.ENABLED = old
+        files[on] = {p.relative_to(out): p.read_bytes() for p in sorted(out.rglob("*"))
+                     if p.suffix in (".csv", ".npz")}
+    assert files[True].keys() == files[False].keys() and len(files[True]) >= 16
+    for name in files[True]:
+        assert files[True][name] == files[False][name], name
