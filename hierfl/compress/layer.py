@@ -149,17 +149,17 @@ class Compressor:
         if not native.takes(spec):
             return None, None
         msg = absolute = None
-        if native.makes_message(spec):
-            pass                        # (made row by row inside the call)
-        elif ref is None and res is None and len(xs) == 1:
-            msg = xs[0]                 # (as _message: a lone as-is upload is its message)
-        else:                           # _message's, in C, into its buffer (and sign's |msg|)
-            shape = (len(xs) * len(clients), xs[0].shape[1])
-            absolute = torch.empty(shape, dtype=xs[0].dtype) if spec.kind == "sign" else None
-            msg = native.message(xs, ref, res, clients, self._scratch(shape, xs[0].dtype),
-                                 absolute)
-            if msg is None:             # (not float32 in CPU memory: torch makes it)
-                return None, None
+        if not native.makes_message(spec):      # (topk, randk: made row by row in the call)
+            if ref is None and res is None and len(xs) == 1:
+                msg = xs[0]             # (as _message: a lone as-is upload is its message)
+            else:                       # _message's, in C (and sign's |msg|)
+                shape = (len(xs) * len(clients), xs[0].shape[1])
+                absolute = torch.empty(shape, dtype=xs[0].dtype) \
+                    if spec.kind == "sign" else None
+                msg = native.message(xs, ref, res, clients,
+                                     self._scratch(shape, xs[0].dtype), absolute)
+                if msg is None:         # (not float32 in CPU memory: torch makes it)
+                    return None, None
         keys = self._up_keys(t, r, body)[js] if spec.kind in RANDOM_KINDS else None
         return msg, native.code(spec, msg, xs, keys, ref, res, clients, keep, absolute)
 

@@ -23,6 +23,7 @@ from .kinds import kept
 
 VERSION = 1                 # kernels.c's HIERFL_KERNELS_VERSION: a stale build is not used
 KINDS = {"topk": 1, "randk": 2, "qsgd": 3, "sign": 4}
+ROW_BY_ROW = ("topk", "randk")      # kinds whose message the kernels make as they go
 ENABLED = os.environ.get("HIERFL_NATIVE", "1") != "0"
 _FN: Any = False            # hierfl_code, None where it cannot be had, False before a look
 
@@ -81,8 +82,8 @@ def takes(spec: CodecSpec) -> bool:
 
 
 def makes_message(spec: CodecSpec) -> bool:
-    """The kernels make this kind's message row by row themselves (code with msgs None)."""
-    return spec.kind in ("topk", "randk")
+    """The kernels make this kind's message row by row themselves (code with msg None)."""
+    return spec.kind in ROW_BY_ROW
 
 
 def _ptr(x: torch.Tensor | np.ndarray | None) -> int | None:
@@ -121,7 +122,7 @@ def code(spec: CodecSpec, msg: torch.Tensor | None, xs: list[torch.Tensor],
     (not the rows `keep` leaves out). sign: `absolute` holds |msg| already (message()'s), and
     becomes the result. None where the torch path must do it (nothing is then written)."""
     kind = KINDS.get(spec.kind)
-    if kind is None or not available() or (msg is None and kind > 2) or \
+    if kind is None or not available() or (msg is None and not makes_message(spec)) or \
             not _fits(list(xs) + ([] if msg is None else [msg]), ref, tables):
         return None
     n, p = len(senders), xs[0].shape[1]
