@@ -140,8 +140,8 @@ def report_digests(folder):
 
 
 def test_summary_columns_give_the_jsons_numbers_and_the_same_report(tmp_path, monkeypatch):
-    """A run writes its long number lists beside summary.json (here lists of 73 count as long);
-    reading gives json's values, types and key order, with arrays for those lists; a copied
+    """A run writes its long number and name lists beside summary.json (here lists of 73 count
+    as long); reading gives json's values, types and key order, with arrays for those lists; a copied
     folder keeps using them, an edited summary.json or a damaged npz is read as JSON; the
     report's every file is the same bytes with and without the npz."""
     import json
@@ -160,7 +160,9 @@ def test_summary_columns_give_the_jsons_numbers_and_the_same_report(tmp_path, mo
     got = read_summary(str(out))
     assert isinstance(got["topology"]["nodes"]["flops"], np.ndarray)
     assert isinstance(got["data"]["train_counts"], np.ndarray)
-    assert isinstance(got["topology"]["nodes"]["name"], list)          # strings stay JSON
+    names = got["topology"]["nodes"]["name"]
+    assert isinstance(names, np.ndarray) and names.dtype.kind == "U"  # strings: str arrays
+    assert isinstance(got["topology"]["clients"], np.ndarray)
     assert json.dumps(plain(got)) == json.dumps(want)                  # values, types, order
     assert isinstance(got["scenario"]["topology"]["clients"]["compute_flops"]["choices"], list)
     assert comparable(got) == comparable(want)          # seed pooling's key: the same

@@ -21,8 +21,9 @@ Span = tuple[tuple[str, ...], int, int, list]    # (key path, start, end, the li
 
 def dumps_indent1(obj: object, spans: list[Span] | None = None, longest: int = 0) -> str:
     """json.dumps(obj, indent=1, sort_keys=True). With `spans`, each list of at least `longest`
-    plain ints or finite floats reached through string keys is recorded in it: its key path,
-    where its text starts and ends (the text is ASCII: characters are bytes) and the list."""
+    plain strs, ints or finite floats (one type) reached through string keys is recorded in it:
+    its key path, where its text starts and ends (the text is ASCII: characters are bytes) and
+    the list."""
     parts: list[str] = []
     _write(obj, 0, parts, () if spans is not None else None, spans, max(longest, LONG + 1))
     return "".join(parts)      # one copy of the text (a 200 MB one at W9)
@@ -40,11 +41,11 @@ def _write(obj: object, level: int, out: list[str], path: tuple[str, ...] | None
             _write(v, level + 1, out, None if path is None else path + (k,), spans, longest)
         out.append("\n" + " " * level + "}")
         return
-    if type(obj) is list and len(obj) > LONG:
+    if isinstance(obj, list) and len(obj) > LONG:          # (a list subclass: Coded)
         text = _scalars(obj, ",\n" + pad)
         if text is not None:
             tail = "\n" + " " * level + "]"
-            if path is not None and len(obj) >= longest and type(obj[0]) is not str:
+            if path is not None and len(obj) >= longest:
                 start = sum(map(len, out))
                 spans.append((path, start, start + 2 + len(pad) + len(text) + len(tail), obj))
             out += ("[\n", pad, text, tail)

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from ..config.errors import ScenarioError
+from ..topology.build import Coded
 from . import summary_columns
 from .files import atomic_text, same_file
 from .jsontext import dumps_indent1
@@ -70,8 +71,10 @@ def topology_dict(topo: Any) -> dict:
     parent (latency, bandwidth up and down); works for any number of aggregator tiers. The
     cloud's FLOP/s is null where a graph file gives none (strict JSON has no NaN)."""
     nodes = topo.node_table()               # from the topology's arrays (no graph walk)
+    edges = list(topo.edges)
     return {"cloud": {"flops": _plain(float(topo.tree.flops[0]))}, "nodes": nodes,
-            "clients": list(topo.clients), "client_edge": [topo.edges[e] for e in topo.edge_of],
+            "clients": Coded(list(topo.clients)),
+            "client_edge": Coded([edges[e] for e in topo.edge_of], edges, topo.edge_of),
             **class_dict(topo)}
 
 
@@ -79,8 +82,11 @@ def class_dict(topo: Any) -> dict:
     """Per client (in `clients` order) its device and link class ("" where none: no
     `clients.mix`), and the link levels bottom up (metrics.csv's bytes_up_<level>)."""
     n = len(topo.clients)
-    return {"device_class": list(getattr(topo, "device_class", ()) or [""] * n),
-            "link_class": list(getattr(topo, "link_class", ()) or [""] * n),
+
+    def classes(key: str) -> list[str]:
+        given = getattr(topo, key, ())
+        return list(given) if given else Coded([""] * n, [""], np.zeros(n, np.uint8))
+    return {"device_class": classes("device_class"), "link_class": classes("link_class"),
             "tier_names": list(getattr(topo, "tier_names", ("cloud", "edge", "client"))),
             "levels": list(getattr(topo, "levels", {"client_edge": "", "edge_cloud": ""}))}
 

@@ -279,9 +279,20 @@ def check_tree(tree: Tree, file: str = "") -> None:
     p.raise_if_any()
 
 
+class Coded(list):
+    """A column of strings (a list: what summary.json holds) that also says how it was made:
+    `table[codes[i]]` is item i (`codes` None: every item is its own entry), so that
+    summary_columns.npz stores it without hashing 10^6 strings."""
+
+    def __init__(self, items: list, table: list | None = None, codes: np.ndarray | None = None):
+        super().__init__(items)
+        self.table, self.codes = (items, None) if table is None else (table, codes)
+
+
 def node_table(tree: Tree, client_rows: np.ndarray) -> dict[str, list]:
     """summary.json's `nodes`: the aggregators (by depth, then natural name order) then the
-    clients (by id), each with role, parent, depth, FLOP/s and the link to its parent."""
+    clients (by id), each with role, parent, depth, FLOP/s and the link to its parent (roles
+    and parents as `Coded` lists)."""
     t = tree
     aggs = np.flatnonzero(t.role == AGGREGATOR)
     names = t.names
@@ -290,9 +301,12 @@ def node_table(tree: Tree, client_rows: np.ndarray) -> dict[str, list]:
     aggs = aggs[sorted(range(len(aggs)), key=lambda i: (int(t.depth[aggs[i]]), stem[i], num[i]))] \
         if len(aggs) else aggs
     rows = np.concatenate([aggs, client_rows]).astype(np.int64)
-    role = np.array(["cloud", "edge", "client"])[t.role[rows]]
-    return {"name": [names[r] for r in rows.tolist()], "role": role.tolist(),
-            "parent": [names[p] for p in t.parent[rows].tolist()],
+    roles = ["cloud", "edge", "client"]          # by CLOUD, AGGREGATOR, CLIENT
+    parents, up = np.unique(t.parent[rows], return_inverse=True)
+    parent_names = [names[p] for p in parents.tolist()]
+    return {"name": Coded([names[r] for r in rows.tolist()]),         # distinct
+            "role": Coded(np.array(roles)[t.role[rows]].tolist(), roles, t.role[rows]),
+            "parent": Coded([parent_names[i] for i in up.tolist()], parent_names, up),
             "depth": t.depth[rows].tolist(), "flops": t.flops[rows].tolist(),
             "latency_up_s": t.lat_up[rows].tolist(), "up_Bps": t.bw_up[rows].tolist(),
             "latency_down_s": t.lat_down[rows].tolist(), "down_Bps": t.bw_down[rows].tolist()}

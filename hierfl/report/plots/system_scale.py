@@ -71,11 +71,15 @@ def bottom_groups(nodes: dict) -> tuple[list[str], dict[str, str], dict[str, int
     n = min(len(names), len(parents), len(roles))
     client = is_client(roles[:n])
     agg_rows = np.flatnonzero(~client).tolist()
-    aggs = [names[i] for i in agg_rows if names[i] != "cloud"]
-    par = {names[i]: parents[i] for i in agg_rows}
-    dep = {names[i]: int(nodes["depth"][i]) for i in agg_rows}
+    arrays = isinstance(names, np.ndarray) and isinstance(parents, np.ndarray)   # `read`'s
+    agg_names = names[agg_rows].tolist() if arrays else [names[i] for i in agg_rows]
+    agg_parents = parents[agg_rows].tolist() if arrays else [parents[i] for i in agg_rows]
+    aggs = [a for a in agg_names if a != "cloud"]
+    par = dict(zip(agg_names, agg_parents))
+    dep = {a: int(nodes["depth"][i]) for a, i in zip(agg_names, agg_rows)}
     dep["cloud"] = 0
-    client_parent = list(itertools.compress(parents[:n], client.tolist()))
+    client_parent = parents[:n][client].tolist() if arrays else \
+        list(itertools.compress(parents[:n], client.tolist()))
     bottom = list(dict.fromkeys(client_parent))
     where = {a: i for i, a in enumerate(bottom)}
     pidx = np.fromiter(map(where.__getitem__, client_parent), np.int64, len(client_parent))
