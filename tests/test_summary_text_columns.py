@@ -6,6 +6,7 @@ lists give."""
 from __future__ import annotations
 
 import json
+import os
 
 import numpy as np
 import pytest
@@ -134,3 +135,43 @@ def test_a_coded_list_is_stored_by_its_own_table_and_codes(tmp_path):
     got = read(tmp_path)
     assert got["topology"]["nodes"]["role"].tolist() == list(role)
     assert json.dumps(plain(got)) == json.dumps(json.loads(text))
+
+
+def test_a_very_long_name_keeps_its_column_in_the_json(tmp_path):
+    """A table is as wide as its longest string in every row: one 20,000-character name among
+    70 would make it 20x the list's text, so the column stays in the JSON (a reader's review:
+    10^4 clients and such a name made a 421 MB npz and a MemoryError under a memory limit)."""
+    from hierfl.topology.build import Coded
+    names = Coded([f"client{k}" for k in range(70)] + ["x" * 20_000])
+    roles = Coded(["client"] * 71, ["client"], np.zeros(71, np.uint8))
+    text, path = written(tmp_path, {"topology": {"nodes": {"name": names, "role": roles}}})
+    got = read(tmp_path)
+    assert isinstance(got["topology"]["nodes"]["name"], list)
+    assert isinstance(got["topology"]["nodes"]["role"], np.ndarray)
+    assert path is not None and os.path.getsize(path) < 20_000
+
+
+@pytest.mark.parametrize("damage", ["negative", "past the end", "2-D table", "numbers",
+                                    "signed codes"])
+def test_string_arrays_not_as_written_are_not_trusted(tmp_path, damage):
+    """An npz whose string table or codes are not what `write` writes is ignored: the JSON
+    is read whole (summary.json's SHA-256 does not cover the npz)."""
+    from hierfl.outputs import read_summary
+    doc = {"topology": {"nodes": {"role": ["edge", "client"] * 40}}}
+    text, path = written(tmp_path, doc)
+    with np.load(path) as z:
+        arrays = {k: z[k] for k in z.files}
+    table, codes = arrays["t0"], arrays["t0c"]
+    if damage == "negative":
+        arrays["t0c"] = codes.astype(np.int64) - 2
+    elif damage == "past the end":
+        arrays["t0c"] = codes + 2
+    elif damage == "2-D table":
+        arrays["t0"] = np.stack([table, table])
+    elif damage == "numbers":
+        arrays["t0"] = np.arange(len(table))
+    else:
+        arrays["t0c"] = codes.astype(np.int8)
+    np.savez(path, **arrays)
+    assert read(tmp_path) is None
+    assert read_summary(str(tmp_path)) == json.loads(text)

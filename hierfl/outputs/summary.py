@@ -83,9 +83,10 @@ def class_dict(topo: Any) -> dict:
     `clients.mix`), and the link levels bottom up (metrics.csv's bytes_up_<level>)."""
     n = len(topo.clients)
 
-    def classes(key: str) -> list[str]:
-        given = getattr(topo, key, ())
-        return list(given) if given else Coded([""] * n, [""], np.zeros(n, np.uint8))
+    def classes(key: str) -> list[str]:          # no classes: "" each, coded as such
+        given = list(getattr(topo, key, ()) or [""] * n)
+        return given if given.count("") < len(given) else \
+            Coded(given, [""], np.zeros(len(given), np.uint8))
     return {"device_class": classes("device_class"), "link_class": classes("link_class"),
             "tier_names": list(getattr(topo, "tier_names", ("cloud", "edge", "client"))),
             "levels": list(getattr(topo, "levels", {"client_edge": "", "edge_cloud": ""}))}
@@ -140,7 +141,7 @@ def write_run_summary(sc: Any, world: Any, out: str | None = None) -> str:
     atomic_text(path, text)     # json.dumps(indent=1, sort_keys=True)'s text (jsontext.py)
     try:
         summary_columns.write(out, text, spans)
-    except OSError as exc:      # a speed-up only: the report then reads summary.json whole
+    except (OSError, MemoryError) as exc:   # a speed-up only: the report then reads the JSON
         print(f"warning: {os.path.join(out, summary_columns.NAME)} not written ({exc}); "
               "reports will read summary.json, more slowly", file=sys.stderr)
     return path

@@ -30,6 +30,7 @@ from .jsontext import Span
 
 NAME = "summary_columns.npz"
 LONG = 10_000          # shorter lists parse in milliseconds
+WIDER = 4              # a string table may take this many times its list's text, no more
 PARTS = ("topology", "data")   # the per-node and per-client columns (not the scenario's lists:
 #                               they stay lists, as comparable() and the tables read them)
 
@@ -57,7 +58,7 @@ def write(out: str, text: str, spans: list[Span]) -> str | None:
         if keys[0] not in PARTS:
             continue
         if type(values[0]) is str:
-            coded = _codes(values)
+            coded = _codes(values, end - start)
             if coded is not None:
                 table, codes = coded
                 arrays[f"t{len(texts)}"] = table
@@ -81,19 +82,23 @@ def write(out: str, text: str, spans: list[Span]) -> str | None:
     return path
 
 
-def _codes(values: list[str]) -> tuple[np.ndarray, np.ndarray | None] | None:
+def _codes(values: list[str], text_bytes: int) -> tuple[np.ndarray, np.ndarray | None] | None:
     """A table of strings and codes into it in the smallest unsigned type (None: the table is
     the column): `Coded`'s where the list says how it was made, else the distinct strings in
-    order of first appearance (hashing each string once); None where numpy could not give the
-    strings back (a NUL: numpy's strings drop trailing ones)."""
+    order of first appearance (hashing each string once). None, the list staying in the JSON,
+    where numpy could not give the strings back (a NUL: numpy's strings drop trailing ones) or
+    where the table, as wide as its longest string in every row, would hold more than
+    WIDER x the list's `text_bytes` in summary.json (one 20,000-character name among 10^4)."""
     table, codes = (values.table, values.codes) if isinstance(values, Coded) else \
         (list(dict.fromkeys(values)), None)
-    if "\x00" in "".join(table):
+    joined = "".join(table)
+    if "\x00" in joined:
         return None
-    try:
-        strings = np.array(table, dtype="S")            # ASCII: a byte a character
-    except UnicodeEncodeError:
-        strings = np.array(table, dtype=str)
+    ascii_ = joined.isascii()
+    width = max(map(len, table), default=0) * (1 if ascii_ else 4)
+    if len(table) * width > WIDER * text_bytes + 4096:
+        return None
+    strings = np.array(table, dtype="S" if ascii_ else str)     # ASCII: a byte a character
     if len(table) == len(values) and codes is None:
         return strings, None
     if codes is None:
@@ -136,11 +141,26 @@ def read(out: str, json_path: str) -> dict | None:
                 if kind == "n":
                     node[keys[-1]] = z[str(i)]
                 else:
-                    table = _text(z[f"t{i}"])
-                    node[keys[-1]] = table[z[f"t{i}c"]] if f"t{i}c" in z.files else table
+                    node[keys[-1]] = _strings(z, i)
     except Exception:  # noqa: BLE001 - damaged or of another layout: the JSON is the record
         return None
     return summary
+
+
+def _strings(z, i: int) -> np.ndarray:
+    """Text column i: its table, indexed by its codes where it has them; ValueError where the
+    arrays are not what `write` writes (a 1-D table of strings, 1-D unsigned codes into it)."""
+    table = z[f"t{i}"]
+    if table.ndim != 1 or table.dtype.kind not in "SU":
+        raise ValueError("not a table of strings")
+    table = _text(table)
+    if f"t{i}c" not in z.files:
+        return table
+    codes = z[f"t{i}c"]
+    if codes.ndim != 1 or codes.dtype.kind != "u" or (len(codes) and
+                                                      int(codes.max()) >= len(table)):
+        raise ValueError("codes outside the table")
+    return table[codes]
 
 
 def _text(table: np.ndarray) -> np.ndarray:
