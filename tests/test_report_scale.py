@@ -39,6 +39,20 @@ def test_client_numbers_follow_isdecimal(ascii_only):
     assert value[ok].tolist() == want
 
 
+def test_client_numbers_of_a_very_long_name_widen_nothing():
+    """A name too long to be "client" and 18 digits is no client and is not put in the byte
+    matrix: one 200,000-character name among 2,000 made a 400 MB one (a reader's review)."""
+    import tracemalloc
+    names = [f"client{k}" for k in range(2000)] + ["y" * 200_000, "client" + "7" * 18]
+    tracemalloc.start()
+    ok, value = client_numbers(names)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    want_ok, want = reference_numbers(names)
+    assert ok.tolist() == want_ok.tolist() and value[ok].tolist() == want
+    assert peak < 20e6
+
+
 def test_spread_is_more_than_one_distinct_point():
     rng = np.random.default_rng(2)
     for _ in range(300):

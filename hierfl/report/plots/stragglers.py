@@ -124,6 +124,13 @@ def client_numbers(names: list) -> tuple[np.ndarray, np.ndarray]:
     ASCII names are read as a matrix of bytes (10^6 names in ~0.1 s), others by numpy's
     string functions (str.isdecimal's digits, as int() reads them)."""
     prefix = b"client"
+    longest = len(prefix) + 18                      # (more digits than int64 holds: not one)
+    size = np.fromiter(map(len, names), np.int64, len(names))
+    if len(size) and size.max() > longest:          # one long name would widen every row
+        short = np.flatnonzero(size <= longest)
+        ok, value = np.zeros(len(size), bool), np.zeros(len(size), np.int64)
+        ok[short], value[short] = client_numbers([names[i] for i in short.tolist()])
+        return ok, value
     try:
         raw = np.array(names, dtype="S")            # ASCII only (else UnicodeEncodeError)
     except (UnicodeEncodeError, ValueError):
