@@ -41,6 +41,19 @@ PHASES = [
 ]
 
 
+def timed(owner, name: str, acc: dict[str, float], label: str) -> None:
+    """Replace owner.name by itself timed: its CPU seconds added to acc[label]."""
+    fn = getattr(owner, name)
+
+    def run(*a, **k):
+        c = time.process_time()
+        try:
+            return fn(*a, **k)
+        finally:
+            acc[label] = acc.get(label, 0.0) + time.process_time() - c
+    setattr(owner, name, functools.wraps(fn)(run))
+
+
 def instrument(acc: dict[str, float]) -> None:
     """Wrap every phase (where it is looked up: the module that calls it) in a timer."""
     for mod_name, path, label in PHASES:
@@ -48,36 +61,38 @@ def instrument(acc: dict[str, float]) -> None:
         *outer, name = path.split(".")
         for part in outer:
             owner = getattr(owner, part)
-        fn = getattr(owner, name)
-
-        def timed(*a, _fn=fn, _label=label, **k):
-            c = time.process_time()
-            try:
-                return _fn(*a, **k)
-            finally:
-                acc[_label] = acc.get(_label, 0.0) + time.process_time() - c
-        setattr(owner, name, functools.wraps(fn)(timed))
+        timed(owner, name, acc, label)
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def w2e_run(doc: str, repeat: int):
+    """The command line (--algo, --rounds, --repeat) and, on one torch thread, a function
+    giving W2E's (scenario, world, entry) in a folder."""
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
     ap.add_argument("--algo", type=int, default=0, help="0: fedavg, 1: scaffold")
     ap.add_argument("--rounds", type=int, default=100)
-    ap.add_argument("--repeat", type=int, default=4)
+    ap.add_argument("--repeat", type=int, default=repeat)
     args = ap.parse_args()
     import torch
 
     torch.set_num_threads(1)
     import run as bench
-    from hierfl.run import build_world, run_algorithm
+    from hierfl.run import build_world
+
+    def world_in(tmp: str):
+        sc = bench._scenario(bench.w2e(args.rounds), args.algo, args.rounds, "batched", tmp)
+        return sc, build_world(sc), sc.algorithms[0]
+    return args, world_in
+
+
+def main() -> None:
+    args, world_in = w2e_run(__doc__, 4)
+    from hierfl.run import run_algorithm
 
     acc: dict[str, float] = {}
     instrument(acc)
     best: dict[str, float] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        sc = bench._scenario(bench.w2e(args.rounds), args.algo, args.rounds, "batched", tmp)
-        world = build_world(sc)
-        entry = sc.algorithms[0]
+        sc, world, entry = world_in(tmp)
         for i in range(args.repeat + 1):           # the first run warms up, untimed
             acc.clear()
             c = time.process_time()

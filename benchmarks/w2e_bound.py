@@ -19,8 +19,6 @@ for bit) and the simulator's other per-round work.
 CPU seconds (time.process_time). Nothing is written to benchmarks/results."""
 from __future__ import annotations
 
-import argparse
-import functools
 import os
 import sys
 import tempfile
@@ -29,19 +27,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 sys.path.insert(0, HERE)
-
-
-def _timed(owner, name: str, acc: dict, label: str) -> None:
-    fn = getattr(owner, name)
-
-    @functools.wraps(fn)
-    def timed(*a, **k):
-        c = time.process_time()
-        try:
-            return fn(*a, **k)
-        finally:
-            acc[label] = acc.get(label, 0.0) + time.process_time() - c
-    setattr(owner, name, timed)
+from phases import timed, w2e_run  # noqa: E402
 
 
 class Free:
@@ -73,23 +59,16 @@ class Free:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--algo", type=int, default=0, help="0: fedavg, 1: scaffold")
-    ap.add_argument("--rounds", type=int, default=100)
-    ap.add_argument("--repeat", type=int, default=5)
-    args = ap.parse_args()
-    import torch
-
-    torch.set_num_threads(1)
+    args, world_in = w2e_run(__doc__, 5)
     import floor
     import run as bench
     from hierfl.exec import local
-    from hierfl.run import build_world, run_algorithm
+    from hierfl.run import run_algorithm
 
     acc: dict[str, float] = {}
-    _timed(floor, "train_round", acc, "train")
-    _timed(floor, "draw_batches", acc, "draws")
-    _timed(local.BatchedExecutor, "run", acc, "executor")
+    timed(floor, "train_round", acc, "train")
+    timed(floor, "draw_batches", acc, "draws")
+    timed(local.BatchedExecutor, "run", acc, "executor")
     best: dict[str, dict[str, float]] = {}
 
     def keep(what: str, whole: float) -> None:
@@ -98,9 +77,7 @@ def main() -> None:
             best[what] = row
 
     with tempfile.TemporaryDirectory() as tmp:
-        sc = bench._scenario(bench.w2e(args.rounds), args.algo, args.rounds, "batched", tmp)
-        world = build_world(sc)
-        entry = sc.algorithms[0]
+        sc, world, entry = world_in(tmp)
         fa = bench.floor_args(sc, entry, world)
         for i in range(args.repeat + 1):            # the first pass warms up, untimed
             for what in ("floor", "hierfl", "bound"):
