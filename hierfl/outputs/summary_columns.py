@@ -9,11 +9,12 @@ lies in summary.json, and its values: numbers as an int64 or float64 array (the 
 strings as a table (bytes where all are ASCII) and codes into it, table[codes] being the list
 (the topology's names and indices where a `Coded` list gives them, else the distinct strings in
 order of first appearance; no codes where the table is the list); and the SHA-256 of
-summary.json's bytes. `read` uses it only for a summary.json of those bytes (an edited one, or another run's,
-is read whole as JSON; a copied folder keeps the speed): it parses summary.json with those
-lists' text left out and puts arrays in their place (strings as a numpy str array; `as_list`
-gives json's list). The string columns are listed apart in the npz ("texts"), so a reader that
-knows only the numbers (hierfl before them) parses the strings from the JSON as it did."""
+summary.json's bytes. `read` uses it only for a summary.json of those bytes (an edited one, or
+another run's, is read whole as JSON; a copied folder keeps the speed): it parses summary.json
+with those lists' text left out and puts arrays in their place (strings as a numpy str array;
+`as_list` gives json's list). The string columns are listed apart in the npz ("texts"), so a
+reader that knows only the numbers (hierfl before them) parses the strings from the JSON as it
+did."""
 from __future__ import annotations
 
 import hashlib

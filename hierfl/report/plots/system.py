@@ -100,7 +100,7 @@ def _clients_by_speed(fig: plt.Figure, ax: plt.Axes, xs: list[float], y: float,
 def _by_class(values: np.ndarray, classes: list[str] | None, colours: list[str],
               what: str) -> list[tuple[np.ndarray, str, str]]:
     """One histogram set per class (in order of first appearance), or one for all."""
-    if isinstance(classes, np.ndarray):          # read from summary_columns.npz: str codes
+    if isinstance(classes, np.ndarray):          # a str array (summary_columns.read's)
         cls = classes
         if len(cls) != len(values) or not (cls != "").any():
             return [(values, what, colours[0])]
