@@ -28,6 +28,7 @@ except SystemExit as exc:
     code = exc.code
 sys.stdout.flush()
 print("\\nheavy:", sorted(m for m in ("torch._dynamo", "sklearn", "scipy") if m in sys.modules))
+print("networkx-imported:", "networkx" in sys.modules)
 print("torch-imported:", "torch" in sys.modules, "exit:", code)
 """
 
@@ -150,7 +151,9 @@ def test_digits_read_without_sklearn_are_load_digits_arrays(monkeypatch):
 def test_report_and_compare_import_no_torch(small_run, tmp_path):
     import shutil
 
-    assert not _probe("report", small_run)[0]
+    torch_imported, out = _probe("report", small_run)
+    assert not torch_imported
+    assert "networkx-imported: False" in out, out      # (reading a summary builds no graph)
     other = str(tmp_path / "other")             # (compare refuses one folder given twice)
     shutil.copytree(small_run, other)
     assert not _probe("compare", small_run, other, "--out", str(tmp_path / "cmp"))[0]

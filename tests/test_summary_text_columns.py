@@ -117,14 +117,14 @@ def test_bottom_groups_of_arrays_are_those_of_lists():
     np.testing.assert_allclose(got[5], want[5], rtol=1e-12)
 
 
-def test_a_coded_list_is_stored_by_its_own_table_and_codes(tmp_path):
-    """A `Coded` list (the topology's roles, parents, edges) is stored as its table and codes,
-    unused entries and all, in the smallest type; read back it is the list."""
-    from hierfl.topology.build import Coded
+def test_a_string_column_is_stored_by_its_own_table_and_codes(tmp_path):
+    """A `StringColumn` (the topology's roles, parents, edges) is stored as its table and
+    codes, unused entries and all, in the smallest type; read back it is the list."""
+    from hierfl.string_column import StringColumn
     table = ["cloud", "edge", "client", "künstlich"]
     codes = np.random.default_rng(7).integers(1, 4, 90)
-    role = Coded([table[c] for c in codes], table, codes)
-    names = Coded([f"n{k}" for k in range(90)])                 # its own table
+    role = StringColumn([table[c] for c in codes], table, codes)
+    names = StringColumn([f"n{k}" for k in range(90)])                 # its own table
     text, path = written(tmp_path, {"topology": {"nodes": {"role": role, "name": names}}})
     with np.load(path) as z:
         meta = json.loads(str(z["meta"]))
@@ -141,9 +141,9 @@ def test_a_very_long_name_keeps_its_column_in_the_json(tmp_path):
     """A table is as wide as its longest string in every row: one 20,000-character name among
     70 would make it 20x the list's text, so the column stays in the JSON (a reader's review:
     10^4 clients and such a name made a 421 MB npz and a MemoryError under a memory limit)."""
-    from hierfl.topology.build import Coded
-    names = Coded([f"client{k}" for k in range(70)] + ["x" * 20_000])
-    roles = Coded(["client"] * 71, ["client"], np.zeros(71, np.uint8))
+    from hierfl.string_column import StringColumn
+    names = StringColumn([f"client{k}" for k in range(70)] + ["x" * 20_000])
+    roles = StringColumn(["client"] * 71, ["client"], np.zeros(71, np.uint8))
     text, path = written(tmp_path, {"topology": {"nodes": {"name": names, "role": roles}}})
     got = read(tmp_path)
     assert isinstance(got["topology"]["nodes"]["name"], list)

@@ -41,7 +41,7 @@ def _write(obj: object, level: int, out: list[str], path: tuple[str, ...] | None
             _write(v, level + 1, out, None if path is None else path + (k,), spans, longest)
         out.append("\n" + " " * level + "}")
         return
-    if isinstance(obj, list) and len(obj) > LONG:          # (a list subclass: Coded)
+    if isinstance(obj, list) and len(obj) > LONG:          # (a list subclass: StringColumn)
         text = _scalars(obj, ",\n" + pad)
         if text is not None:
             tail = "\n" + " " * level + "]"

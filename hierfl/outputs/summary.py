@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from ..config.errors import ScenarioError
-from ..topology.build import Coded
+from ..string_column import StringColumn
 from . import summary_columns
 from .files import atomic_text, same_file
 from .jsontext import dumps_indent1
@@ -73,8 +73,8 @@ def topology_dict(topo: Any) -> dict:
     nodes = topo.node_table()               # from the topology's arrays (no graph walk)
     edges = list(topo.edges)
     return {"cloud": {"flops": _plain(float(topo.tree.flops[0]))}, "nodes": nodes,
-            "clients": Coded(list(topo.clients)),
-            "client_edge": Coded([edges[e] for e in topo.edge_of], edges, topo.edge_of),
+            "clients": StringColumn(list(topo.clients)),
+            "client_edge": StringColumn([edges[e] for e in topo.edge_of], edges, topo.edge_of),
             **class_dict(topo)}
 
 
@@ -86,7 +86,7 @@ def class_dict(topo: Any) -> dict:
     def classes(key: str) -> list[str]:          # no classes: "" each, coded as such
         given = list(getattr(topo, key, ()) or [""] * n)
         return given if given.count("") < len(given) else \
-            Coded(given, [""], np.zeros(len(given), np.uint8))
+            StringColumn(given, [""], np.zeros(len(given), np.uint8))
     return {"device_class": classes("device_class"), "link_class": classes("link_class"),
             "tier_names": list(getattr(topo, "tier_names", ("cloud", "edge", "client"))),
             "levels": list(getattr(topo, "levels", {"client_edge": "", "edge_cloud": ""}))}

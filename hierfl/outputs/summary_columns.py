@@ -7,8 +7,8 @@ summary.json is written as before, with the same bytes, and stays the record. Th
 each list of at least LONG plain ints, finite floats or strings, its key path, where its text
 lies in summary.json, and its values: numbers as an int64 or float64 array (the same numbers);
 strings as a table (bytes where all are ASCII) and codes into it, table[codes] being the list
-(the topology's names and indices where a `Coded` list gives them, else the distinct strings in
-order of first appearance; no codes where the table is the list); and the SHA-256 of
+(the topology's names and indices where a `StringColumn` gives them, else the distinct strings
+in order of first appearance; no codes where the table is the list); and the SHA-256 of
 summary.json's bytes. `read` uses it only for a summary.json of those bytes (an edited one, or
 another run's, is read whole as JSON; a copied folder keeps the speed): it parses summary.json
 with those lists' text left out and puts arrays in their place (strings as a numpy str array;
@@ -25,7 +25,7 @@ import os
 
 import numpy as np
 
-from ..topology.build import Coded
+from ..string_column import StringColumn
 from .files import atomic_npz
 from .jsontext import Span
 
@@ -85,12 +85,12 @@ def write(out: str, text: str, spans: list[Span]) -> str | None:
 
 def _codes(values: list[str], text_bytes: int) -> tuple[np.ndarray, np.ndarray | None] | None:
     """A table of strings and codes into it in the smallest unsigned type (None: the table is
-    the column): `Coded`'s where the list says how it was made, else the distinct strings in
+    the column): `StringColumn`'s where the list says how it was made, else the distinct strings in
     order of first appearance (hashing each string once). None, the list staying in the JSON,
     where numpy could not give the strings back (a NUL: numpy's strings drop trailing ones) or
     where the table, as wide as its longest string in every row, would hold more than
     WIDER x the list's `text_bytes` in summary.json (one 20,000-character name among 10^4)."""
-    table, codes = (values.table, values.codes) if isinstance(values, Coded) else \
+    table, codes = (values.table, values.codes) if isinstance(values, StringColumn) else \
         (list(dict.fromkeys(values)), None)
     joined = "".join(table)
     if "\x00" in joined:

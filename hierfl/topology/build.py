@@ -20,6 +20,7 @@ from .. import seeding
 from ..config.errors import Problems
 from ..config.limits import MAX_LATENCY_S, MIN_BANDWIDTH_BPS, MIN_FLOPS
 from ..config.topology import LinkSpec, TopologySpec
+from ..string_column import StringColumn
 from .dist import draw
 from .power import bad_powers, client_powers, drawn_power_problems
 from .traces import read_devices
@@ -279,20 +280,10 @@ def check_tree(tree: Tree, file: str = "") -> None:
     p.raise_if_any()
 
 
-class Coded(list):
-    """A column of strings (a list: what summary.json holds) that also says how it was made:
-    `table[codes[i]]` is item i (`codes` None: every item is its own entry), so that
-    summary_columns.npz stores it without hashing 10^6 strings."""
-
-    def __init__(self, items: list, table: list | None = None, codes: np.ndarray | None = None):
-        super().__init__(items)
-        self.table, self.codes = (items, None) if table is None else (table, codes)
-
-
 def node_table(tree: Tree, client_rows: np.ndarray) -> dict[str, list]:
     """summary.json's `nodes`: the aggregators (by depth, then natural name order) then the
     clients (by id), each with role, parent, depth, FLOP/s and the link to its parent (roles
-    and parents as `Coded` lists)."""
+    and parents as `StringColumn`s)."""
     t = tree
     aggs = np.flatnonzero(t.role == AGGREGATOR)
     names = t.names
@@ -304,9 +295,10 @@ def node_table(tree: Tree, client_rows: np.ndarray) -> dict[str, list]:
     roles = ["cloud", "edge", "client"]          # by CLOUD, AGGREGATOR, CLIENT
     parents, up = np.unique(t.parent[rows], return_inverse=True)
     parent_names = [names[p] for p in parents.tolist()]
-    return {"name": Coded([names[r] for r in rows.tolist()]),         # distinct
-            "role": Coded(np.array(roles)[t.role[rows]].tolist(), roles, t.role[rows]),
-            "parent": Coded([parent_names[i] for i in up.tolist()], parent_names, up),
+    return {"name": StringColumn([names[r] for r in rows.tolist()]),     # distinct
+            "role": StringColumn(np.array(roles)[t.role[rows]].tolist(), roles,
+                                 t.role[rows]),
+            "parent": StringColumn([parent_names[i] for i in up.tolist()], parent_names, up),
             "depth": t.depth[rows].tolist(), "flops": t.flops[rows].tolist(),
             "latency_up_s": t.lat_up[rows].tolist(), "up_Bps": t.bw_up[rows].tolist(),
             "latency_down_s": t.lat_down[rows].tolist(), "down_Bps": t.bw_down[rows].tolist()}
