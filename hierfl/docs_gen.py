@@ -172,8 +172,9 @@ def generate() -> str:
              md_table(rows(LocalSpec)), "",
              "Keys of each direction of `compress:` (`up`, `down`, `edge_up`, `edge_down`):", "",
              md_table(rows(CodecSpec)), ""]
-    for name in sorted(n for n in REGISTRY if REGISTRY.is_builtin(n)):
-        parts += _builtin_section(name, REGISTRY.info(name))
+    for name in REGISTRY:
+        if REGISTRY.is_builtin(name):
+            parts += _algorithm_section(REGISTRY.declaration(name))
     parts += _plugin_sections()
     return "\n".join(parts).rstrip("\n") + "\n"
 
@@ -182,47 +183,23 @@ def _builtin(obj: Any) -> bool:
     return getattr(obj, "__module__", "").startswith("hierfl.")
 
 
-def _builtin_section(name: str, info: Any) -> list[str]:
-    """A built-in algorithm's section from the registry's torch-free facts and its module's
-    docstring, read from the source without importing the module (torch): `hierfl docs`
-    imports no torch."""
-    import ast
-    import importlib.util
-    from types import SimpleNamespace
-
-    from .algorithms.registry import BUILTIN
-
-    module = f"hierfl.algorithms.{BUILTIN[name].module}" if name in BUILTIN else None
-    spec = importlib.util.find_spec(module) if module else None
-    if spec is None or not spec.origin:                 # a built-in registered otherwise
-        from .algorithms.registry import REGISTRY
-
-        return _algorithm_section(name, REGISTRY[name], page=True)
-    with open(spec.origin, encoding="utf-8") as fh:
-        doc = ast.get_docstring(ast.parse(fh.read()))
-    facts = SimpleNamespace(__module__=module, __doc__=None, Params=info.Params,
-                            hierarchical=info.hierarchical, supports_gamma=info.supports_gamma,
-                            personalised=info.personalised)
-    return _algorithm_section(name, facts, page=True, module_doc=doc)
-
-
-def _algorithm_section(name: str, cls: Any, page: bool,
-                       module_doc: str | None = None) -> list[str]:
-    """One algorithm: its docstring's first paragraph, its kind, its hyperparameters; built-ins
-    link their page, a plugin's names its file."""
-    mod = sys.modules.get(cls.__module__)
+def _algorithm_section(decl: Any) -> list[str]:
+    """One algorithm, from its torch-free declaration: the first paragraph of its docstring (a
+    built-in's package, a plugin class's own), its kind, its hyperparameters; built-ins link
+    their page, a plugin's names its file."""
+    name, caps = decl.name, decl.facts.caps
+    mod = sys.modules.get(decl.origin)
     traits = ["hierarchical (edge rounds inside each cloud round)"
-              if getattr(cls, "hierarchical", False) else "flat (edges relay every message)"]
-    if getattr(cls, "personalised", False):
+              if caps.hierarchical else "flat (edges relay every message)"]
+    if caps.personalised:
         traits.append("personalised models")
-    if not getattr(cls, "supports_gamma", True):
+    if not caps.supports_gamma:
         traits.append("no gamma-inexact stops")
-    where = (f" Page: [algorithms/{name}.md](algorithms/{name}.md)." if page
-             else f" Defined in `{getattr(mod, '__file__', cls.__module__)}`.")
-    doc = cls.__doc__ if not page and cls.__doc__ else \
-        (module_doc if module_doc is not None else mod.__doc__ if mod else "")
-    params = cls.Params
-    prows = rows(params) if dataclasses.is_dataclass(params) else []
+    own = getattr(decl.obj, "__doc__", None) if not decl.builtin else None
+    doc = own or (mod.__doc__ if mod else "")
+    where = (f" Page: [algorithms/{name}.md](algorithms/{name}.md)." if decl.builtin
+             else f" Defined in `{getattr(mod, '__file__', decl.origin)}`.")
+    prows = rows(decl.params) if dataclasses.is_dataclass(decl.params) else []
     return [f"### {name}", "", _first_paragraph(doc), "",
             f"Kind: {'; '.join(traits)}.{where}", "",
             md_table(prows) if prows else "No hyperparameters.", ""]
@@ -260,7 +237,7 @@ def _plugin_sections() -> list[str]:
     parts = ["## Plugins", "", "Registered by the plugin files loaded with this page "
              "(`--plugin FILE`, a scenario's `plugins:`).", ""]
     for name in algs:
-        parts += _algorithm_section(name, REGISTRY[name], page=False)
+        parts += _algorithm_section(REGISTRY.declaration(name))
     for title, names, table, skip in (("model", models, MODELS, 2), ("data set", sets, DATASETS, 2)):
         for name in names:
             fn = table[name].factory if title == "model" else table[name].loader

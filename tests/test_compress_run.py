@@ -284,7 +284,7 @@ def test_ifca_uploads_are_coded_against_their_cluster_model(tmp_path, monkeypatc
     """IFCA's clients train from their cluster's model; their uploads are coded as the
     difference from it (with top-1: one coordinate off it per row), and `down`, which would
     code one broadcast model the clients do not train from, is refused."""
-    from hierfl.algorithms.ifca import IFCA
+    from hierfl.algorithms.ifca.algorithm import IFCA
     seen = []
     plain = IFCA.server_update
 

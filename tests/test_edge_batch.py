@@ -15,8 +15,8 @@ import yaml
 
 import pytest
 
-from hierfl.algorithms.fedopt import FedOpt
-from hierfl.algorithms.hierfavg import HierFAVG
+from hierfl.algorithms.fedopt.algorithm import FedOpt
+from hierfl.algorithms.hierfavg.algorithm import HierFAVG
 from hierfl.exec.local import BatchedExecutor
 from hierfl.run import build_world, run_algorithm
 from hierfl.scenario.load import load

@@ -160,28 +160,28 @@ def test_report_and_compare_import_no_torch(small_run, tmp_path):
 
 
 # ------------------------------------------------------------------- the algorithm registry
-def test_builtin_facts_agree_with_the_classes():
-    """The loader reads Params and flags from BUILTIN without importing the algorithm: they
-    must be the class's own, and every algorithm module of the package must be listed."""
+def test_builtin_declarations_are_their_classes():
+    """Every Algorithm class of the package is declared once, in its package's torch-free
+    __init__.py, and takes its Params and caps from that declaration."""
     from hierfl.algorithms import base
-    from hierfl.algorithms.registry import BUILTIN, REGISTRY
+    from hierfl.algorithms.registry import REGISTRY
 
     found = {}
     pkg = importlib.import_module("hierfl.algorithms")
-    for m in pkgutil.iter_modules(pkg.__path__):
-        module = importlib.import_module(f"hierfl.algorithms.{m.name}")
+    for m in pkgutil.walk_packages(pkg.__path__, "hierfl.algorithms."):
+        module = importlib.import_module(m.name)
         for obj in vars(module).values():
             if isinstance(obj, type) and issubclass(obj, base.Algorithm) and \
                     obj.__dict__.get("name") and obj.__module__ == module.__name__:
                 found[obj.name] = obj
-    assert sorted(found) == sorted(BUILTIN)
+    assert sorted(found) == sorted(REGISTRY) and len(found) >= 19
     for name, cls in found.items():
-        info = REGISTRY.info(name)
+        decl = REGISTRY.declaration(name)
         assert REGISTRY[name] is cls
-        assert (info.Params, info.hierarchical, info.supports_gamma, info.personalised,
-                info.codes_down) == (cls.Params, cls.hierarchical, cls.supports_gamma,
-                                     cls.personalised, cls.codes_down), name
-        assert dataclasses.is_dataclass(info.Params)
+        assert decl.builtin and decl.origin == cls.__module__.rsplit(".", 1)[0], name
+        assert (cls.Params, cls.caps) == (decl.params, decl.facts.caps), name
+        assert cls.hierarchical == decl.facts.caps.hierarchical
+        assert dataclasses.is_dataclass(decl.params)
 
 
 def test_a_lookup_imports_only_what_it_names():
@@ -189,7 +189,7 @@ def test_a_lookup_imports_only_what_it_names():
             "assert 'fedprox' in REGISTRY and 'nope' not in REGISTRY; "
             "REGISTRY.info('scaffold'); assert 'torch' not in sys.modules; "
             "assert REGISTRY['fedprox'].name == 'fedprox'; assert 'torch' in sys.modules; "
-            "assert 'hierfl.algorithms.scaffold' not in sys.modules; print('ok')")
+            "assert 'hierfl.algorithms.scaffold.algorithm' not in sys.modules; print('ok')")
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
                           text=True, env={**os.environ, "PYTHONPATH": ROOT}, timeout=120)
     assert proc.stdout.strip() == "ok", proc.stderr
@@ -201,12 +201,11 @@ def test_predicted_state_bytes_equal_the_measured_ones(tmp_path):
     measures by initialising each built-in (and IFCA with 3 clusters)."""
     from conftest import make_scenario
 
-    from hierfl.algorithms.registry import BUILTIN
-    from hierfl.algorithms.state_size import predicted_bytes
+    from hierfl.algorithms.registry import REGISTRY, predicted_bytes
     from hierfl.run.world import build_world, state_bytes
     from hierfl.scenario.load import load
 
-    algos = [{"name": n} for n in sorted(BUILTIN)] + [{"name": "ifca", "label": "ifca3",
+    algos = [{"name": n} for n in REGISTRY] + [{"name": "ifca", "label": "ifca3",
                                                          "clusters": 3}]
     sc = load(make_scenario(tmp_path, algorithms=algos, topology__clients__count=7))
     world = build_world(sc)

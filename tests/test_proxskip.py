@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from hierfl.algorithms.proxskip import communication_steps
+from hierfl.algorithms.proxskip.algorithm import communication_steps
 
 from conftest import run_outputs
 from test_algorithms_drift import COUNTS, fedavg_fixed_point, hess, minimiser, quad_data, scenario

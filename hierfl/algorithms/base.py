@@ -19,7 +19,8 @@ driver never uses it again), so a round costs no copy of the whole client table.
 `Algorithm` is also the thin driver the engine calls (`init`, `program`, `finish`, `aggregate`,
 `cloud_aggregate`, `downlink`, `state_tensors`, ...): it holds the current State and applies the
 transitions, so a checkpoint is the State's tensors and nothing else. The engine-facing flags
-(`hierarchical`, `linear_aggregate`, ...) are derived from one declaration, `caps`; an edge's
+(`hierarchical`, `linear_aggregate`, ...) are derived from one declaration, `caps` (a built-in's
+comes from its package's `declare_algorithm`, registry.py); an edge's
 state during a cloud round (`edge_start` ... `edge_upload`) is passed in and returned."""
 from __future__ import annotations
 
@@ -33,6 +34,7 @@ import torch
 from ..learn.solver import LocalProgram, SolveResult
 from ..models.functional import Model
 from ..config.schema import LocalSpec
+from .registry import Capabilities, declared_for
 
 
 @dataclass(frozen=True)
@@ -102,24 +104,6 @@ class State:
         return State(tensors["w"].clone(), parts["server"], parts["clients"])
 
 
-@dataclass(frozen=True)
-class Capabilities:
-    """What the engine may assume of an algorithm (one declaration per algorithm, `caps`)."""
-
-    hierarchical: bool = False      # edge rounds inside each cloud round (edge_* transitions)
-    linear_aggregate: bool = False  # server_update is the n_k-weighted mean of the uploads
-    drops_stragglers: bool = False  # stragglers.drop: auto discards their work
-    supports_gamma: bool = True     # the local program has one objective (gamma stops)
-    personalised: bool = False      # personal(state) gives one model per client
-    upload_tensors: int = 1         # model-sized tensors per client upload (planning, checked)
-    asynchronous: bool = False      # train.round fedasync / fedbuff: the upload is the client's
-    #                                 model, the server step a weighted mean (no other state)
-    async_edges: bool = False       # train.edge_round fedasync / fedbuff: the edge rule is a
-    #                                 mean of client models (then the edge's own step)
-    codes_down: bool = True         # compress.down codes the model the clients start from
-    #                                 (False: they start from models of their own choice, IFCA)
-
-
 class Algorithm:
     """FedAvg's transitions, no server or client state; subclasses override what differs."""
 
@@ -135,7 +119,11 @@ class Algorithm:
     upload_tensors: ClassVar[int]
 
     def __init_subclass__(cls, **kw: Any) -> None:
+        """A built-in's Params and caps are its declaration's (the package's __init__.py)."""
         super().__init_subclass__(**kw)
+        decl = declared_for(cls)
+        if decl is not None:
+            cls.Params, cls.caps = decl.params, decl.facts.caps
         _derive_flags(cls)
 
     def __init__(self, params: Any, setup: Setup):

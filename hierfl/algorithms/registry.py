@@ -1,21 +1,93 @@
-"""Algorithms by scenario name. The built-ins are listed here with their module, class and
-torch-free facts (Params, whether hierarchical, whether gamma stops apply): the loader and
-`hierfl validate` read those without importing the algorithm (torch); the class is imported when
-first looked up (`REGISTRY[name]`). Adding an algorithm is one module (an Algorithm subclass
-with `name`, its Params in `params.py`), a line in BUILTIN and a test (`tests/test_fixed_costs.py`
-checks BUILTIN against the classes). Code outside the package (a plugin file) adds one with
-`hierfl.register_algorithm(cls)`."""
+"""Algorithms by scenario name, each declared once next to its code (hierfl/registry.py).
+
+A built-in algorithm is a package `hierfl/algorithms/<name>/`. Its `__init__.py` is the
+torch-free declaration: the module docstring states the objective in the paper's notation, and
+its Params dataclass (every key with `spec(default, doc, check=...)`) carries the decorator
+
+    @declare_algorithm("fedprox", code="hierfl.algorithms.fedprox.algorithm:FedProx",
+                       caps=Capabilities(linear_aggregate=True), state=StateSize(fixed=1))
+    @dataclass(frozen=True)
+    class FedProxParams: ...
+
+`algorithm.py` holds the transitions (torch); its class takes `Params` and `caps` from the
+declaration. `hierfl validate`, `hierfl docs` and the generated reference read declarations and
+never import torch; `REGISTRY[name]` imports the class. A plugin registers a class with
+`hierfl.register_algorithm(cls)` (its Params and caps on the class), or declares it lazily with
+`declare_algorithm` like the built-ins."""
 from __future__ import annotations
 
 import dataclasses
-import importlib
-from collections.abc import Iterator, MutableMapping
-from typing import TYPE_CHECKING, Any, NamedTuple
+import sys
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 
-from . import params as P
+from ..config.fields import all_of, at_most, each, positive, spec
+from ..registry import Declaration, Registry
 
 if TYPE_CHECKING:
     from .base import Algorithm
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What the engine may assume of an algorithm (one declaration per algorithm)."""
+
+    hierarchical: bool = False      # edge rounds inside each cloud round (edge_* transitions);
+    #                                 its Params then extend EdgeRounds (the schedule's keys)
+    linear_aggregate: bool = False  # server_update is the n_k-weighted mean of the uploads
+    drops_stragglers: bool = False  # stragglers.drop: auto discards their work
+    supports_gamma: bool = True     # the local program has one objective (gamma stops)
+    personalised: bool = False      # personal(state) gives one model per client
+    upload_tensors: int = 1         # model-sized tensors per client upload (planning, checked)
+    asynchronous: bool = False      # train.round fedasync / fedbuff: the upload is the client's
+    #                                 model, the server step a weighted mean (no other state)
+    async_edges: bool = False       # train.edge_round fedasync / fedbuff: the edge rule is a
+    #                                 mean of client models (then the edge's own step)
+    codes_down: bool = True         # compress.down codes the model the clients start from
+    #                                 (False: they start from models of their own choice, IFCA)
+
+
+@dataclass(frozen=True)
+class EdgeRounds:
+    """The schedule of a hierarchical algorithm (declared here once; its Params extend it)."""
+
+    edge_rounds: int = spec(1, "edge aggregations per cloud round (HierFAVG's kappa2, "
+                            "pFedMac-SH's R)", check=all_of(positive, at_most(1e5)))
+
+
+@dataclass(frozen=True)
+class TierRounds(EdgeRounds):
+    """EdgeRounds for trees deeper than client -> edge -> cloud."""
+
+    tier_rounds: list[int] | None = spec(
+        None, "deeper trees: rounds per aggregator tier, from the top (overrides edge_rounds)",
+        check=each(positive))
+
+
+@dataclass(frozen=True)
+class StateSize:
+    """The bytes of an algorithm's state (State.tensors: the model, the server's and every
+    client's tensors) for N clients and P float32 parameters: 4 P (fixed + N per_client) +
+    fixed_bytes + N client_bytes. `hierfl validate` refuses a state over train.max_state_gb
+    with it; the tests check it against the state a run initialises."""
+
+    fixed: int = 1              # model-sized float32 tensors kept once (the global model, ...)
+    per_client: int = 0         # model-sized float32 tensors per client
+    fixed_bytes: int = 0        # other bytes kept once
+    client_bytes: int = 0       # other bytes per client
+
+    def bytes(self, n_clients: int, n_params: int) -> int:
+        return 4 * n_params * self.fixed + self.fixed_bytes + \
+            n_clients * (4 * n_params * self.per_client + self.client_bytes)
+
+
+@dataclass(frozen=True)
+class AlgorithmFacts:
+    caps: Capabilities
+    state: StateSize | Callable[[Any], StateSize] | None = None   # None: measured (a plugin's)
+
+    def state_size(self, params: Any) -> StateSize | None:
+        return self.state(params) if callable(self.state) else self.state
 
 
 class Info(NamedTuple):
@@ -24,99 +96,75 @@ class Info(NamedTuple):
     Params: type
     hierarchical: bool
     supports_gamma: bool
-    personalised: bool = False      # one model per client (docs: its kind)
-    codes_down: bool = True         # compress.down applies (Capabilities.codes_down)
+    personalised: bool = False
+    codes_down: bool = True
 
 
-class Builtin(NamedTuple):
-    module: str             # hierfl.algorithms.<module>
-    cls: str
-    info: Info
-
-
-def _b(module: str, cls: str, params: type, hierarchical: bool = False,
-       supports_gamma: bool = True, personalised: bool = False,
-       codes_down: bool = True) -> Builtin:
-    return Builtin(module, cls, Info(params, hierarchical, supports_gamma, personalised,
-                                     codes_down))
-
-
-BUILTIN: dict[str, Builtin] = {
-    "apfl": _b("apfl", "APFL", P.APFLParams, supports_gamma=False, personalised=True),
-    "ditto": _b("ditto", "Ditto", P.DittoParams, supports_gamma=False, personalised=True),
-    "fedavg": _b("fedavg", "FedAvg", P.FedAvgParams),
-    "feddc": _b("feddc", "FedDC", P.FedDCParams),
-    "feddyn": _b("feddyn", "FedDyn", P.FedDynParams),
-    "fedprox": _b("fedprox", "FedProx", P.FedProxParams),
-    "hierfavg": _b("hierfavg", "HierFAVG", P.HierFAVGParams, hierarchical=True),
-    "pfedmac": _b("pfedmac", "PFedMac", P.PFedMacParams, supports_gamma=False, personalised=True),
-    "pfedmac_sh": _b("pfedmac_sh", "PFedMacSH", P.PFedMacSHParams, hierarchical=True,
-                     supports_gamma=False, personalised=True),
-    "pfedme": _b("pfedme", "PFedMe", P.PFedMeParams, supports_gamma=False, personalised=True),
-    "scaffold": _b("scaffold", "Scaffold", P.ScaffoldParams),
-    "fedadam": _b("fedopt", "FedAdam", P.FedAdamParams, hierarchical=True),
-    "fedyogi": _b("fedopt", "FedYogi", P.FedAdamParams, hierarchical=True),
-    "fedadagrad": _b("fedopt", "FedAdagrad", P.FedAdagradParams, hierarchical=True),
-    "fedsplit": _b("fedsplit", "FedSplit", P.FedSplitParams),
-    "feddr": _b("feddr", "FedDR", P.FedDRParams),
-    "fedpd": _b("fedpd", "FedPD", P.FedPDParams),
-    "proxskip": _b("proxskip", "ProxSkip", P.ProxSkipParams, supports_gamma=False),
-    "ifca": _b("ifca", "IFCA", P.IFCAParams, supports_gamma=False, personalised=True,
-               codes_down=False),
-}
-
-
-class Registry(MutableMapping):
-    """name -> Algorithm subclass; a built-in's class is imported on first lookup."""
-
-    def __init__(self) -> None:
-        self._items: dict[str, Any] = dict(BUILTIN)      # a Builtin until looked up
-
-    def __getitem__(self, name: str) -> "type[Algorithm]":
-        item = self._items[name]
-        if isinstance(item, Builtin):
-            module = importlib.import_module(f"{__package__}.{item.module}")
-            item = self._items[name] = getattr(module, item.cls)
-        return item
-
-    def __setitem__(self, name: str, cls: "type[Algorithm]") -> None:
-        self._items[name] = cls
-
-    def __delitem__(self, name: str) -> None:
-        del self._items[name]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._items)
-
-    def __len__(self) -> int:
-        return len(self._items)
-
-    def __contains__(self, name: object) -> bool:      # without importing (Mapping's looks up)
-        return name in self._items
-
+class AlgorithmRegistry(Registry):
     def info(self, name: str) -> Info:
-        """Params and flags of `name` (KeyError when unknown), importing nothing."""
-        item = self._items[name]
-        if isinstance(item, Builtin):
-            return item.info
-        return Info(item.Params, item.hierarchical, item.supports_gamma,
-                    bool(getattr(item, "personalised", False)),
-                    bool(getattr(item, "codes_down", True)))
+        """Params and flags of `name` (KeyError when unknown), importing no code."""
+        decl = self.declaration(name)
+        caps = decl.facts.caps
+        return Info(decl.params, caps.hierarchical, caps.supports_gamma, caps.personalised,
+                    caps.codes_down)
 
-    def is_builtin(self, name: str) -> bool:
-        item = self._items.get(name)
-        return isinstance(item, Builtin) or \
-            getattr(item, "__module__", "").startswith("hierfl.")
+    def caps(self, name: str) -> Capabilities:
+        return self.declaration(name).facts.caps
 
 
-REGISTRY = Registry()
+def _describe(cls: Any) -> dict[str, Any]:
+    return {"params": cls.Params, "facts": AlgorithmFacts(cls.caps),
+            "summary": _first_line(cls.__doc__ or "")}
+
+
+REGISTRY = AlgorithmRegistry("algorithm", __package__, describe=_describe)
+ALGORITHMS = REGISTRY
+
+
+def _first_line(doc: str) -> str:
+    return doc.strip().split("\n")[0].strip()
+
+
+def _check_params(name: str, params: Any, caps: Capabilities) -> None:
+    if not (isinstance(params, type) and dataclasses.is_dataclass(params)):
+        raise TypeError(f"algorithm {name!r}: its Params must be a dataclass of its "
+                        "hyperparameters (an empty @dataclass(frozen=True) class when it has "
+                        "none)")
+    if caps.hierarchical != issubclass(params, EdgeRounds):
+        raise TypeError(f"algorithm {name!r}: a hierarchical algorithm's Params extend "
+                        "hierfl.algorithms.registry.EdgeRounds (or TierRounds), a flat one's "
+                        "do not")
+
+
+def declare_algorithm(name: str, *, code: str, caps: Capabilities = Capabilities(),
+                      state: StateSize | Callable[[Any], StateSize] | None = None,
+                      summary: str = "") -> Callable[[type], type]:
+    """Declare algorithm `name` on its Params dataclass, without importing its class:
+    `code` is "module:Class" (imported when the algorithm first runs)."""
+    def deco(params: type) -> type:
+        _check_params(name, params, caps)
+        module = params.__module__
+        doc = summary or _first_line(getattr(sys.modules.get(module), "__doc__", "") or "")
+        REGISTRY.declare(Declaration("algorithm", name, code, params,
+                                     AlgorithmFacts(caps, state), doc, module))
+        return params
+    return deco
+
+
+def declared_for(cls: type) -> Declaration | None:
+    """The declaration whose code is class `cls` (a built-in's), or None."""
+    name = cls.__dict__.get("name", "")
+    decl = REGISTRY.declared(name) if isinstance(name, str) and name else None
+    if decl is not None and decl.code == f"{cls.__module__}:{cls.__qualname__}":
+        return decl
+    return None
 
 
 def register_algorithm(cls: "type[Algorithm]") -> "type[Algorithm]":
     """Make `cls` (an Algorithm subclass with a `name` and a frozen dataclass `Params`) the
     algorithm of `algorithms: [{name: <cls.name>, ...}]`. Usable as a class decorator; registering
     the same class again is a no-op, another class under a taken name is an error."""
-    from .base import Algorithm
+    from .base import Algorithm     # torch: only a class given here needs it
 
     if not (isinstance(cls, type) and issubclass(cls, Algorithm)) or cls is Algorithm:
         raise TypeError(f"register_algorithm takes a subclass of hierfl.algorithms.base."
@@ -124,23 +172,18 @@ def register_algorithm(cls: "type[Algorithm]") -> "type[Algorithm]":
     name = cls.__dict__.get("name", "")
     if not isinstance(name, str) or not name:
         raise TypeError(f"{cls.__name__} needs a class attribute name = '<scenario name>'")
-    params = cls.Params
-    if not (isinstance(params, type) and dataclasses.is_dataclass(params)):
-        raise TypeError(f"{cls.__name__}.Params must be a dataclass of its hyperparameters "
-                        "(an empty @dataclass(frozen=True) class when it has none)")
-    have = REGISTRY.get(name)
-    if have is not None and have is not cls and not _same(have, cls):
-        raise ValueError(f"algorithm name {name!r} is taken by {have.__module__}."
-                         f"{have.__qualname__}; choose another name")
-    REGISTRY[name] = cls
+    _check_params(name, cls.Params, cls.caps)
+    if declared_for(cls) is None:
+        REGISTRY[name] = cls
     return cls
-
-
-def _same(a: type, b: type) -> bool:
-    """The same class defined again (a plugin module imported anew in this process)."""
-    return (a.__module__, a.__qualname__) == (b.__module__, b.__qualname__) and \
-        not a.__module__.startswith("hierfl.")
 
 
 def get(name: str) -> "type[Algorithm]":
     return REGISTRY[name]
+
+
+def predicted_bytes(name: str, params: Any, n_clients: int, n_params: int) -> int | None:
+    """Bytes of `name`'s state for n_clients x n_params (float32 models); None: not known
+    without building the algorithm (a plugin's that declares no StateSize)."""
+    size = REGISTRY.declaration(name).facts.state_size(params)
+    return None if size is None else size.bytes(n_clients, n_params)

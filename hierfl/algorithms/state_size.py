@@ -1,7 +1,6 @@
-"""The bytes of a built-in algorithm's state (State.tensors: the model, the server's and every
-client's tensors), known without torch, and the refusal of a state larger than
-`train.max_state_gb`. `hierfl run` measures a state by initialising the algorithm for one and
-two clients (run/world.py `state_bytes`); `hierfl validate` uses the counts below, which
+"""The refusal of an algorithm state larger than `train.max_state_gb`. `hierfl run` measures a
+state by initialising the algorithm for one and two clients (run/world.py `state_bytes`);
+`hierfl validate` uses each algorithm's declared StateSize (registry.py), which
 tests/test_fixed_costs.py checks against that measurement for every built-in, so both refuse the
 same scenarios with the same message."""
 from __future__ import annotations
@@ -10,37 +9,7 @@ from typing import Any, Callable
 
 from ..config.errors import Problem, ScenarioError
 from ..config.limits import memory_limit
-
-# name -> params -> (model-sized float32 tensors kept once, other bytes kept once,
-#                    model-sized tensors per client, other bytes per client)
-Counts = Callable[[Any], tuple[int, int, int, int]]
-
-
-def _c(fixed: int, per_client: int = 0, fixed_b: int = 0, client_b: int = 0) -> Counts:
-    return lambda p: (fixed, fixed_b, per_client, client_b)
-
-
-STATE: dict[str, Counts] = {
-    "fedavg": _c(1), "fedprox": _c(1), "hierfavg": _c(1),
-    "fedadam": _c(3), "fedyogi": _c(3), "fedadagrad": _c(3),
-    "scaffold": _c(2, 1), "feddyn": _c(2, 1), "feddc": _c(3, 2),
-    "ditto": _c(1, 1), "pfedme": _c(1, 1), "pfedmac": _c(1, 1), "pfedmac_sh": _c(1, 1),
-    "fedsplit": _c(1, 1), "proxskip": _c(1, 1), "feddr": _c(1, 2),
-    "apfl": _c(1, 2, 0, 4),                         # + alpha (float32) per client
-    "fedpd": _c(1, 2, 8, 8),                        # + a float64 counter, + last round each
-    "ifca": lambda p: (1 + p.clusters, 4, 0, 4),    # k cluster models, rounds; cluster ids
-}
-
-
-def predicted_bytes(name: str, params: Any, n_clients: int, n_params: int) -> int | None:
-    """Bytes of `name`'s state for n_clients x n_params (float32 models); None: not known
-    without building the algorithm (a plugin's)."""
-    counts = STATE.get(name)
-    if counts is None:
-        return None
-    fixed, fixed_b, per_client, client_b = counts(params)
-    return 4 * n_params * fixed + fixed_b + n_clients * (4 * n_params * per_client + client_b)
-
+from .registry import predicted_bytes
 
 def state_problem(sc: Any, index: int, entry: Any, n_clients: int, n_params: int,
                   size: float | None) -> Problem | None:

@@ -155,7 +155,7 @@ def _hyperparameters(cls: Any, name: str, hp: dict, p: Problems, key: str) -> di
 
 def _algorithms(raw: dict, p: Problems) -> list[AlgorithmEntry]:
     """Validate every algorithm entry (even when other sections are wrong)."""
-    from ..algorithms.registry import REGISTRY
+    from ..algorithms.registry import REGISTRY, EdgeRounds, TierRounds
 
     items = raw.get("algorithms")
     if not isinstance(items, list):
@@ -224,8 +224,8 @@ def _algorithms(raw: dict, p: Problems) -> list[AlgorithmEntry]:
             p.add(where, local.gamma, f"{name} ({key}) has no single local objective; gamma "
                   "stops are not defined for it")
         # the schedule, read once here from the algorithm's hyperparameters
-        edge_rounds = getattr(params, "edge_rounds", 1) if cls.hierarchical else 1
-        tier_rounds = getattr(params, "tier_rounds", None)
+        edge_rounds = params.edge_rounds if isinstance(params, EdgeRounds) else 1
+        tier_rounds = params.tier_rounds if isinstance(params, TierRounds) else None
         entries.append(AlgorithmEntry(name, label, params, local, edge_rounds, strag,
                                       None if tier_rounds is None else tuple(tier_rounds),
                                       round_, comp, mob))

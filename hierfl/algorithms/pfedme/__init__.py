@@ -25,30 +25,27 @@ Paper vs published code (options, paper's choice by default):
 """
 from __future__ import annotations
 
-import numpy as np
-import torch
+from dataclasses import dataclass
+from typing import Literal
 
-from ..learn.envelope import EnvelopeProgram
-from ..learn.terms import Prox
-from ._personal import EnvelopeAlgorithm
-from .base import RoundCtx, State, stack_start
-from .params import PFedMeParams
+from ...config.fields import all_of, at_most, non_negative, positive, spec
+from ..registry import Capabilities, StateSize, declare_algorithm
 
 
-class PFedMe(EnvelopeAlgorithm):
-    name = "pfedme"
-    Params = PFedMeParams
-    p: PFedMeParams
-
-    def trainees(self, selected: np.ndarray) -> np.ndarray:
-        if self.p.train_all_clients:
-            return np.arange(self.setup.n_clients)
-        return selected
-
-    def local(self, state: State, clients: torch.Tensor, start: torch.Tensor,
-              ctx: RoundCtx) -> EnvelopeProgram:
-        x0 = stack_start(start, len(clients))
-        extra = (Prox(self.p.hidden_l2, torch.zeros_like(state.w)),) if self.p.hidden_l2 else ()
-        return EnvelopeProgram(self.setup.model, x0, x0.clone(), self.p.lam, "prox",
-                               self.p.personal_steps, self.p.personal_lr, extra)
-
+@declare_algorithm("pfedme", code=f"{__name__}.algorithm:PFedMe",
+                   caps=Capabilities(supports_gamma=False, personalised=True),
+                   state=StateSize(fixed=1, per_client=1))
+@dataclass(frozen=True)
+class PFedMeParams:
+    lam: float = spec(15.0, "lambda: strength of the Moreau envelope coupling", check=positive)
+    personal_steps: int = spec(5, "K: gradient steps on the inner (personal) problem per local "
+                               "step", check=all_of(positive, at_most(1e5)))
+    personal_lr: float = spec(0.01, "step size of the inner (personal) steps", check=positive)
+    beta: float = spec(1.0, "server mixing: w <- (1 - beta) w + beta mean(w_k)",
+                       check=all_of(positive, at_most(10.0)))
+    train_all_clients: bool = spec(False, "published code: every client trains every round, only "
+                                   "the selected ones are aggregated")
+    hidden_l2: float = spec(0.0, "published code's (mu/2)||theta||^2 in the inner problem "
+                            "(mu = 0.001 there)", check=non_negative)
+    weighting: Literal["samples", "uniform"] = spec(
+        "samples", "server mean over the selected clients: n_k-weighted or uniform (paper)")

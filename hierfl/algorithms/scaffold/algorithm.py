@@ -1,32 +1,16 @@
-"""SCAFFOLD (Karimireddy et al., ICML 2020, arXiv 1910.06378).
-
-Client k in round t starts from y = x (the global model) and takes K steps of
-
-    y <- y - eta_l (g_k(y) - c_k + c),
-
-i.e. SGD on the local objective F_k(y) + <c - c_k, y> (a `Linear` term). Its new control variate:
-    option I : c_k+ = grad F_k(x)                          (one extra full-data gradient, charged)
-    option II: c_k+ = c_k - c + (x - y) / (K eta_l)         (K = the steps this client actually did)
-It sends dy = y - x and dc = c_k+ - c_k. Server (S: the clients whose uploads arrived, N: all):
-    x <- x + eta_g (1/|S|) sum_S dy,      c <- c + (|S|/N) (1/|S|) sum_S dc.
-The means are unweighted, as in the paper: with all clients taking part every round and exact
-arithmetic, the fixed point minimises (1/N) sum_k F_k (the paper's objective), which is
-sum_k p_k F_k when the n_k are equal.
-
-State: server c (P,); client c_k (N, P); both start at 0.
-Messages: (x, c) down, (dy, dc) up: two model-sized tensors each way."""
+"""SCAFFOLD: the transitions (torch). The objective, its keys and its declaration: the package's
+__init__.py."""
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
 import torch
 
-from ..learn.batches import Batch
-from ..learn.solver import SolveResult, TermsProgram
-from ..learn.solver import State as Steps
-from ..learn.terms import Linear
-from .base import Algorithm, Capabilities, RoundCtx, State, Upload, stack_start
-from .params import ScaffoldParams
+from ...learn.batches import Batch
+from ...learn.solver import SolveResult, TermsProgram
+from ...learn.solver import State as Steps
+from ...learn.terms import Linear
+from ..base import Algorithm, RoundCtx, State, Upload, stack_start
 
 
 @dataclass(frozen=True)
@@ -63,8 +47,6 @@ class FullGradProgram(TermsProgram):
 
 class Scaffold(Algorithm):
     name = "scaffold"
-    Params = ScaffoldParams
-    caps = Capabilities(upload_tensors=2)
     upload_as_is = (0, 1)       # compress: both uploads are differences already
 
     def init_state(self, w0: torch.Tensor) -> State:

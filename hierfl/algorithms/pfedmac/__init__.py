@@ -34,36 +34,36 @@ the client.
 """
 from __future__ import annotations
 
-import torch
+from dataclasses import dataclass
+from typing import Literal
 
-from ..learn.envelope import EnvelopeProgram
-from ..learn.terms import L1, LogCosh, Term
-from ._personal import EnvelopeAlgorithm
-from .base import RoundCtx, State, stack_start
-from .params import SparsityParams, PFedMacParams
+from ...config.fields import all_of, at_most, non_negative, positive, spec
+from ..registry import Capabilities, StateSize, declare_algorithm
 
 
-def sparsity_terms(s: SparsityParams) -> tuple[Term, ...]:
-    if s.kind == "none" or s.gamma == 0.0:
-        return ()
-    if s.kind == "l1":
-        return (L1(s.gamma),)
-    return (LogCosh(s.gamma, s.rho),)
+@dataclass(frozen=True)
+class SparsityParams:
+    kind: Literal["none", "l1", "logcosh"] = spec(
+        "none", "none; l1: gamma ||theta||_1 by soft-thresholding (exact zeros); logcosh: smooth "
+        "gamma * rho * sum log cosh(theta / rho)")
+    gamma: float = spec(0.0, "weight of the sparsity term", check=non_negative)
+    rho: float = spec(0.01, "logcosh: smoothing width (-> l1 as rho -> 0)", check=positive)
 
 
-class PFedMac(EnvelopeAlgorithm):
-    name = "pfedmac"
-    Params = PFedMacParams
-    p: PFedMacParams
-
-    @property
-    def encoding(self) -> str:  # type: ignore[override]
-        return self.p.encoding
-
-    def local(self, state: State, clients: torch.Tensor, start: torch.Tensor,
-              ctx: RoundCtx) -> EnvelopeProgram:
-        x0 = stack_start(start, len(clients))
-        return EnvelopeProgram(self.setup.model, x0, x0.clone(), self.p.lam, "linear",
-                               self.p.inner_steps, self.p.inner_lr,
-                               sparsity_terms(self.p.sparsity))
-
+@declare_algorithm("pfedmac", code=f"{__name__}.algorithm:PFedMac",
+                   caps=Capabilities(supports_gamma=False, personalised=True),
+                   state=StateSize(fixed=1, per_client=1))
+@dataclass(frozen=True)
+class PFedMacParams:
+    lam: float = spec(1.0, "lambda: weight of the correlation -lambda <theta, x>", check=positive)
+    beta: float = spec(1.0, "server mixing: x <- (1 - beta) x + beta mean(x_k)",
+                       check=all_of(positive, at_most(10.0)))
+    inner_steps: int = spec(5, "K: (proximal) gradient steps on the inner problem per local step",
+                            check=all_of(positive, at_most(1e5)))
+    inner_lr: float = spec(0.01, "step size of the inner steps", check=positive)
+    sparsity: SparsityParams = spec(default_factory=SparsityParams,
+                                    doc="pFedMac-S: sparsity of the personal models")
+    encoding: Literal["dense", "sparse", "auto"] = spec(
+        "dense", "how uploads are counted: dense 4 B/entry, sparse 8 B/nonzero, auto the smaller")
+    weighting: Literal["samples", "uniform"] = spec(
+        "samples", "server mean over the selected clients: n_k-weighted or uniform")

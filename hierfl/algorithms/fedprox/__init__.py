@@ -15,21 +15,15 @@ for FedAvg only; the paper draws a straggler's epochs in [1, E], the published c
 (`stragglers.epochs_range: paper | code`)."""
 from __future__ import annotations
 
-import torch
+from dataclasses import dataclass
 
-from ..learn.solver import TermsProgram
-from ..learn.terms import Prox
-from .base import Algorithm, Capabilities, RoundCtx, State, stack_start
-from .params import FedProxParams
+from ...config.fields import non_negative, spec
+from ..registry import Capabilities, StateSize, declare_algorithm
 
 
-class FedProx(Algorithm):
-    name = "fedprox"
-    Params = FedProxParams
-    # the server rule is FedAvg's weighted mean (edges may pre-sum)
-    caps = Capabilities(linear_aggregate=True, asynchronous=True)
-
-    def local(self, state: State, clients: torch.Tensor, start: torch.Tensor,
-              ctx: RoundCtx) -> TermsProgram:
-        w0 = stack_start(start, len(clients))
-        return TermsProgram(self.setup.model, w0, (Prox(self.p.mu, start.clone()),))
+@declare_algorithm("fedprox", code=f"{__name__}.algorithm:FedProx",
+                   caps=Capabilities(linear_aggregate=True, asynchronous=True),
+                   state=StateSize(fixed=1))
+@dataclass(frozen=True)
+class FedProxParams:
+    mu: float = spec(0.01, "proximal coefficient mu (0 = FedAvg)", check=non_negative)

@@ -1,33 +1,13 @@
-"""FedOpt (Reddi, Charles, Zaheer, Garrett, Rush, Konecny, Kumar, McMahan, *Adaptive Federated
-Optimization*, ICLR 2021, arXiv 2003.00295), Algorithm 2: FedAdam, FedYogi, FedAdagrad.
-
-Client k in round t: K (S)GD steps on F_k from x_t (FedAvg's local work), x_k. Server, S_t the
-clients whose uploads arrived, with the pseudo-gradient
-
-    Delta_t = sum_{k in S_t} n_k (x_k - x_t) / sum_{k in S_t} n_k     (n_k-weighted, as FedAvg)
-    m_t = beta1 m_{t-1} + (1 - beta1) Delta_t
-    v_t = beta2 v_{t-1} + (1 - beta2) Delta_t^2                          (fedadam)
-    v_t = v_{t-1} - (1 - beta2) Delta_t^2 sign(v_{t-1} - Delta_t^2)      (fedyogi)
-    v_t = v_{t-1} + Delta_t^2                                            (fedadagrad)
-    x_{t+1} = x_t + eta m_t / (sqrt(v_t) + tau)
-
-elementwise, without bias correction; m_{-1} = 0, v_{-1} = v0 (default tau^2, the paper's
-choice). With beta1 = 0, tau = 0 and v0 so large that v stays v0, x_{t+1} = x_t +
-(eta / sqrt(v0)) Delta_t: eta / sqrt(v0) = 1 is FedAvg.
-
-Edge rule (`edge_rounds`, as HierFAVG): edges average their clients' models n_k-weighted for
-`edge_rounds` edge rounds; the cloud applies the optimiser to Delta = the sample-weighted mean
-of its children's models minus x_t. With one edge round this is the flat rule above.
-
-State: server m, v (P,). Messages: x_t down, x_k up (one model-sized tensor each way)."""
+"""FedOpt: the transitions (torch). The objective, its keys and its declaration: the package's
+__init__.py."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 import torch
 
-from .base import Capabilities, RoundCtx, State, Upload, weighted_mean
-from .params import FedAdagradParams, FedAdamParams
-from .fedavg import FedAvg
+from ..base import Capabilities, RoundCtx, State, Upload, weighted_mean
+from . import FedAdamParams
+from ..fedavg.algorithm import FedAvg
 
 
 
@@ -79,7 +59,6 @@ class FedOpt(FedAvg):
 
 class FedAdam(FedOpt):
     name = "fedadam"
-    Params = FedAdamParams
 
     def second(self, v: torch.Tensor, d2: torch.Tensor) -> torch.Tensor:
         return self.p.beta2 * v + (1 - self.p.beta2) * d2
@@ -87,7 +66,6 @@ class FedAdam(FedOpt):
 
 class FedYogi(FedOpt):
     name = "fedyogi"
-    Params = FedAdamParams
 
     def second(self, v: torch.Tensor, d2: torch.Tensor) -> torch.Tensor:
         return v - (1 - self.p.beta2) * d2 * torch.sign(v - d2)
@@ -95,7 +73,6 @@ class FedYogi(FedOpt):
 
 class FedAdagrad(FedOpt):
     name = "fedadagrad"
-    Params = FedAdagradParams
 
     def second(self, v: torch.Tensor, d2: torch.Tensor) -> torch.Tensor:
         return v + d2

@@ -1,38 +1,5 @@
-"""IFCA, the Iterative Federated Clustering Algorithm (A. Ghosh, J. Chung, D. Yin,
-K. Ramchandran, NeurIPS 2020, arXiv 2006.04088), model averaging (Algorithm 2).
-
-k models theta_1..theta_k (`clusters`). In round t each selected client i receives them,
-estimates its cluster identity on its local training data
-
-    j_hat = argmin_j F_i(theta_j)          (ties: the lowest j)
-
-and runs the local steps (train.local) on F_i from theta_{j_hat}; it uploads its model and
-j_hat. The server averages each cluster's uploads,
-
-    theta_j <- sum_{i in S_j} n_i theta_i / sum_{i in S_j} n_i    (S_j: arrivals that chose j)
-
-(the paper's mean is unweighted; its clients hold equal n_i), and a cluster nobody chose keeps
-its model. With k = 1 this is FedAvg.
-
-Initialisation (from the seed, distinct): theta_1 is the scenario's initial model, theta_j for
-j > 1 is drawn with the model's default rule from the key (seed, "ifca-init", j).
-
-Downlink (`downlink`): `all` (the paper): every round the k models, k model-sized tensors.
-`chosen`: after the first round the server sends each client only the model of its last cluster
-(a client never seen: the global model's cluster) and the client trains it without estimating
-again: one model down, no loss evaluation; identities are then fixed after the first round.
-
-Cost: estimating the identity is k forward passes over the local data, charged as k/3 full-data
-gradients (the engine charges a gradient as 3 forward passes).
-
-Global and personal models: the personalised model of client i is theta of the cluster it chose
-last (a client never selected: the global model); the global model w (test_acc, final_params) is
-the model of the cluster holding the most training samples among the clients with a known
-identity (ties: the lowest j). clients.csv's `cluster` column: each client's choice per round.
-
-State: w; server theta (k, P) and the rounds done; per client its last cluster (N,), -1 before.
-Messages: k models down (or 1, above); the model and its cluster id (a 4-byte header) up.
-"""
+"""IFCA, the Iterative Federated Clustering Algorithm: the transitions (torch). The objective, its keys and its declaration: the package's
+__init__.py."""
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
@@ -40,12 +7,12 @@ from dataclasses import dataclass, replace
 import numpy as np
 import torch
 
-from .. import seeding
-from ..learn.batches import Batch
-from ..learn.solver import SolveResult, TermsProgram
-from ..learn.solver import State as Steps
-from .base import Algorithm, Capabilities, RoundCtx, State, Upload, set_rows, stack_start
-from .params import IFCAParams
+from ... import seeding
+from ...learn.batches import Batch
+from ...learn.solver import SolveResult, TermsProgram
+from ...learn.solver import State as Steps
+from ..base import Algorithm, RoundCtx, State, Upload, set_rows, stack_start
+from . import IFCAParams
 
 
 @dataclass(frozen=True)
@@ -95,8 +62,6 @@ class ChooseProgram(TermsProgram):
 
 class IFCA(Algorithm):
     name = "ifca"
-    Params = IFCAParams
-    caps = Capabilities(personalised=True, supports_gamma=False, codes_down=False)
     p: IFCAParams
 
     def init_state(self, w0: torch.Tensor) -> State:
