@@ -4,8 +4,9 @@ BIN := $(VENV)/bin
 PIP := $(BIN)/pip install -c constraints.txt
 STAMP := $(VENV)/.installed
 DEV_STAMP := $(VENV)/.installed-dev
+DOCS_STAMP := $(VENV)/.installed-docs
 
-.PHONY: demo test bench install clean browser
+.PHONY: demo test bench install clean browser docs
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -14,10 +15,15 @@ $(STAMP): $(BIN)/python pyproject.toml constraints.txt $(wildcard hierfl/compres
 	$(PIP) -q -e .
 	touch $(STAMP)
 
-# the tests also need pytest, hypothesis and Ray (a real local Ray cluster in tests/test_ray.py)
+# the tests also need pytest, hypothesis and Ray (a real local Ray cluster in tests/test_ray.py),
+# and MkDocs (tests/test_docs_site.py builds the site)
 $(DEV_STAMP): $(STAMP)
-	$(PIP) -q -e ".[dev,ray]"
+	$(PIP) -q -e ".[dev,ray,docs]"
 	touch $(DEV_STAMP)
+
+$(DOCS_STAMP): $(STAMP)
+	$(PIP) -q -e ".[docs]"
+	touch $(DOCS_STAMP)
 
 install: $(STAMP)
 
@@ -41,10 +47,15 @@ browser:
 	  echo "note: chromium is not installed (apt-get install -y chromium needs root);" \
 	       "tests/test_report.py's browser test will be skipped"
 
+# The documentation site, from docs/ and mkdocs.yml, into site/ (open site/index.html). Offline:
+# no fonts, scripts or inventories are fetched. --strict: a broken link or anchor is an error.
+docs: $(DOCS_STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/python -m mkdocs build --strict --site-dir site
+
 bench: $(DEV_STAMP)
 	$(BIN)/python benchmarks/run.py
 	$(BIN)/python benchmarks/scale.py      # W8 (100k clients), W9 (city_scale, 1M), BUILD
 	$(BIN)/python benchmarks/engine.py     # trace events per engine CPU second (timing: events)
 
 clean:
-	rm -rf $(VENV) reports/*/
+	rm -rf $(VENV) reports/*/ site/

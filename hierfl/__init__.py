@@ -1,7 +1,7 @@
 """hierfl: a discrete-event simulator of Client -> Edge -> Cloud federated learning.
 
 Public API:
-    load                -- read and validate a scenario file -> (Scenario, TopologySpec)
+    load                -- read and validate a scenario file -> Scenario (.topology: its topology)
     run_scenario        -- simulate every algorithm of a scenario, writing OUT/<label>/...
     build_world         -- topology + data + model of a scenario
     Topology            -- the simulated system (a networkx DiGraph underneath)

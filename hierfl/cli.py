@@ -287,12 +287,14 @@ def parser() -> argparse.ArgumentParser:
     tp.add_argument("--png", help="draw the tree into this file (.png or .svg); without it "
                     "nothing is written")
     tp.set_defaults(fn=cmd_topology)
-    dc = sub.add_parser("docs", help="generate docs/scenario.md from the schema")
+    dc = sub.add_parser("docs", help="generate the reference pages (docs/scenario.md, "
+                        "docs/reference/topology.md, docs/reference/cli.md) from the code")
     dc.add_argument("--check", action="store_true",
-                    help="exit 1 if the file on disk differs from the generated one")
+                    help="exit 1 if a page on disk differs from the generated one")
     dc.add_argument("--path", default=None,
-                    help="file to write or check (default: docs/scenario.md of the source "
-                    "checkout hierfl runs from; required when it is installed elsewhere)")
+                    help="write or check only the scenario reference, in this file (default: "
+                    "every page under docs/ of the source checkout hierfl runs from; required "
+                    "when it is installed elsewhere)")
     dc.set_defaults(fn=cmd_docs)
     sw = sub.add_parser("sweep", help="run a base scenario over a grid of values, in parallel; "
                         "resumes an interrupted sweep")

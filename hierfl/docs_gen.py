@@ -1,6 +1,7 @@
-"""docs/scenario.md, generated from the schema dataclasses (`hierfl docs`), so the reference
-cannot drift from the code: `hierfl docs --check` (run by tests/test_docs.py) fails when the file
-on disk differs from what the schema says.
+"""The generated reference pages (`hierfl docs`), so the reference cannot drift from the code:
+docs/scenario.md and docs/reference/topology.md from the schema dataclasses, docs/reference/cli.md
+from the command line's argument parser. `hierfl docs --check` (run by tests/test_docs.py) fails
+when a file on disk differs from what the code says.
 
 Every key is documented from its dataclass field: the path, the type (from the type hint), the
 default and the `doc` of `spec(...)`. Nested dataclasses become dotted paths; a list of mappings
@@ -110,11 +111,16 @@ def rows(cls: type, prefix: str = "") -> list[Row]:
     return out
 
 
+def prose(s: str) -> str:
+    """Text for a Markdown table cell outside code: `<x>` shown, not taken for an HTML tag."""
+    return s.replace("&", "&amp;").replace("<", "&lt;")
+
+
 def md_table(rs: list[Row]) -> str:
     def esc(s: str) -> str:
         return s.replace("|", "\\|").replace("\n", " ")
     lines = ["| key | type | default | meaning |", "|---|---|---|---|"]
-    lines += [f"| `{esc(p)}` | {esc(t)} | {esc(d)} | {esc(m)} |" for p, t, d, m in rs]
+    lines += [f"| `{esc(p)}` | {esc(t)} | {esc(d)} | {prose(esc(m))} |" for p, t, d, m in rs]
     return "\n".join(lines)
 
 
@@ -128,7 +134,6 @@ def _first_paragraph(doc: str | None) -> str:
 # ------------------------------------------------------------------------------ the page
 def generate() -> str:
     from .algorithms.registry import REGISTRY
-    from .config.topology import TopologySpec
 
     sc_rows = rows(ScenarioFile)
     parts = [HEADER, "# Scenario and topology reference", "",
@@ -143,17 +148,9 @@ def generate() -> str:
              "`{dist: lognormal, median: 1.0e9, sigma: 0.5}`:", "",
              md_table(rows(DistSpec)), "",
              "## Topology file", "",
-             "`topology:` in a scenario is a path to such a file or the same keys inline.", "",
-             md_table(rows(TopologySpec)), "",
-             "### Energy keys", "",
-             "`power_w` and `idle_w` (of `clients:` or a `profiles.devices` entry) and `tx_w`, "
-             "`rx_w` (of the clients' link or a `profiles.links` entry) are watts, >= 0; "
-             "absent, they are 0 and no energy is counted (the energy columns are 0). A "
-             "client's joules per aggregation round, in `clients.csv` (`energy_j`, with the "
-             "seconds `download_s`, `tx_s`, `idle_s`) and summed per round in `metrics.csv` "
-             "(`energy_j`, running total `energy_total_j`): compute_s × power_w + tx_s × tx_w "
-             "+ download_s × rx_w + idle_s × idle_w. The rule for stragglers, dropped and "
-             "failed clients and the idle time is in [energy.md](energy.md).", "",
+             "`topology:` in a scenario is a path to a topology file or the same keys inline; "
+             "every key of a topology file is in the [topology reference]"
+             "(reference/topology.md).", "",
              "## Algorithms", "",
              "Each entry of `algorithms:` is a mapping with these keys, plus the algorithm's own "
              "hyperparameters listed below:", "",
@@ -166,8 +163,8 @@ def generate() -> str:
                        ("compress", "mapping", "none", "message codecs by direction: `up`, "
                         "`down`, `edge_up`, `edge_down` ([compression](compression.md))"),
                        ("mobility", "mapping", "`topology.mobility`", "this entry's client "
-                        "mobility (the keys of the topology's `mobility`; README, Mobility and "
-                        "measured traces)")]), "",
+                        "mobility (the keys of the topology's `mobility`; [mobility and "
+                        "traces](howto/mobility.md))")]), "",
              "Keys of `local:` (the same as `train.local`):", "",
              md_table(rows(LocalSpec)), "",
              "Keys of each direction of `compress:` (`up`, `down`, `edge_up`, `edge_down`):", "",
@@ -251,6 +248,147 @@ def _plugin_sections() -> list[str]:
     return parts
 
 
+# ------------------------------------------------------------------------------ topology
+def generate_topology() -> str:
+    """docs/reference/topology.md: every key of a topology file, from TopologySpec."""
+    from .config.topology import TopologySpec
+
+    return "\n".join([
+        HEADER, "# Topology reference", "",
+        "Every key a topology file (`topologies/*.yaml`) accepts, with its type, default and "
+        "meaning; `topology:` in a scenario is a path to such a file (relative to the scenario) "
+        "or the same keys inline. Paths inside a topology file are relative to that file. "
+        "Unknown keys, wrong types and out-of-range values are errors that name the file, the "
+        "key and the value (exit status 2).", "",
+        "A key typed *number or distribution* takes a constant or a mapping drawn once per "
+        "node from the scenario seed, e.g. `{dist: lognormal, median: 1.0e9, sigma: 0.5}`: "
+        "see [distributions](../scenario.md#distributions).", "",
+        "## Topology file", "",
+        md_table(rows(TopologySpec)), "",
+        "## Graph files", "",
+        "`graph:` names an explicit graph instead of `clients:`, `edges:` and `tiers:`: "
+        "networkx node-link JSON (`.json`) or GraphML (`.graphml`). Nodes carry `role` "
+        "(`cloud`, `edge` or `client`), `parent` and `flops`; links carry `latency_s` and "
+        "`bandwidth_Bps`, one link in each direction. The graph must be a tree rooted at one "
+        "cloud; a node or link listed twice is an error naming the file. Client nodes may give "
+        "`power_w` and `idle_w`, a client's upward link `tx_w` and `rx_w`.", "",
+        "## Energy keys", "",
+        "`power_w` and `idle_w` (of `clients:` or a `profiles.devices` entry) and `tx_w`, "
+        "`rx_w` (of the clients' link or a `profiles.links` entry) are watts, >= 0; "
+        "absent, they are 0 and no energy is counted (the energy columns are 0). A "
+        "client's joules per aggregation round, in `clients.csv` (`energy_j`, with the "
+        "seconds `download_s`, `tx_s`, `idle_s`) and summed per round in `metrics.csv` "
+        "(`energy_j`, running total `energy_total_j`): compute_s × power_w + tx_s × tx_w "
+        "+ download_s × rx_w + idle_s × idle_w. The rule for stragglers, dropped and "
+        "failed clients and the idle time is in [energy](../energy.md).", ""]).rstrip("\n") + "\n"
+
+
+# ------------------------------------------------------------------------------ the CLI
+def _cli_parser() -> Any:
+    """The command line's argparse parser (hierfl.cli.parser())."""
+    from . import cli
+
+    return cli.parser()
+
+
+def _subcommands(ap: Any) -> list[Any]:
+    """Every leaf command's parser, in the order they were added (`data fetch` after `data`)."""
+    import argparse
+
+    out: list[Any] = []
+    for act in ap._actions:
+        if isinstance(act, argparse._SubParsersAction):
+            for sub in dict.fromkeys(act.choices.values()):     # aliases once
+                inner = _subcommands(sub)
+                out.extend(inner if inner else [sub])
+    return out
+
+
+def _sub_help(ap: Any) -> dict[str, str]:
+    """prog of every (sub)command parser -> its help line."""
+    import argparse
+
+    out: dict[str, str] = {}
+    for act in ap._actions:
+        if isinstance(act, argparse._SubParsersAction):
+            helps = {c.dest: c.help or "" for c in act._choices_actions}
+            for name, sub in act.choices.items():
+                out[sub.prog] = helps.get(name, "")
+                out.update(_sub_help(sub))
+    return out
+
+
+def _usage(p: Any) -> str:
+    """The usage line at a fixed width (argparse's own depends on the terminal's)."""
+    import argparse
+
+    fmt = argparse.HelpFormatter(p.prog, width=10_000)
+    fmt.add_usage(p.usage, [a for a in p._actions if "--plugin" not in a.option_strings],
+                  p._mutually_exclusive_groups, prefix="")
+    return fmt.format_help().strip()
+
+
+def _option_row(a: Any) -> Row:
+    import argparse
+
+    if a.option_strings:
+        name = ", ".join(a.option_strings)
+        takes = a.nargs != 0
+        arg = ("{" + ",".join(map(str, a.choices)) + "}" if a.choices else
+               a.metavar or a.dest.upper()) if takes else ""
+    else:
+        name = a.metavar or a.dest
+        arg = "{" + ",".join(map(str, a.choices)) + "}" if a.choices else ""
+    default = a.default
+    shown = "" if default in (None, False, [], argparse.SUPPRESS) else value_text(default)
+    if a.required and a.option_strings:
+        shown = "**required**"
+    kind = {int: "integer", float: "number"}.get(a.type, "")
+    arg = (f"`{arg}`" if arg else "") + (f" ({kind})" if kind else "")
+    more = " (one or more)" if a.nargs == "+" else " (optional)" if a.nargs == "?" else ""
+    return (name, arg, shown, (a.help or "").replace("%%", "%") + more)
+
+
+def generate_cli() -> str:
+    """docs/reference/cli.md: every command, its arguments and options, from the parser."""
+    ap = _cli_parser()
+    helps = _sub_help(ap)
+    parts = [HEADER.replace("the schema dataclasses", "the command line's argument parser"),
+             "# Command line reference", "",
+             (ap.description or "") + ". Every command is `hierfl COMMAND ...` (or "
+             "`python -m hierfl COMMAND ...`); `hierfl COMMAND --help` prints the same "
+             "options. Bad input exits 2 with every problem named (file, key, value), an "
+             "interrupted run or sweep 130.", "",
+             "Every command also takes `--plugin FILE` (repeatable): a Python file that "
+             "registers models, algorithms or data sets, imported before the command runs "
+             "([plugins](../howto/plugins.md)).", ""]
+    for p in _subcommands(ap):
+        acts = [a for a in p._actions if a.dest != "help" and "--plugin" not in a.option_strings]
+        about = (helps.get(p.prog) or "").rstrip(".")
+        parts += [f"## {p.prog}", "", about[:1].upper() + about[1:] + ".", "",
+                  "```", _usage(p), "```", ""]
+        if acts:
+            def esc(s: str) -> str:
+                return s.replace("|", "\\|").replace("\n", " ")
+            parts += ["| argument | value | default | meaning |", "|---|---|---|---|"]
+            parts += [f"| `{esc(n)}` | {esc(v)} | {esc(d)} | "
+                      f"{prose(esc(m))} |" for n, v, d, m in map(_option_row, acts)]
+            parts.append("")
+    return "\n".join(parts).rstrip("\n") + "\n"
+
+
+# ------------------------------------------------------------------------------ the pages
+PAGES: dict[str, Any] = {           # path under docs/ -> generator
+    "scenario.md": generate,
+    "reference/topology.md": generate_topology,
+    "reference/cli.md": generate_cli,
+}
+
+
+def docs_dir() -> str:
+    return os.path.dirname(default_path())
+
+
 def default_path() -> str:
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     if not os.path.isfile(os.path.join(root, "pyproject.toml")):
@@ -258,10 +396,11 @@ def default_path() -> str:
     return os.path.join(root, "docs", "scenario.md")
 
 
-def stale(path: str | None = None) -> list[str]:
-    """Unified diff lines between the file on disk and the generated text ([] = up to date)."""
+def stale(path: str | None = None, make: Any = None) -> list[str]:
+    """Unified diff lines between the file on disk and the generated text ([] = up to date);
+    `make` generates the page (default: the scenario reference)."""
     path = path or default_path()
-    want = generate()
+    want = (make or generate)()
     have = open(path, encoding="utf-8").read() if os.path.isfile(path) else ""
     if have == want:
         return []
@@ -269,22 +408,45 @@ def stale(path: str | None = None) -> list[str]:
                                      path + " (generated)", lineterm="", n=1))
 
 
-def main(check: bool = False, path: str | None = None) -> int:
-    path = path or default_path()
-    if check:
-        if not os.path.isfile(path):
-            print(f"{path}: not found ({'a folder' if os.path.isdir(path) else 'no such file'}"
-                  "): nothing to check; run `hierfl docs` to write it", file=sys.stderr)
-            return 1
-        diff = stale(path)
+def stale_pages(root: str | None = None) -> dict[str, list[str]]:
+    """Every generated page that differs from the code: path -> diff lines."""
+    root = root or docs_dir()
+    out = {}
+    for rel, make in PAGES.items():
+        diff = stale(os.path.join(root, rel), make)
         if diff:
-            print(f"{path} is out of date with the schema: run `hierfl docs`", file=sys.stderr)
-            print("\n".join(diff[:60]) + ("\n..." if len(diff) > 60 else ""), file=sys.stderr)
-            return 1
-        print(f"{path} is up to date")
-        return 0
+            out[os.path.join(root, rel)] = diff
+    return out
+
+
+def _check_one(path: str, make: Any) -> int:
+    if not os.path.isfile(path):
+        print(f"{path}: not found ({'a folder' if os.path.isdir(path) else 'no such file'}"
+              "): nothing to check; run `hierfl docs` to write it", file=sys.stderr)
+        return 1
+    diff = stale(path, make)
+    if diff:
+        print(f"{path} is out of date with the code: run `hierfl docs`", file=sys.stderr)
+        print("\n".join(diff[:60]) + ("\n..." if len(diff) > 60 else ""), file=sys.stderr)
+        return 1
+    print(f"{path} is up to date")
+    return 0
+
+
+def _write(path: str, text: str) -> None:
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     with open(path, "w", encoding="utf-8") as fh:
-        fh.write(generate())
+        fh.write(text)
     print(f"wrote {path}")
+
+
+def main(check: bool = False, path: str | None = None) -> int:
+    """`hierfl docs`: write (or, with check, compare) every generated page under docs/; with
+    `path`, only the scenario reference, to that file."""
+    targets = [(path, generate)] if path else \
+        [(os.path.join(docs_dir(), rel), make) for rel, make in PAGES.items()]
+    if check:
+        return max(_check_one(p, make) for p, make in targets)
+    for p, make in targets:
+        _write(p, make())
     return 0
