@@ -227,7 +227,7 @@ def _plugin_sections() -> list[str]:
     from .models.registry import MODELS
 
     algs = sorted(n for n in REGISTRY if not REGISTRY.is_builtin(n))
-    models = sorted(n for n, e in MODELS.items() if not e.builtin)
+    models = sorted(n for n in MODELS if not MODELS.is_builtin(n))
     sets = sorted(n for n, e in DATASETS.items() if not _builtin(e.loader))
     if not (algs or models or sets):
         return []
@@ -237,7 +237,7 @@ def _plugin_sections() -> list[str]:
         parts += _algorithm_section(REGISTRY.declaration(name))
     for title, names, table, skip in (("model", models, MODELS, 2), ("data set", sets, DATASETS, 2)):
         for name in names:
-            fn = table[name].factory if title == "model" else table[name].loader
+            fn = table[name] if title == "model" else table[name].loader
             key = "model" if title == "model" else "data"
             parts += [f"### {title} `{name}`", "", _first_paragraph(fn.__doc__), "",
                       f"`{key}: {{name: {name}, ...}}`; its other keys are these options "

@@ -90,9 +90,9 @@ def test_validating_a_digits_scenario_imports_neither_sklearn_nor_dynamo(scenari
 def test_flops_are_counted_as_flop_counter_mode_counts_them_and_torch_is_left_as_it_was():
     from torch.utils.flop_counter import FlopCounterMode
     import torch
-    from hierfl.models.cnn import cnn
+    from hierfl.models.cnn.net import cnn
     from hierfl.models.flops import measure
-    from hierfl.models.lstm import char_lstm
+    from hierfl.models.char_lstm.net import char_lstm
 
     for module, shape, dtype in ((cnn((64,), 10, channels=[8, 16], dense=32), (64,),
                                   torch.float32),
@@ -114,7 +114,7 @@ FLOPS_PROBE = """
 import sys
 import torch
 from torch.utils.flop_counter import _FlopCounterMode
-from hierfl.models.cnn import cnn
+from hierfl.models.cnn.net import cnn
 from hierfl.models.flops import measure
 m = cnn((64,), 10, channels=[8, 16], dense=32)
 flops = measure(m, (64,), next(m.parameters()))[0]

@@ -12,7 +12,7 @@ import pytest
 import torch
 from torch import nn
 
-from hierfl.models.cnn import cnn
+from hierfl.models.cnn.net import cnn
 from hierfl.models.grouped import GroupedStack
 from hierfl.models.torch_model import TorchModel
 

@@ -36,11 +36,10 @@ TOPO = {"edges": {"count": 2, "link": {"latency_s": 0.05, "bandwidth_Bps": 1.0e8
 
 @pytest.fixture(autouse=True)
 def clean_registries():
-    saved, loaded = dict(MODELS), dict(plugins._LOADED)
+    saved, loaded = MODELS.snapshot(), dict(plugins._LOADED)
     plugins._LOADED.clear()
     yield
-    MODELS.clear()
-    MODELS.update(saved)
+    MODELS.restore(saved)
     plugins._LOADED.clear()
     plugins._LOADED.update(loaded)
 
@@ -73,7 +72,7 @@ def test_a_model_name_is_registered_once(tmp_path, capsys):
         "import hierfl\nfrom torch import nn\n\n@hierfl.register_model('cnn')\n"
         "def cnn(input_shape, num_classes):\n    return nn.Linear(5, num_classes)\n"))
     assert rc == 2 and "Traceback" not in err
-    assert "factories.py:4" in err and "model name 'cnn' is taken by hierfl.models.cnn:cnn" \
+    assert "factories.py:4" in err and "model name 'cnn' is taken by hierfl.models.cnn.net:cnn" \
         "; choose another name" in err
 
     def factory(input_shape, num_classes):
@@ -86,7 +85,7 @@ def test_a_model_name_is_registered_once(tmp_path, capsys):
     hierfl.register_model("_once")(factory)
     with pytest.raises(ValueError, match="'_once' is taken by .*test_model_contract"):
         hierfl.register_model("_once")(lambda input_shape, num_classes: None)
-    hierfl.register_model("cnn")(MODELS["cnn"].factory)         # the built-in, imported
+    hierfl.register_model("cnn")(MODELS["cnn"])           # the built-in, imported
 
 
 @pytest.mark.parametrize("model, says", [

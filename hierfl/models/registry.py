@@ -10,21 +10,22 @@ A factory returns a `torch.nn.Module` (wrapped into a `TorchModel`: stacked para
 batched gradients, FLOPs counted from the module) or a ready stacked `Model` (the built-in
 `logreg`, `linear` and `mlp`, whose closed forms and fused steps stay as they were).
 
-Importing this module imports no torch: the built-in torch models (`cnn`, `char_lstm`) are
-entries naming their factory ("module:function"), imported when first used, and torch itself
-is imported when a model is built."""
+One declaration per model (hierfl/registry.py): a built-in is a package of `hierfl/models/`
+whose torch-free `__init__.py` declares it (`declare_model`: name, task, the options with their
+docs, what inputs it reads, "module:function" of its factory), its factory imported (with
+torch) when a model is built. `register_model` registers a factory at once (a plugin's, or the
+torch-free stacked built-ins)."""
 from __future__ import annotations
 
 import difflib
 import inspect
-import importlib
-import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
 from ..config.errors import ScenarioError
 from ..config.fields import keyword_options
 from ..config.schema import ModelSpec
+from ..registry import Declaration, Registry
 
 if TYPE_CHECKING:
     from torch import nn
@@ -34,6 +35,8 @@ if TYPE_CHECKING:
 
 Factory = Callable[..., "nn.Module | Model"]
 BUILTIN_KEYS = ("bias", "hidden")       # ModelSpec's own keys, passed when the model takes them
+TASKS = ("classification", "regression")
+INPUTS = ("any", "features", "images", "indices")
 
 
 class ModelOptionError(ValueError):
@@ -45,54 +48,50 @@ class ModelOptionError(ValueError):
 
 
 @dataclass(frozen=True)
-class ModelEntry:
-    name: str
-    target: "Factory | str"     # the factory, or "module:function" to import when first used
-    task: str               # "classification" (outputs = classes) or "regression"
-
-    @property
-    def factory(self) -> Factory:
-        if not isinstance(self.target, str):
-            return self.target
-        module, fn = self.target.split(":")
-        return getattr(importlib.import_module(module), fn)   # registers itself when imported
-
-    @property
-    def builtin(self) -> bool:
-        return isinstance(self.target, str) or \
-            getattr(self.target, "__module__", "").startswith("hierfl.")
-
-    def options(self) -> list[str] | None:
-        """The keyword options the factory takes after (input_shape, num_classes); None: any
-        (it has **kwargs)."""
-        return keyword_options(self.factory, skip=2)
+class ModelFacts:
+    task: str                           # "classification" (outputs = classes) or "regression"
+    options: dict[str, str] | None      # option -> doc (None: any, a factory with **kwargs)
+    inputs: str = "any"                 # features (rows), images (pixels), indices (embedded)
 
 
-MODELS: dict[str, ModelEntry] = {}
+MODELS = Registry("model", __package__)
+
+
+def _task(task: str) -> None:
+    if task not in TASKS:
+        raise ValueError(f"task must be classification or regression, not {task!r}")
 
 
 def register_model(name: str, task: str = "classification") -> Callable[[Factory], Factory]:
     """Register `factory(input_shape, num_classes, **options)` as `model: {name: <name>}`.
     For task "regression", num_classes is the number of regression outputs."""
-    if task not in ("classification", "regression"):
-        raise ValueError(f"task must be classification or regression, not {task!r}")
+    _task(task)
 
     def deco(factory: Factory) -> Factory:
-        have = MODELS.get(name)
-        if have is not None and _where(have.target) != _where(factory):
-            raise ValueError(f"model name {name!r} is taken by {_where(have.target)}; choose "
-                             "another name")
-        MODELS[name] = ModelEntry(name, factory, task)
+        opts = keyword_options(factory, skip=2)
+        MODELS.declare(Declaration(
+            "model", name, obj=factory, origin=str(getattr(factory, "__module__", "")),
+            facts=ModelFacts(task, None if opts is None else {o: "" for o in opts}),
+            summary=(factory.__doc__ or "").strip().split("\n")[0]))
         return factory
     return deco
 
 
-def _where(target: "Factory | str") -> str:
-    """A factory as "module:function" (the same function defined again, e.g. a plugin file
-    imported anew in this process, is the same factory)."""
-    if isinstance(target, str):
-        return target
-    return f"{getattr(target, '__module__', '?')}:{getattr(target, '__qualname__', target)}"
+def declare_model(name: str, *, code: str, task: str = "classification",
+                  options: dict[str, str] | None = None, inputs: str = "any",
+                  summary: str = "", origin: str = "") -> None:
+    """Declare model `name` without importing its factory ("module:function", imported with
+    torch when the model is built); `options`: each option the factory takes, with its doc."""
+    _task(task)
+    if inputs not in INPUTS:
+        raise ValueError(f"inputs must be one of {', '.join(INPUTS)}, not {inputs!r}")
+    MODELS.declare(Declaration("model", name, code, facts=ModelFacts(task, options, inputs),
+                               summary=summary, origin=origin or code.split(":")[0]))
+
+
+def model_facts(name: str) -> ModelFacts:
+    """Task, options and inputs of a known model, importing nothing (KeyError when unknown)."""
+    return MODELS.declaration(name).facts
 
 
 def given_options(spec: ModelSpec) -> dict[str, Any]:
@@ -104,10 +103,12 @@ def given_options(spec: ModelSpec) -> dict[str, Any]:
 
 def option_problems(spec: ModelSpec) -> list[tuple[str, str]]:
     """(key, message) for every option the model named by `spec` does not take."""
-    entry = MODELS.get(spec.name)
-    allowed = entry.options() if entry is not None else None
-    if allowed is None:
+    if spec.name not in MODELS:
         return []
+    opts = model_facts(spec.name).options
+    if opts is None:
+        return []
+    allowed = list(opts)
     out = []
     for key in sorted(set(given_options(spec)) - set(allowed)):
         close = difflib.get_close_matches(key, allowed, n=1)
@@ -128,21 +129,22 @@ def build_model(spec: ModelSpec, dim: int, out_dim: int, n_classes: int,
 
     from .functional import Model
 
-    entry = MODELS.get(spec.name)
-    if entry is None:
-        raise ValueError(f"unknown model {spec.name!r}; registered: {', '.join(sorted(MODELS))}")
-    if entry.task == "classification" and n_classes == 0:
+    if spec.name not in MODELS:
+        raise ValueError(MODELS.unknown(spec.name))
+    decl = MODELS.declaration(spec.name)
+    task, factory = decl.facts.task, MODELS[spec.name]
+    if task == "classification" and n_classes == 0:
         raise ValueError("classification model on regression targets")
     shape = tuple(input_shape) if input_shape is not None else (int(dim),)
-    outputs = n_classes if entry.task == "classification" else out_dim
+    outputs = n_classes if task == "classification" else out_dim
     with torch.random.fork_rng(devices=[]):       # construction draws nothing from the global
         torch.manual_seed(0)                      # generator (init() redraws from the seed)
         opts = dict(given_options(spec))
         if vocab and "vocab" not in opts and "vocab" in inspect.signature(
-                entry.factory).parameters and entry.builtin:   # (a plugin keeps its own)
+                factory).parameters and decl.builtin:           # (a plugin keeps its own)
             opts["vocab"] = int(vocab)
         try:
-            made = entry.factory(shape, outputs, **opts)
+            made = factory(shape, outputs, **opts)
         except ValueError:
             raise
         except Exception as exc:  # noqa: BLE001 - the user's factory: any failure is named
@@ -151,7 +153,7 @@ def build_model(spec: ModelSpec, dim: int, out_dim: int, n_classes: int,
                              f"(inputs {shape}, {outputs} outputs"
                              f"{', ' + opts if opts else ''})") from None
     if isinstance(made, nn.Module):
-        return _torch_model(made, shape, entry.task, spec.name)
+        return _torch_model(made, shape, task, spec.name)
     if not isinstance(made, Model):
         raise ValueError(f"model factory {spec.name!r} returned {type(made).__name__}, "
                          f"not a torch.nn.Module")
@@ -218,34 +220,3 @@ def scenario_model(file: str, spec: ModelSpec, data: Any) -> "Model | TorchModel
         key = exc.key if isinstance(exc, ModelOptionError) else "name"
         value = given_options(spec).get(key, spec.name)
         raise ScenarioError.one(file, f"model.{key}", value, str(exc)) from None
-
-
-# ------------------------------------------------------------------------------- built-ins
-@register_model("logreg")
-def logreg(input_shape: tuple[int, ...], num_classes: int, bias: bool = True) -> Model:
-    """Multinomial logistic regression (closed-form gradients, fused SGD steps)."""
-    from .functional import Layer, Model
-    return Model([Layer(math.prod(input_shape), num_classes, bias)], "classification", "logreg")
-
-
-@register_model("linear", task="regression")
-def linear(input_shape: tuple[int, ...], num_classes: int, bias: bool = True) -> Model:
-    """Least squares (closed-form gradients, fused SGD steps); num_classes = outputs."""
-    from .functional import Layer, Model
-    return Model([Layer(math.prod(input_shape), num_classes, bias)], "regression", "linear")
-
-
-@register_model("mlp")
-def mlp(input_shape: tuple[int, ...], num_classes: int, hidden: list[int] | None = None,
-        bias: bool = True) -> Model:
-    """ReLU layers of `hidden` widths, autograd through stacked matrix products."""
-    from .functional import Layer, Model
-    widths = [math.prod(input_shape), *(hidden if hidden is not None else [200, 200]),
-              num_classes]
-    return Model([Layer(a, b, bias) for a, b in zip(widths[:-1], widths[1:])],
-                 "classification", "mlp")
-
-
-# the built-in torch models: named here, imported (with torch) when first used
-MODELS["cnn"] = ModelEntry("cnn", f"{__package__}.cnn:cnn", "classification")
-MODELS["char_lstm"] = ModelEntry("char_lstm", f"{__package__}.lstm:char_lstm", "classification")

@@ -273,12 +273,13 @@ def _n_top(topo: Any) -> int | None:
 def _model_checks(p: Problems, model: ModelSpec) -> None:
     """A registered model name, and only options its factory takes."""
     from ..models.registry import MODELS, option_problems
+    from ..registry import broken_note
 
     if model.name not in MODELS:
         close = difflib.get_close_matches(model.name, list(MODELS), n=1)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
         p.add("model.name", model.name, f"unknown model{hint}; registered: "
-              f"{', '.join(sorted(MODELS))} (more with hierfl.register_model)")
+              f"{', '.join(MODELS)} (more with hierfl.register_model){broken_note()}")
         return
     for key, msg in option_problems(model):
         value = model.options[key] if key in model.options else getattr(model, key)

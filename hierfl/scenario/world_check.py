@@ -125,10 +125,10 @@ def model_size(sc: Scenario, data: FederatedData) -> int:
     from ..models.registry import MODELS, scenario_model
 
     data = model_data_problem(sc, data)    # (load_arrays checks the sets it loads, not these)
-    entry = MODELS.get(sc.model.name)
-    if entry is not None and sc.model.name in SIZED_FROM_SPEC and \
-            getattr(entry.target, "__module__", "") == "hierfl.models.registry":
-        if entry.task == "classification" and data.n_classes == 0:
+    decl = MODELS.declaration(sc.model.name) if sc.model.name in MODELS else None
+    if decl is not None and sc.model.name in SIZED_FROM_SPEC and \
+            decl.origin == "hierfl.models.stacked":
+        if decl.facts.task == "classification" and data.n_classes == 0:
             raise ScenarioError.one(sc.file, "model.name", sc.model.name,
                                     "classification model on regression targets")
         n = model_params(sc.model, data.dim, data.out_dim)

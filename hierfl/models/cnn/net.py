@@ -1,20 +1,11 @@
-"""The CNN of the FedAvg paper (McMahan et al., AISTATS 2017, "CNN" of section 3): two 5x5
-convolutions with 32 and 64 channels, each followed by ReLU and 2x2 max-pooling, a dense layer
-of 512 ReLU units and a softmax over the classes (1,663,370 parameters on 28x28 MNIST with 10
-classes, 1,690,046 on FEMNIST's 62).
-
-Adapted to the input: convolutions are padded ("same"), so a (C, H, W) input leaves the two
-poolings as (channels[-1], H // 4, W // 4) (28x28 -> 7x7, 32x32 -> 8x8, 8x8 digits -> 2x2).
-A flat input of d = s * s features is read as one s x s channel; d = 3 s^2 as three.
-`channels` (one entry per convolution + pooling stage), `dense` (0: none) and `kernel` are
-options: `model: {name: cnn, channels: [8, 16], dense: 32}`."""
+"""The CNN's torch module and factory; its declaration and options: the package's __init__.py."""
 from __future__ import annotations
 
 import math
 
 from torch import nn
 
-from .registry import ModelOptionError, register_model
+from ..registry import ModelOptionError
 
 
 def image_shape(input_shape: tuple[int, ...]) -> tuple[int, int, int]:
@@ -32,7 +23,6 @@ def image_shape(input_shape: tuple[int, ...]) -> tuple[int, int, int]:
                      f"(channels, height, width) nor a flat square image")
 
 
-@register_model("cnn")
 def cnn(input_shape: tuple[int, ...], num_classes: int, channels: list[int] | None = None,
         dense: int = 512, kernel: int = 5) -> nn.Module:
     channels = [32, 64] if channels is None else list(channels)

@@ -1,19 +1,11 @@
-"""LEAF's Shakespeare model (Caldas et al., "LEAF: A Benchmark for Federated Settings", 2018;
-models/shakespeare/stacked_lstm.py): an 8-dimensional character embedding, two LSTM layers of
-256 units, and a dense layer over the characters applied to the last position's output.
-
-Inputs are int64 character indices (B, T) (T = 80 in LEAF); the embedding's vocabulary is the
-data's (`vocab`, given by the data set: 80 for LEAF's characters, the largest index + 1 for a
-plugin's integer rows), the output one score per class (the next character in LEAF, where the
-two are the same). nn.LSTM keeps two bias vectors per gate where LEAF's
-TensorFlow cell has one, so it has 2 x 4 x 256 more parameters per layer (819,920 in all for 80
-characters). Options: `embed`, `hidden`, `layers`, `vocab` (default: the data's)."""
+"""The character LSTM's torch module and factory; its declaration and options: the package's
+__init__.py."""
 from __future__ import annotations
 
 import torch
 from torch import nn
 
-from .registry import ModelOptionError, register_model
+from ..registry import ModelOptionError
 
 
 class CharLSTM(nn.Module):
@@ -28,7 +20,6 @@ class CharLSTM(nn.Module):
         return self.out(h[:, -1])
 
 
-@register_model("char_lstm")
 def char_lstm(input_shape: tuple[int, ...], num_classes: int, embed: int = 8,
               hidden: list[int] | int = 256, layers: int | None = None,
               vocab: int | None = None) -> nn.Module:
