@@ -225,14 +225,17 @@ def _plugin_sections() -> list[str]:
     from .algorithms.registry import REGISTRY
     from .data.registry import DATASETS
     from .models.registry import MODELS
+    from .registry import check_entry_points
 
+    check_entry_points("", "hierfl docs")      # the installed plugins are documented too
     algs = sorted(n for n in REGISTRY if not REGISTRY.is_builtin(n))
     models = sorted(n for n in MODELS if not MODELS.is_builtin(n))
     sets = sorted(n for n, e in DATASETS.items() if not _builtin(e.loader))
     if not (algs or models or sets):
         return []
     parts = ["## Plugins", "", "Registered by the plugin files loaded with this page "
-             "(`--plugin FILE`, a scenario's `plugins:`).", ""]
+             "(`--plugin FILE`, a scenario's `plugins:`) and the installed `hierfl.plugins` "
+             "entry points.", ""]
     for name in algs:
         parts += _algorithm_section(REGISTRY.declaration(name))
     for title, names, table, skip in (("model", models, MODELS, 2), ("data set", sets, DATASETS, 2)):

@@ -182,10 +182,7 @@ def _algorithms(raw: dict, p: Problems) -> list[AlgorithmEntry]:
             continue
         name = a["name"]
         if not isinstance(name, str) or name not in REGISTRY:
-            close = difflib.get_close_matches(name, list(REGISTRY), n=1) \
-                if isinstance(name, str) else []
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
-            p.add(f"{key}.name", name, f"unknown algorithm{hint}; known: {known}")
+            p.add(f"{key}.name", name, REGISTRY.unknown(name))
             continue
         cls = REGISTRY.info(name)       # Params and flags, without importing it (torch)
         label = a.get("label", name)
