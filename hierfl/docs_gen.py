@@ -380,9 +380,38 @@ def generate_cli() -> str:
     return "\n".join(parts).rstrip("\n") + "\n"
 
 
+def generate_algorithm_index() -> str:
+    """docs/algorithms/index.md: one row per built-in algorithm, from its declaration (its
+    summary), so a new algorithm is listed without an edit."""
+    from .algorithms.registry import REGISTRY
+
+    parts = [HEADER, "# Algorithms", "",
+             "Every algorithm runs on the same simulated system, clients and minibatches. One "
+             "page each: objective, state, messages and bytes, hyperparameters with defaults, "
+             "where paper and code differ, reference.", "",
+             "| `name:` | algorithm | kind | page |", "|---|---|---|---|"]
+    for name in REGISTRY:
+        decl = REGISTRY.declaration(name)
+        if not decl.builtin:
+            continue
+        caps = decl.facts.caps
+        kind = ", ".join(k for k, on in (("hierarchical", caps.hierarchical),
+                                         ("personalised", caps.personalised)) if on) or "flat"
+        first = decl.summary.replace("|", "\\|")
+        parts.append(f"| `{name}` | {first} | {kind} | [{name}.md]({name}.md) |")
+    parts += ["", "Each algorithm's hyperparameters, with their defaults, are also listed in the "
+              "[scenario reference](../scenario.md#algorithms), generated from their `Params` "
+              "dataclasses. An algorithm entry of a scenario is `{name: ..., label: ..., "
+              "<hyperparameters>}`; `label` lets one algorithm run twice with different "
+              "settings, and `local:`, `compress:`, `stragglers:`, `round:` and `mobility:` in "
+              "an entry override the scenario's for it alone.", ""]
+    return "\n".join(parts)
+
+
 # ------------------------------------------------------------------------------ the pages
 PAGES: dict[str, Any] = {           # path under docs/ -> generator
     "scenario.md": generate,
+    "algorithms/index.md": generate_algorithm_index,
     "reference/topology.md": generate_topology,
     "reference/cli.md": generate_cli,
 }

@@ -216,3 +216,17 @@ def test_a_layer_used_twice_survives_the_functional_call(batching, twice):
     assert torch.allclose(model.forward(w, x), traced.detach(), rtol=1e-6, atol=1e-7)
     ref = (model.sample_loss(traced, y) * m).sum(1).sum()
     assert torch.allclose(torch.autograd.grad(ref, wt)[0], g_loop, rtol=1e-5, atol=1e-6)
+
+
+def test_declared_model_options_are_the_factorys():
+    """A built-in model declares its options (with docs) without importing torch; they are
+    exactly the keyword options of the factory it names."""
+    from hierfl.config.fields import keyword_options
+    from hierfl.models.registry import model_facts
+
+    declared = [n for n in MODELS if MODELS.declaration(n).code]
+    assert {"cnn", "char_lstm"} <= set(declared)
+    for name in declared:
+        opts = model_facts(name).options
+        assert opts and all(doc for doc in opts.values()), name
+        assert list(opts) == keyword_options(MODELS[name], skip=2), name

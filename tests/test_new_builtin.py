@@ -66,6 +66,7 @@ from hierfl import docs_gen
 page = docs_gen.generate()
 assert "### toyavg" in page and "eta_g: the server's step towards the mean" in page, page[-800:]
 assert "Page: [algorithms/toyavg.md](algorithms/toyavg.md)" in page
+assert "| `toyavg` | ToyAvg (a test's own): FedAvg whose server" in docs_gen.generate_algorithm_index()
 assert "torch" not in sys.modules                     # declared, documented: no torch
 from hierfl.run.world import build_world, state_bytes
 from hierfl.scenario.load import load

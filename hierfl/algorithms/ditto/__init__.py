@@ -25,6 +25,7 @@ from ..registry import Capabilities, StateSize, declare_algorithm
 
 
 @declare_algorithm("ditto", code=f"{__name__}.algorithm:Ditto",
+                   summary="Ditto (Li et al., ICML 2021)",
                    caps=Capabilities(supports_gamma=False, personalised=True),
                    state=StateSize(fixed=1, per_client=1))
 @dataclass(frozen=True)

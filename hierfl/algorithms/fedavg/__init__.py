@@ -10,6 +10,7 @@ from ..registry import Capabilities, StateSize, declare_algorithm
 
 
 @declare_algorithm("fedavg", code=f"{__name__}.algorithm:FedAvg",
+                   summary="FedAvg (McMahan et al., AISTATS 2017)",
                    caps=Capabilities(linear_aggregate=True, drops_stragglers=True,
                                      asynchronous=True),
                    state=StateSize(fixed=1))

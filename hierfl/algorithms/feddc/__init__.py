@@ -34,6 +34,7 @@ from ..registry import Capabilities, StateSize, declare_algorithm
 
 
 @declare_algorithm("feddc", code=f"{__name__}.algorithm:FedDC",
+                   summary="FedDC (Gao et al., CVPR 2022)",
                    caps=Capabilities(upload_tensors=2),
                    state=StateSize(fixed=3, per_client=2))
 @dataclass(frozen=True)

@@ -35,6 +35,7 @@ def below_two(v: Any) -> str | None:
 
 
 @declare_algorithm("feddr", code=f"{__name__}.algorithm:FedDR",
+                   summary="FedDR (Tran-Dinh et al., NeurIPS 2021)",
                    state=StateSize(fixed=1, per_client=2))
 @dataclass(frozen=True)
 class FedDRParams:

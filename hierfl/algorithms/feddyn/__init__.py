@@ -28,6 +28,7 @@ from ..registry import StateSize, declare_algorithm
 
 
 @declare_algorithm("feddyn", code=f"{__name__}.algorithm:FedDyn",
+                   summary="FedDyn (Acar et al., ICLR 2021)",
                    state=StateSize(fixed=2, per_client=1))
 @dataclass(frozen=True)
 class FedDynParams:

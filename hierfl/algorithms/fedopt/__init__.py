@@ -34,6 +34,7 @@ def momentum(v: Any) -> str | None:
 
 
 @declare_algorithm("fedadagrad", code=f"{__name__}.algorithm:FedAdagrad",
+                   summary="FedAdagrad: FedOpt with Adagrad's server step",
                    caps=Capabilities(hierarchical=True),
                    state=StateSize(fixed=3))
 @dataclass(frozen=True)
@@ -46,9 +47,11 @@ class FedAdagradParams(TierRounds):
 
 
 @declare_algorithm("fedadam", code=f"{__name__}.algorithm:FedAdam",
+                   summary="FedAdam: FedOpt (Reddi et al., ICLR 2021) with Adam's server step",
                    caps=Capabilities(hierarchical=True),
                    state=StateSize(fixed=3))
 @declare_algorithm("fedyogi", code=f"{__name__}.algorithm:FedYogi",
+                   summary="FedYogi: FedOpt with Yogi's server step",
                    caps=Capabilities(hierarchical=True),
                    state=StateSize(fixed=3))
 @dataclass(frozen=True)

@@ -43,6 +43,8 @@ def probability(v: Any) -> str | None:
 
 
 @declare_algorithm("fedpd", code=f"{__name__}.algorithm:FedPD",
+                   summary=("FedPD-SGD (Zhang et al., IEEE TSP 2021), communicating with "
+                            "probability `p_comm`"),
                    state=StateSize(fixed=1, per_client=2, fixed_bytes=8, client_bytes=8))
 #                                (+ a float64 counter, the last round of each client)
 @dataclass(frozen=True)

@@ -26,6 +26,7 @@ from ..registry import StateSize, declare_algorithm
 
 
 @declare_algorithm("fedsplit", code=f"{__name__}.algorithm:FedSplit",
+                   summary="FedSplit (Pathak & Wainwright, NeurIPS 2020)",
                    state=StateSize(fixed=1, per_client=1))
 @dataclass(frozen=True)
 class FedSplitParams:

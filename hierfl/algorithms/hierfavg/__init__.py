@@ -13,6 +13,7 @@ from ..registry import Capabilities, StateSize, TierRounds, declare_algorithm
 
 
 @declare_algorithm("hierfavg", code=f"{__name__}.algorithm:HierFAVG",
+                   summary="HierFAVG (Liu et al., ICC 2020)",
                    caps=Capabilities(hierarchical=True, drops_stragglers=True, asynchronous=True,
                                      async_edges=True),
                    state=StateSize(fixed=1))

@@ -48,6 +48,8 @@ def _state(p: "IFCAParams") -> StateSize:
 
 
 @declare_algorithm("ifca", code=f"{__name__}.algorithm:IFCA",
+                   summary=("IFCA (Ghosh et al., NeurIPS 2020): k cluster models, `cluster` "
+                            "column in clients.csv"),
                    caps=Capabilities(supports_gamma=False, personalised=True, codes_down=False),
                    state=_state)
 @dataclass(frozen=True)

@@ -51,6 +51,7 @@ class SparsityParams:
 
 
 @declare_algorithm("pfedmac", code=f"{__name__}.algorithm:PFedMac",
+                   summary="pFedMac (Li et al. 2021)",
                    caps=Capabilities(supports_gamma=False, personalised=True),
                    state=StateSize(fixed=1, per_client=1))
 @dataclass(frozen=True)

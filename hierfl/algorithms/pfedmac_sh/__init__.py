@@ -76,6 +76,7 @@ def _edges_per_round(v: object) -> str | None:
 
 
 @declare_algorithm("pfedmac_sh", code=f"{__name__}.algorithm:PFedMacSH",
+                   summary="pFedMac-SH: sparse (pFedMac-S) and hierarchical, two-level λ",
                    caps=Capabilities(hierarchical=True, supports_gamma=False, personalised=True,
                                      async_edges=True),
                    state=StateSize(fixed=1, per_client=1))

@@ -33,6 +33,7 @@ from ..registry import Capabilities, StateSize, declare_algorithm
 
 
 @declare_algorithm("pfedme", code=f"{__name__}.algorithm:PFedMe",
+                   summary="pFedMe (Dinh et al., NeurIPS 2020)",
                    caps=Capabilities(supports_gamma=False, personalised=True),
                    state=StateSize(fixed=1, per_client=1))
 @dataclass(frozen=True)

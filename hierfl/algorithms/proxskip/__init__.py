@@ -40,6 +40,8 @@ def _probability(v: float) -> str | None:
 
 
 @declare_algorithm("proxskip", code=f"{__name__}.algorithm:ProxSkip",
+                   summary=("ProxSkip / Scaffnew (Mishchenko et al., ICML 2022): one round = one "
+                            "communication, local steps drawn by its coin"),
                    caps=Capabilities(supports_gamma=False),
                    state=StateSize(fixed=1, per_client=1))
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ from ..registry import Capabilities, StateSize, declare_algorithm
 
 
 @declare_algorithm("scaffold", code=f"{__name__}.algorithm:Scaffold",
+                   summary="SCAFFOLD (Karimireddy et al., ICML 2020)",
                    caps=Capabilities(upload_tensors=2),
                    state=StateSize(fixed=2, per_client=1))
 @dataclass(frozen=True)
