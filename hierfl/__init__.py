@@ -9,7 +9,10 @@ Public API:
     ScenarioError       -- bad input (file, key, value)
     write_report        -- OUT/report.md and figures from saved outputs
     register_model      -- @register_model("name") on factory(input_shape, num_classes, **options)
+    declare_model       -- a model declared without importing its factory ("module:function")
     register_algorithm  -- register_algorithm(cls) for an Algorithm subclass (name, Params)
+    declare_algorithm   -- the torch-free declaration of an algorithm (Params, caps, state size)
+    Capabilities, StateSize, EdgeRounds, TierRounds -- what a declaration says
     register_dataset    -- @register_dataset("name") on loader(n_clients, seed, **options)
     ClientArrays        -- what a data set loader returns per client (x/y train, x/y test)
     Algorithm           -- the base class of algorithms (hierfl.algorithms.base)
@@ -32,6 +35,12 @@ _WHERE = {                  # public name -> (module, attribute)
     "write_report": ("hierfl.report", "write_report"),
     "register_model": ("hierfl.models.registry", "register_model"),
     "register_algorithm": ("hierfl.algorithms.registry", "register_algorithm"),
+    "declare_algorithm": ("hierfl.algorithms.registry", "declare_algorithm"),
+    "Capabilities": ("hierfl.algorithms.registry", "Capabilities"),
+    "StateSize": ("hierfl.algorithms.registry", "StateSize"),
+    "EdgeRounds": ("hierfl.algorithms.registry", "EdgeRounds"),
+    "TierRounds": ("hierfl.algorithms.registry", "TierRounds"),
+    "declare_model": ("hierfl.models.registry", "declare_model"),
     "register_dataset": ("hierfl.data.registry", "register_dataset"),
     "ClientArrays": ("hierfl.data.registry", "ClientArrays"),
     "Algorithm": ("hierfl.algorithms.base", "Algorithm"),
