@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import difflib
 import importlib
+import importlib.util
 import pkgutil
 import sys
 import traceback
@@ -113,11 +114,7 @@ class Registry(MutableMapping):
     def __getitem__(self, name: str) -> Any:
         decl = self.declaration(name)
         if decl.obj is None:
-            module, attr = decl.code.split(":")
-            obj = importlib.import_module(module)
-            for part in attr.split("."):
-                obj = getattr(obj, part)
-            decl = self._decls[name] = _with_obj(decl, obj)
+            decl = self._decls[name] = _with_obj(decl, _import(decl))
         return decl.obj
 
     def __setitem__(self, name: str, obj: Any) -> None:
@@ -170,6 +167,45 @@ class Registry(MutableMapping):
 
 
 _REGISTRIES: list[Registry] = []
+
+
+def _import(decl: Declaration) -> Any:
+    """The object `decl.code` names ("module:attribute"); a failure is a ScenarioError naming
+    the declaration and where it was made (a plugin's wrong path, a module that raises)."""
+    module, _, attr = decl.code.partition(":")
+    try:
+        obj = importlib.import_module(module)
+        for part in attr.split(".") if attr else ():
+            obj = getattr(obj, part)
+    except (Exception, SystemExit) as exc:  # noqa: BLE001 - a declaration's code, anyone's
+        raise ScenarioError.one("", f"{decl.kind} {decl.name!r}", decl.code,
+                                f"its code (declared in {_origin_file(decl)}) cannot be "
+                                f"imported: {type(exc).__name__}: {exc}{_last_frame(exc)}"
+                                ) from None
+    return obj
+
+
+def _origin_file(decl: Declaration) -> str:
+    module = sys.modules.get(decl.origin)
+    return str(getattr(module, "__file__", None) or decl.origin or "?")
+
+
+def code_problem(decl: Declaration) -> str | None:
+    """Why `decl.code`'s module cannot be found, found without importing it (torch), or None:
+    `hierfl validate` refuses a declaration whose run would fail to import its code."""
+    if decl.obj is not None or not decl.code:
+        return None
+    module = decl.code.partition(":")[0]
+    try:
+        found = importlib.util.find_spec(module)
+    except (Exception, SystemExit) as exc:  # noqa: BLE001 - a parent package that raises
+        found, why = None, f": {type(exc).__name__}: {exc}"
+    else:
+        why = ""
+    if found is None:
+        return (f"its code {decl.code!r} (declared in {_origin_file(decl)}) names no "
+                f"importable module{why}")
+    return None
 
 
 def _with_obj(decl: Declaration, obj: Any) -> Declaration:
@@ -232,8 +268,11 @@ def load_entry_points() -> bool:
 
 
 def _last_frame(exc: BaseException) -> str:
+    """" (at FILE:LINE)": the last frame of the failing code itself (not the import machinery's
+    nor this module's)."""
     frames = [f for f in traceback.extract_tb(exc.__traceback__)
-              if "importlib" not in f.filename and not f.filename.startswith("<frozen")]
+              if "importlib" not in f.filename and not f.filename.startswith("<frozen")
+              and f.filename != __file__]
     return f" (at {frames[-1].filename}:{frames[-1].lineno})" if frames else ""
 
 

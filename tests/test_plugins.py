@@ -473,3 +473,42 @@ def test_ray_executor_workers_load_the_plugin(tmp_path, capsys):
         np.testing.assert_allclose(a.params["copy_avg"][key], b.params["copy_avg"][key],
                                    atol=1e-5, rtol=0)
     assert float(np.abs(b.params["copy_avg"]["global"]).sum()) > 0
+
+
+LAZY = '''\
+from dataclasses import dataclass
+import hierfl
+
+@hierfl.declare_algorithm("ghost", code="no_such_pkg.algo:Ghost")
+@dataclass(frozen=True)
+class GhostParams:
+    pass
+
+@hierfl.declare_algorithm("raiser", code="lazy_code_that_raises:Raiser")
+@dataclass(frozen=True)
+class RaiserParams:
+    pass
+'''
+
+
+def test_a_lazy_declaration_whose_code_is_missing_or_raises_is_named(tmp_path, capsys):
+    """declare_algorithm names its class by "module:Class": validate refuses a module that
+    does not exist (found without importing it), a run one that raises on import; both exit 2
+    naming the declaration, its plugin file and the failing line, no traceback."""
+    p = _plugin(tmp_path, "lazy.py", LAZY)
+    (tmp_path / "lazy_code_that_raises.py").write_text("x = 1\nraise RuntimeError('boom')\n")
+    sys.path.insert(0, str(tmp_path))
+    try:
+        ghost = _scenario(tmp_path, "g", plugins=[p], algorithms=[{"name": "ghost"}])
+        rc, _, err = _run(["validate", ghost], capsys)
+        assert rc == 2 and "Traceback" not in err
+        assert "algorithms[0].name = 'ghost'" in err and "no_such_pkg" in err and p in err
+        raiser = _scenario(tmp_path, "r", plugins=[p], algorithms=[{"name": "raiser"}])
+        rc, _, err = _run(["validate", raiser], capsys)
+        assert rc == 0, err                                 # the module exists
+        rc, _, err = _run(["run", raiser, "--out", str(tmp_path / "o"), "--quiet"], capsys)
+        assert rc == 2 and "Traceback" not in err
+        assert "RuntimeError: boom" in err and "lazy_code_that_raises.py:2" in err, err
+    finally:
+        sys.path.remove(str(tmp_path))
+        sys.modules.pop("lazy_code_that_raises", None)

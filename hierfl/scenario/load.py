@@ -156,6 +156,7 @@ def _hyperparameters(cls: Any, name: str, hp: dict, p: Problems, key: str) -> di
 def _algorithms(raw: dict, p: Problems) -> list[AlgorithmEntry]:
     """Validate every algorithm entry (even when other sections are wrong)."""
     from ..algorithms.registry import REGISTRY, EdgeRounds, TierRounds
+    from ..registry import code_problem
 
     items = raw.get("algorithms")
     if not isinstance(items, list):
@@ -183,6 +184,10 @@ def _algorithms(raw: dict, p: Problems) -> list[AlgorithmEntry]:
         name = a["name"]
         if not isinstance(name, str) or name not in REGISTRY:
             p.add(f"{key}.name", name, REGISTRY.unknown(name))
+            continue
+        why = code_problem(REGISTRY.declaration(name))
+        if why:
+            p.add(f"{key}.name", name, why)
             continue
         cls = REGISTRY.info(name)       # Params and flags, without importing it (torch)
         label = a.get("label", name)
@@ -270,13 +275,17 @@ def _n_top(topo: Any) -> int | None:
 def _model_checks(p: Problems, model: ModelSpec) -> None:
     """A registered model name, and only options its factory takes."""
     from ..models.registry import MODELS, option_problems
-    from ..registry import broken_note
+    from ..registry import broken_note, code_problem
 
     if model.name not in MODELS:
         close = difflib.get_close_matches(model.name, list(MODELS), n=1)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
         p.add("model.name", model.name, f"unknown model{hint}; registered: "
               f"{', '.join(MODELS)} (more with hierfl.register_model){broken_note()}")
+        return
+    why = code_problem(MODELS.declaration(model.name))
+    if why:
+        p.add("model.name", model.name, why)
         return
     for key, msg in option_problems(model):
         value = model.options[key] if key in model.options else getattr(model, key)
