@@ -29,14 +29,17 @@ from ...config.fields import non_negative, positive, spec, unit_interval
 from ..registry import Capabilities, StateSize, TierRounds, declare_algorithm
 
 
+# the three share the schedule and the state: server m, v and the model
+FEDOPT = {"caps": Capabilities(hierarchical=True), "state": StateSize(fixed=3)}
+
+
 def momentum(v: Any) -> str | None:
     return None if 0 <= v < 1 else "must be in [0, 1) (1 keeps m at 0: the model never moves)"
 
 
 @declare_algorithm("fedadagrad", code=f"{__name__}.algorithm:FedAdagrad",
                    summary="FedAdagrad: FedOpt with Adagrad's server step",
-                   caps=Capabilities(hierarchical=True),
-                   state=StateSize(fixed=3))
+                   **FEDOPT)
 @dataclass(frozen=True)
 class FedAdagradParams(TierRounds):
     server_lr: float = spec(0.1, "server step size eta", check=positive)
@@ -48,12 +51,10 @@ class FedAdagradParams(TierRounds):
 
 @declare_algorithm("fedadam", code=f"{__name__}.algorithm:FedAdam",
                    summary="FedAdam: FedOpt (Reddi et al., ICLR 2021) with Adam's server step",
-                   caps=Capabilities(hierarchical=True),
-                   state=StateSize(fixed=3))
+                   **FEDOPT)
 @declare_algorithm("fedyogi", code=f"{__name__}.algorithm:FedYogi",
                    summary="FedYogi: FedOpt with Yogi's server step",
-                   caps=Capabilities(hierarchical=True),
-                   state=StateSize(fixed=3))
+                   **FEDOPT)
 @dataclass(frozen=True)
 class FedAdamParams(FedAdagradParams):
     beta2: float = spec(0.99, "decay of the second moment v", check=unit_interval)
