@@ -1,6 +1,6 @@
 """`hierfl validate`: the checks `hierfl run` makes before anything runs, without training
 (no torch for the stacked built-in models: the world is checked, not built, by
-scenario/world_check.check_world), then what it prints: the system, the data, the model, the
+scenario/checks.check_world), then what it prints: the system, the data, the model, the
 schedule and each algorithm entry (with its codecs)."""
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 
 from ..algorithms.state_size import guard_predicted_state
 from ..config.compress import described
-from ..scenario.world_check import check_world
+from ..scenario.checks import check_world
 from ..scenario.load import load
 
 
@@ -44,7 +44,7 @@ def tiers(t) -> str:
 
 def validated(sc: Any, world: Any, path: str) -> list[str]:
     """The lines `hierfl validate` prints for scenario `sc` (read from `path`) and its checked
-    world (scenario/world_check.WorldFacts)."""
+    world (scenario/checks.WorldFacts)."""
     t, c = world.topo, world.data.counts
     lines = [f"scenario {sc.name!r} ({path}) is valid",
              f"  topology: 1 cloud, {tiers(t)}, {t.n_clients} clients "

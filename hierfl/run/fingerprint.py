@@ -65,7 +65,7 @@ def run_fingerprint(sc: Any, world: Any = None) -> dict:
         if getattr(world, "availability_file", None):
             from ..topology.traces import digest
             fp["system"]["availability_trace"] = digest(world.availability_file)
-        from ..scenario.world_check import moves_path
+        from ..scenario.checks import moves_path
         for entry in getattr(sc, "algorithms", ()):
             path = moves_path(sc, entry)
             if path is not None and os.path.isfile(path):

@@ -49,7 +49,7 @@ def make_simulation(sc: Scenario, entry: AlgorithmEntry, world: World, algo, exe
 
 def entry_mobility(sc: Scenario, entry: AlgorithmEntry, topo) -> Mobility | None:
     """The entry's client mobility on this topology (its moves file read), or None."""
-    from ..scenario.world_check import mobility_moves
+    from ..scenario.checks import mobility_moves
     spec = entry.mobility_spec(sc.topology)
     if spec is None:
         return None
