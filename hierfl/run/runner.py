@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable, Mapping
 
 import torch
 
@@ -121,10 +122,16 @@ def run_algorithm(sc: Scenario, entry: AlgorithmEntry, world: World, out_dir: st
 
 def run_scenario(sc: Scenario, progress: bool = True, graph=None,
                  resume: bool = False, stop_after: int | None = None,
-                 keep_trace: bool = True,
-                 executor: Executor | None = None) -> dict[str, AlgoResult]:
-    """keep_trace=False: trace events leave memory once written to trace.csv. `executor`:
-    default, the scenario's (train.executor)."""
+                 keep_trace: bool = True, executor: Executor | None = None,
+                 borrowed: Mapping[str, Callable[[str], object]] | None = None
+                 ) -> dict[str, AlgoResult]:
+    """Every output of a run, in order: OUT/summary.json, scenario.yaml and fingerprint.json,
+    the manifest OUT/run.json, each algorithm's OUT/<label>/ (run_algorithm), the manifest's
+    end. keep_trace=False: trace events leave memory once written to trace.csv. `executor`:
+    default, the scenario's (train.executor). `borrowed`: {label: fill} for the algorithms
+    another run has run with the same numbers (a sweep's points, sweep/reuse.py): fill(folder)
+    puts that run's OUT/<label>/ there instead of running it again (no result is returned
+    for it)."""
     world = build_world(sc, graph)
     fp = run_fingerprint(sc, world)
     os.makedirs(sc.output, exist_ok=True)
@@ -138,8 +145,12 @@ def run_scenario(sc: Scenario, progress: bool = True, graph=None,
     start_manifest(sc)                # OUT/run.json: which scenario these results belong to
     results = {}
     for entry in sc.algorithms:
-        results[entry.label] = run_algorithm(sc, entry, world, os.path.join(sc.output, entry.label),
-                                             progress, keep_trace=keep_trace, resume=resume,
+        folder = os.path.join(sc.output, entry.label)
+        if borrowed and entry.label in borrowed:
+            borrowed[entry.label](folder)
+            continue
+        results[entry.label] = run_algorithm(sc, entry, world, folder, progress,
+                                             keep_trace=keep_trace, resume=resume,
                                              stop_after=stop_after, executor=executor,
                                              fingerprint=fp)
     end_manifest(sc.output, all(r.paused_at is None for r in results.values()))

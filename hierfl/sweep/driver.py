@@ -23,7 +23,7 @@ from typing import Any, Callable
 from ..config.errors import ScenarioError
 from ..outputs import atomic_text
 from ..plugins import bundle
-from .reuse import owners, run_borrowing, unzip_tree, zip_tree
+from .reuse import filler, owners, unzip_tree, zip_tree
 from .spec import DONE, POINT_FILE, STAGING, Point, Sweep
 from .summary import is_done, summarize
 
@@ -50,10 +50,8 @@ def execute_point(text: str, folder: str, report: bool = True, plugins: tuple = 
     atomic_text(f, text)
     try:
         sc = load(f, out=folder)
-        if borrowed:
-            run_borrowing(sc, {lb: blob for lb, (_, blob) in borrowed.items()})
-        else:
-            run_scenario(sc, progress=False, keep_trace=False)
+        run_scenario(sc, progress=False, keep_trace=False,
+                     borrowed={lb: filler(src) for lb, (_, src) in (borrowed or {}).items()})
         if report:
             write_report(folder, sc.name, sc.report.target_accuracy, folder_name=name)
     except ScenarioError as exc:
