@@ -192,7 +192,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _print_problems(exc: ScenarioError) -> None:
-    from ..config.yamldoc import locate     # yaml (~0.1 s): read only when a problem is shown
+    from ..config.yamldoc import locate     # yaml (~50 ms): --help, docs read no YAML
 
     n = len(exc.problems)
     print(f"error: {n} problem{'s' if n != 1 else ''} in the input:", file=sys.stderr)

@@ -10,10 +10,10 @@ import torch
 
 from ..config.schema import AlgorithmEntry, Scenario
 from ..exec import Executor, RoundRunner, executor_for
-from ..outputs import Background, atomic_npz
-from ..outputs import write_run_summary
+from ..outputs import Background, atomic_npz, read_metrics, write_run_summary
 from ..outputs.manifest import end_manifest, start_manifest
 from ..outputs.columns import metric_columns
+from ..scenario.checks import mobility_moves
 from ..sim.engine import Simulation
 from ..sim.failures import Failures
 from ..sim.mobility import Mobility
@@ -30,7 +30,6 @@ from .world import World, build_world, make_algorithm
 
 def _finished(entry: AlgorithmEntry, paths: dict[str, str], progress: bool) -> AlgoResult:
     """An algorithm a resumed run had finished before: its rows, nothing redone."""
-    from ..outputs import read_metrics
     if progress:
         print(f"[{entry.label}] already finished; kept", file=sys.stderr)
     return AlgoResult(entry.label, read_metrics(paths["metrics"], entry.label).rows)
@@ -50,7 +49,6 @@ def make_simulation(sc: Scenario, entry: AlgorithmEntry, world: World, algo, exe
 
 def entry_mobility(sc: Scenario, entry: AlgorithmEntry, topo) -> Mobility | None:
     """The entry's client mobility on this topology (its moves file read), or None."""
-    from ..scenario.checks import mobility_moves
     spec = entry.mobility_spec(sc.topology)
     if spec is None:
         return None
@@ -95,7 +93,6 @@ def run_algorithm(sc: Scenario, entry: AlgorithmEntry, world: World, out_dir: st
                         metric_columns=metric_columns(sim.ledger.levels))
     result = AlgoResult(entry.label, trace=trace)
     if meta:
-        from ..outputs import read_metrics
         result.rows = read_metrics(paths["metrics"], entry.label).rows
     writer = Background()       # checkpoints are written while the next rounds run
     record = RoundRecorder(sc, world, algo, sim, files, result,

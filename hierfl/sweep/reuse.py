@@ -26,6 +26,7 @@ import zipfile
 from collections.abc import Callable
 from typing import Any
 
+from ..algorithms.registry import get
 from ..outputs.manifest import NEUTRAL, without
 from ..outputs.summary import scenario_dict
 
@@ -35,8 +36,6 @@ NONLINEAR_UNREAD = {"train.edge_preaggregate"}  # only linear aggregators pre-ag
 
 def entry_key(sc: Any, i: int) -> str:
     """sha256 of what algorithm entry i of scenario `sc` reads (see the module docstring)."""
-    from ..algorithms.registry import get
-
     entry = sc.algorithms[i]
     cls = get(entry.name)
     drop = set(NEUTRAL)
