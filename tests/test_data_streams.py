@@ -122,7 +122,7 @@ def test_validate_of_200k_clients_draws_no_client_data(tmp_path, monkeypatch):
     import yaml
 
     from hierfl.scenario.load import load
-    from hierfl.scenario.world_check import check_world
+    from hierfl.scenario.checks import check_world
 
     made = []
     monkeypatch.setattr(synthetic, "normals", lambda *a: made.append(a))

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from hierfl import docs_gen
+from hierfl.cli import docs as docs_gen
 from hierfl.config.fields import positive, spec
 from hierfl.config.schema import Dist
 

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import pytest
 import yaml
 
-from hierfl import docs_gen
+from hierfl.cli import docs as docs_gen
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -62,7 +62,7 @@ from hierfl.algorithms.registry import REGISTRY, predicted_bytes
 assert "toyavg" in REGISTRY and "torch" not in sys.modules
 decl = REGISTRY.declaration("toyavg")
 assert decl.builtin and decl.facts.caps.linear_aggregate is False
-from hierfl import docs_gen
+from hierfl.cli import docs as docs_gen
 page = docs_gen.generate()
 assert "### toyavg" in page and "eta_g: the server's step towards the mean" in page, page[-800:]
 assert "Page: [algorithms/toyavg.md](algorithms/toyavg.md)" in page

@@ -19,6 +19,7 @@ Ray's workers run on the CPU: `train.executor.device` applies to the batched exe
 from __future__ import annotations
 
 import os
+import socket
 import threading
 import warnings
 from collections import OrderedDict
@@ -30,7 +31,7 @@ from ..allocator import keep_freed_memory
 from ..learn.batches import Batch, BatchPlan
 from ..learn.solver import LocalProgram, SolveResult, solve
 from ..config.errors import ScenarioError
-from ..plugins import bundle
+from ..plugins import bundle, ensure
 from .local import concat_results
 
 try:
@@ -69,7 +70,6 @@ def connect(address: str = "local", num_cpus: int | None = None,
 def _reachable(address: str, key: str, timeout_s: float = 10.0) -> None:
     """A host:port with nothing behind it: refused within `timeout_s` (ray.init kept retrying
     its GCS without end)."""
-    import socket
     host, _, port = address.rpartition(":")
     if not port.isdigit():
         return                         # (ray://... and the like: Ray's own check)
@@ -134,8 +134,6 @@ def solve_chunk_plugins(plugins: tuple, args: list, x: np.ndarray, y: np.ndarray
                         ) -> SolveResult:
     """`solve_chunk` whose arguments reference plugin code: import the plugins, then fetch the
     arguments (`args`: [a reference to them], left unresolved by Ray)."""
-    from ..plugins import ensure
-
     ensure(plugins)
     program, rows, weights, *rest = ray.get(args[0])
     return solve_chunk(program, rows, weights, x, y, *rest)

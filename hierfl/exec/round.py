@@ -16,7 +16,6 @@ import torch
 
 from ..algorithms.base import Algorithm, RoundCtx, Upload
 from ..compress import EdgeState, build as build_compressor
-from ..scenario.world_check import check_compress_tiers
 from ..config.schema import AlgorithmEntry, Scenario
 from ..data.federated import FederatedData
 from ..learn.batches import Batch, full_plan, minibatch_plan, steps_for
@@ -68,8 +67,6 @@ class RoundRunner(AsyncEdgeSteps):
         self.codec = build_compressor(entry.compress, scenario.seed, len(self.counts),
                                       model.n_params, algo)
         self._edge_wrap = self.codec is not None and self.codec.spec.edge_up.active
-        if self.codec is not None:      # (build_world has checked it: a world made otherwise)
-            check_compress_tiers(scenario, topo.n_tiers)
 
     # ------------------------------------------------------------------ the algorithm's flags
     @property

@@ -7,7 +7,7 @@ import torch
 from ..data.federated import FederatedData
 from ..models.functional import Model
 from ..models.threads import one_thread
-from .batches import gather, model_input, weight_dtype
+from .batches import full_plan, gather, model_input, weight_dtype
 
 CHUNK = 65536
 
@@ -68,8 +68,6 @@ def personal_accuracy(model: Model, personal: torch.Tensor, data: FederatedData,
 def client_gradients(model: Model, w: torch.Tensor, data: FederatedData,
                      chunk_clients: int = 64) -> torch.Tensor:
     """(N, P) full-data gradients grad F_k(w) of every client at the global model w."""
-    from .batches import full_plan
-
     out = []
     for lo in range(0, data.n_clients, chunk_clients):
         ks = np.arange(lo, min(lo + chunk_clients, data.n_clients))

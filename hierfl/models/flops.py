@@ -19,17 +19,19 @@ import torch
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
+try:                # a private name of torch's: where it is missing, the counter runs as it is
+    from torch.utils.flop_counter import _FlopCounterMode
+except ImportError:
+    _FlopCounterMode = None  # type: ignore[assignment,misc]
+
 _CACHE = "__dynamo_disable"     # where torch._compile._disable_dynamo caches the disabled function
 
 
 @contextlib.contextmanager
 def _without_dynamo() -> Iterator[None]:
     """Inside: the flop counter's dispatch runs without importing torch._dynamo (module doc)."""
-    try:
-        from torch.utils.flop_counter import _FlopCounterMode
-        raw = getattr(_FlopCounterMode.__dict__.get("__torch_dispatch__"), "__wrapped__", None)
-    except ImportError:
-        raw = None
+    raw = None if _FlopCounterMode is None else \
+        getattr(_FlopCounterMode.__dict__.get("__torch_dispatch__"), "__wrapped__", None)
     if raw is None or "torch._dynamo" in sys.modules or hasattr(raw, _CACHE):
         yield
         return

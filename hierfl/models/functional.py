@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import torch
 
 from ..config.schema import ModelSpec
+from . import registry
 from .threads import one_thread
 
 
@@ -263,5 +264,4 @@ def _layer_t(x: torch.Tensor, wt: torch.Tensor, b: torch.Tensor | None) -> torch
 def build_model(spec: ModelSpec, dim: int, out_dim: int, n_classes: int,
                 input_shape: tuple[int, ...] | None = None):
     """The scenario's model, from the registry (`hierfl.models.registry.build_model`)."""
-    from .registry import build_model as build
-    return build(spec, dim, out_dim, n_classes, input_shape)
+    return registry.build_model(spec, dim, out_dim, n_classes, input_shape)

@@ -28,6 +28,7 @@ from typing import Callable
 import torch
 from torch import nn
 from torch.nn import functional as F
+from torch.nn.modules import module as mm
 
 Layer = Callable[[torch.Tensor, dict[str, torch.Tensor]], torch.Tensor]
 
@@ -168,7 +169,6 @@ def _pool_args(m: nn.MaxPool2d) -> tuple:
 def _hooked(m: nn.Module) -> bool:
     """Whether calling `m` runs hooks (its own or every module's) or a compiled forward
     (`Module.compile`), which a plan would skip."""
-    from torch.nn.modules import module as mm
     return bool(m._forward_hooks or m._forward_pre_hooks or mm._global_forward_hooks or
                 mm._global_forward_pre_hooks or getattr(m, "_compiled_call_impl", None))
 

@@ -14,6 +14,7 @@ import os
 import platform
 import shutil
 import time
+from importlib.metadata import version
 from typing import Any
 
 from .files import atomic_text, same_file
@@ -53,7 +54,6 @@ def _versions() -> dict[str, str]:
     out = {"python": platform.python_version()}
     for name in ("hierfl", "torch", "numpy", "simpy", "networkx"):
         try:
-            from importlib.metadata import version
             out[name] = version(name)
         except Exception:  # noqa: BLE001 - not installed as a distribution: say so
             out[name] = "unknown"

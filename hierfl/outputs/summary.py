@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from ..config.errors import ScenarioError
+from ..config.yamldoc import read_yaml
 from ..string_column import StringColumn
 from . import summary_columns
 from .files import atomic_text, same_file
@@ -163,7 +164,6 @@ def read_summary(out: str) -> dict | None:
                                     f"{type(exc).__name__}: {exc}") from None
     p = os.path.join(out, SCENARIO_COPY)
     if os.path.isfile(p):
-        from ..config.yamldoc import read_yaml
         try:
             raw = read_yaml(p, "scenario copy")
         except Exception:  # a damaged copy must not stop a report

@@ -3,12 +3,14 @@ key-value table, a table with a note, a list of notes, figures). The Markdown an
 both render this model and nothing else; `build.py` fills it from the runs' files."""
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from ..config.compress import described
 from ..config.fields import compact
+from ..config.schema import RoundSpec, StragglerSpec
 from ..outputs.summary_columns import as_list, is_client
 from .stats import Group
 from .tables import local_overrides
@@ -159,9 +161,6 @@ def _non_default(key: str, value: object) -> dict:
     (a round's policy always shown)."""
     if not isinstance(value, dict):
         return {}
-    import dataclasses
-
-    from ..config.schema import RoundSpec, StragglerSpec
     cls = RoundSpec if key == "round" else StragglerSpec
     base = {f.name: (f.default_factory() if f.default_factory is not dataclasses.MISSING
                      else f.default) for f in dataclasses.fields(cls)}

@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from importlib.metadata import version
 from typing import Any
 
 import numpy as np
@@ -18,6 +19,8 @@ from ..outputs import atomic_text
 from ..outputs.manifest import NEUTRAL, without
 from ..outputs.summary import scenario_dict, topology_dict
 from ..plugins import bundle
+from ..scenario.checks import moves_path
+from ..topology.traces import digest
 
 FINGERPRINT = "fingerprint.json"
 # keys that place or time a run without changing a number of it; data and graph paths are left
@@ -28,7 +31,6 @@ IGNORED = NEUTRAL | {"name", "data.path", "data.root", "topology.graph"}
 
 def _version() -> str:
     try:
-        from importlib.metadata import version
         return version("hierfl")
     except Exception:        # not installed (a checkout on PYTHONPATH)
         return "unknown"
@@ -63,13 +65,10 @@ def run_fingerprint(sc: Any, world: Any = None) -> dict:
                                         world.data.x_test, world.data.y_test),
                         "model": _digest(world.w0)}
         if getattr(world, "availability_file", None):
-            from ..topology.traces import digest
             fp["system"]["availability_trace"] = digest(world.availability_file)
-        from ..scenario.world_check import moves_path
         for entry in getattr(sc, "algorithms", ()):
             path = moves_path(sc, entry)
             if path is not None and os.path.isfile(path):
-                from ..topology.traces import digest
                 fp["system"][f"moves_trace.{entry.label}"] = digest(path)
     return fp
 

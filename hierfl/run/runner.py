@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable, Mapping
 
 import torch
 
 from ..config.schema import AlgorithmEntry, Scenario
 from ..exec import Executor, RoundRunner, executor_for
-from ..outputs import Background, atomic_npz
-from ..outputs import write_run_summary
+from ..outputs import Background, atomic_npz, read_metrics, write_run_summary
 from ..outputs.manifest import end_manifest, start_manifest
 from ..outputs.columns import metric_columns
+from ..scenario.checks import mobility_moves
 from ..sim.engine import Simulation
 from ..sim.failures import Failures
 from ..sim.mobility import Mobility
@@ -29,7 +30,6 @@ from .world import World, build_world, make_algorithm
 
 def _finished(entry: AlgorithmEntry, paths: dict[str, str], progress: bool) -> AlgoResult:
     """An algorithm a resumed run had finished before: its rows, nothing redone."""
-    from ..outputs import read_metrics
     if progress:
         print(f"[{entry.label}] already finished; kept", file=sys.stderr)
     return AlgoResult(entry.label, read_metrics(paths["metrics"], entry.label).rows)
@@ -49,7 +49,6 @@ def make_simulation(sc: Scenario, entry: AlgorithmEntry, world: World, algo, exe
 
 def entry_mobility(sc: Scenario, entry: AlgorithmEntry, topo) -> Mobility | None:
     """The entry's client mobility on this topology (its moves file read), or None."""
-    from ..scenario.world_check import mobility_moves
     spec = entry.mobility_spec(sc.topology)
     if spec is None:
         return None
@@ -94,7 +93,6 @@ def run_algorithm(sc: Scenario, entry: AlgorithmEntry, world: World, out_dir: st
                         metric_columns=metric_columns(sim.ledger.levels))
     result = AlgoResult(entry.label, trace=trace)
     if meta:
-        from ..outputs import read_metrics
         result.rows = read_metrics(paths["metrics"], entry.label).rows
     writer = Background()       # checkpoints are written while the next rounds run
     record = RoundRecorder(sc, world, algo, sim, files, result,
@@ -121,10 +119,16 @@ def run_algorithm(sc: Scenario, entry: AlgorithmEntry, world: World, out_dir: st
 
 def run_scenario(sc: Scenario, progress: bool = True, graph=None,
                  resume: bool = False, stop_after: int | None = None,
-                 keep_trace: bool = True,
-                 executor: Executor | None = None) -> dict[str, AlgoResult]:
-    """keep_trace=False: trace events leave memory once written to trace.csv. `executor`:
-    default, the scenario's (train.executor)."""
+                 keep_trace: bool = True, executor: Executor | None = None,
+                 borrowed: Mapping[str, Callable[[str], object]] | None = None
+                 ) -> dict[str, AlgoResult]:
+    """Every output of a run, in order: OUT/summary.json, scenario.yaml and fingerprint.json,
+    the manifest OUT/run.json, each algorithm's OUT/<label>/ (run_algorithm), the manifest's
+    end. keep_trace=False: trace events leave memory once written to trace.csv. `executor`:
+    default, the scenario's (train.executor). `borrowed`: {label: fill} for the algorithms
+    another run has run with the same numbers (a sweep's points, sweep/reuse.py): fill(folder)
+    puts that run's OUT/<label>/ there instead of running it again (no result is returned
+    for it)."""
     world = build_world(sc, graph)
     fp = run_fingerprint(sc, world)
     os.makedirs(sc.output, exist_ok=True)
@@ -138,8 +142,12 @@ def run_scenario(sc: Scenario, progress: bool = True, graph=None,
     start_manifest(sc)                # OUT/run.json: which scenario these results belong to
     results = {}
     for entry in sc.algorithms:
-        results[entry.label] = run_algorithm(sc, entry, world, os.path.join(sc.output, entry.label),
-                                             progress, keep_trace=keep_trace, resume=resume,
+        folder = os.path.join(sc.output, entry.label)
+        if borrowed and entry.label in borrowed:
+            borrowed[entry.label](folder)
+            continue
+        results[entry.label] = run_algorithm(sc, entry, world, folder, progress,
+                                             keep_trace=keep_trace, resume=resume,
                                              stop_after=stop_after, executor=executor,
                                              fingerprint=fp)
     end_manifest(sc.output, all(r.paused_at is None for r in results.values()))

@@ -15,7 +15,7 @@ from ..data import FederatedData, load_data
 from ..exec.device import resolve as resolve_device
 from ..models.functional import Model
 from ..models.registry import scenario_model
-from ..scenario.world_check import availability_trace, guard, scenario_topology
+from ..scenario.checks import availability_trace, guard, scenario_topology
 from ..topology.graph import Topology
 
 

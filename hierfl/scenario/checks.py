@@ -1,20 +1,40 @@
-"""Cross-field checks of a scenario that no single key can make: round policies against the
+"""The scenario layer's checks, beyond what a single key's field checks: first what the file
+says across fields (scenario/load.py calls these while loading: round policies against the
 clients per round, hyperparameters that only apply to another kind, learning rates that would
-overflow over the run, labels that would collide with report files, the output folder, and the
-guard on work (config/work)."""
+overflow over the run, labels that would collide with report files, the output folder, the
+guard on work (config/work)); then the world it describes, checked without building it for
+training (`check_world`, what `hierfl validate` runs): the topology is built, the data loaded
+(as numpy arrays), the model sized, the trace files read, the resource guard applied. No torch
+is imported for the built-in stacked models (logreg, linear, mlp), whose size follows from
+their spec; a torch model (cnn, char_lstm, a plugin's) is built to be sized.
+`run.world.build_world` makes the same world checks through the same functions, then builds
+the model, so validate and run refuse the same scenarios before any round runs."""
 from __future__ import annotations
 
 import math
+import os
+from dataclasses import dataclass
 from typing import Any
 
+from ..algorithms.registry import REGISTRY, get
 from ..config.asynchrony import ASYNC_POLICIES
-from ..config.errors import Problem, Problems
+from ..config.errors import Problem, Problems, ScenarioError
 from ..config.fields import seed_range
-from ..config.paths import output_problem
+from ..config.limits import guard_resources, model_params
 from ..config.mobility import mobility_problem
-from ..config.schema import AlgorithmEntry, DataSpec, DistSpec, TrainSpec
+from ..config.paths import output_problem
+from ..config.schema import AlgorithmEntry, DataSpec, DistSpec, Scenario, TrainSpec
 from ..config.work import MAX_AVAILABILITY_EVENTS, availability_problem, work_problems
+from ..data import FederatedData, load_arrays, model_data_problem
+from ..data.registry import DATASETS
+from ..data.synthetic import layout
+from ..models.registry import MODELS, scenario_model
+from ..topology.check import dist_problem
+from ..topology.graph import Topology, build_topology
+from ..topology.moves import read_moves
+from ..topology.traces import read_availability
 
+# ============================================================================ the file, across fields
 MAX_LR = 1e6        # the local learning rate, at any round (lr x lr_decay ** (rounds - 1))
 REPORT_SUFFIXES = (".md", ".html", ".png", ".svg", ".pdf", ".csv", ".json", ".yaml", ".yml",
                    ".npz", ".txt", ".tmp", ".log")
@@ -53,8 +73,6 @@ def check_asynchrony(p: Problems, train: TrainSpec, entries: list[AlgorithmEntry
     """Asynchronous policies (fedasync, fedbuff) at the cloud tier (train.round or an entry's
     round:), for the algorithms that declare them (Capabilities.asynchronous), and at the
     bottom aggregator tier (train.edge_round, Capabilities.async_edges)."""
-    from ..algorithms.registry import get
-
     edge = train.edge_round.policy
     if train.edge_round.drain_every is not None:
         p.add("train.edge_round.drain_every", train.edge_round.drain_every, "applies to the "
@@ -89,8 +107,6 @@ def check_preaggregate(p: Problems, train: TrainSpec, entries: list[AlgorithmEnt
     """first_k at the cloud keeps the first k client updates; with train.edge_preaggregate the
     cloud receives edges' partial sums, and each edge would keep its own first k clients and
     the cloud its first k edges (up to k x k updates, not k): refused."""
-    from ..algorithms.registry import get
-
     if not train.edge_preaggregate:
         return
     for i, e in enumerate(entries):
@@ -133,8 +149,6 @@ def check_samples(p: Problems, data: DataSpec) -> None:
     d = data.samples
     if d is None or not data.name.startswith("synthetic"):
         return
-    from ..topology.check import dist_problem
-
     msg = dist_problem(d, True)
     if msg:
         shown = d if not isinstance(d, DistSpec) else \
@@ -201,8 +215,6 @@ def _mobility_async(p: Problems, train: TrainSpec, entries: list[AlgorithmEntry]
     with clients moving is refused before anything runs (the engine refused the first only
     when that entry's turn came, and asynchronous edges kept re-sending to a client that
     had moved away, without end)."""
-    from ..algorithms.registry import get
-
     for i, e in enumerate(entries):
         spec = e.mobility_spec(topo)
         if spec is None:
@@ -242,3 +254,141 @@ def _mobility_guard(p: Problems, entries: list[AlgorithmEntry], topo: Any, topo_
             p.items.append(Problem(topo_file, "mobility.handover_rate_per_s",
                                    topo.mobility.handover_rate_per_s, msg))
         return
+
+
+# ============================================================================ the world
+SIZED_FROM_SPEC = ("logreg", "linear", "mlp")     # hierfl.models.registry's stacked models
+
+
+@dataclass
+class WorldFacts:
+    """The checked world: its topology, its data (numpy) and the model's parameter count."""
+
+    topo: Topology
+    data: FederatedData
+    n_params: int
+
+
+def scenario_topology(sc: Scenario, graph: Any = None) -> Topology:
+    """The scenario's topology (or `graph`), with algorithms' tier_rounds checked against it."""
+    tfile = sc.topology_file
+    topo = Topology.from_graph(graph, tfile) if graph is not None else \
+        build_topology(sc.topology, sc.seed, tfile)
+    tiers = topo.n_tiers                                          # aggregator tiers
+    for i, entry in enumerate(sc.algorithms):
+        rounds = entry.tier_rounds
+        if rounds is not None and len(rounds) != tiers:
+            raise ScenarioError.one(sc.file, f"algorithms[{i}].tier_rounds", list(rounds),
+                                    f"one entry per aggregator tier, from the top: this "
+                                    f"topology has {tiers}")
+    check_compress_tiers(sc, tiers)
+    return topo
+
+
+def check_compress_tiers(sc: Scenario, tiers: int) -> None:
+    """down / edge_down of a hierarchical algorithm code the model of a single aggregator tier
+    (cloud, edges, clients): refused on a deeper tree before anything runs."""
+    if tiers <= 1:
+        return
+    for i, entry in enumerate(sc.algorithms):
+        comp = entry.compress
+        if comp is None or not REGISTRY.info(entry.name).hierarchical:
+            continue
+        for d in ("down", "edge_down"):
+            codec = getattr(comp, d)
+            if codec.active:
+                raise ScenarioError.one(sc.file, f"algorithms[{i}].compress.{d}.kind",
+                                        codec.kind, f"{d} compression of a hierarchical "
+                                        "algorithm needs one aggregator tier (cloud, edges, "
+                                        f"clients): this topology has {tiers}")
+
+
+def guard(sc: Scenario, topo: Topology, data: FederatedData, n_params: int | None) -> None:
+    guard_resources(sc, topo.n_clients, topo.n_nodes - topo.n_clients, data.dim,
+                    data.out_dim, len(data.x), n_params)
+    if n_params is not None:
+        check_compress_k(sc, n_params)
+
+
+def check_compress_k(sc: Scenario, n_params: int) -> None:
+    """A topk / randk `k` above the model's parameter count (it was capped at P, silently:
+    top-k then sent every entry, in a sparse encoding dearer than dense)."""
+    for i, entry in enumerate(sc.algorithms):
+        comp = entry.compress
+        for d in ("up", "down", "edge_up", "edge_down") if comp is not None else ():
+            k = getattr(comp, d).k
+            if k is not None and k > n_params:
+                raise ScenarioError.one(sc.file, f"algorithms[{i}].compress.{d}.k", k,
+                                        f"more entries than the model's {n_params} parameters")
+
+
+def availability_trace(sc: Scenario, topo: Topology) -> tuple[dict | None, str | None]:
+    """The measured availability intervals of `availability: {kind: trace, path: ...}`, read
+    and checked (a bad line is a ScenarioError naming file and line), and the file; or
+    (None, None)."""
+    avail = getattr(sc.topology, "availability", None)
+    if avail is None or avail.kind != "trace":
+        return None, None
+    base = os.path.dirname(os.path.abspath(sc.topology_file or sc.file))
+    path = os.path.join(base, avail.path)
+    return read_availability(path, list(topo.clients)), path
+
+
+def mobility_moves(sc: Scenario, entry: Any, topo: Topology) -> dict | None:
+    """The moves of an entry's `mobility: {kind: trace, path: ...}` (its own, relative to the
+    scenario file, else the topology's, relative to the topology file), read and checked (a bad
+    line is a ScenarioError naming file and line); None for other kinds."""
+    path = moves_path(sc, entry)
+    if path is None:
+        return None
+    own = getattr(entry, "mobility", None) is not None
+    key = f"algorithms[{sc.algorithms.index(entry)}].mobility.path" if own else "mobility.path"
+    return read_moves(path, list(topo.clients), list(topo.edges),
+                      [int(e) for e in topo.edge_of], key)
+
+
+def moves_path(sc: Scenario, entry: Any) -> str | None:
+    """The moves file of an entry's trace mobility, or None."""
+    spec = entry.mobility_spec(sc.topology)
+    if spec is None or spec.kind != "trace":
+        return None
+    own = getattr(entry, "mobility", None) is not None
+    base = os.path.dirname(os.path.abspath(sc.file if own else (sc.topology_file or sc.file)))
+    return os.path.join(base, spec.path)
+
+
+def model_size(sc: Scenario, data: FederatedData) -> int:
+    """The model's parameter count: from the spec for the stacked built-ins (no torch), else
+    from the built model."""
+    data = model_data_problem(sc, data)    # (load_arrays checks the sets it loads, not these)
+    decl = MODELS.declaration(sc.model.name) if sc.model.name in MODELS else None
+    if decl is not None and sc.model.name in SIZED_FROM_SPEC and \
+            decl.origin == "hierfl.models.stacked":
+        if decl.facts.task == "classification" and data.n_classes == 0:
+            raise ScenarioError.one(sc.file, "model.name", sc.model.name,
+                                    "classification model on regression targets")
+        n = model_params(sc.model, data.dim, data.out_dim)
+        assert n is not None
+        return n
+    return scenario_model(sc.file, sc.model, data).n_params
+
+
+def data_facts(sc: Scenario, n_clients: int) -> FederatedData:
+    """The data as far as the checks need it: the synthetic sets' counts and shapes alone
+    (drawn without a row: a million clients' rows took a minute), every other set loaded."""
+    if sc.data.name in ("synthetic", "synthetic_iid") and sc.data.name not in DATASETS:
+        return layout(sc.data, n_clients, sc.seed)
+    return load_arrays(sc, n_clients)
+
+
+def check_world(sc: Scenario, graph: Any = None) -> WorldFacts:
+    """The checks of `build_world` but the device's (`train.executor.device`: the caller's, as
+    exec/ is above this layer), without torch for the stacked built-in models."""
+    topo = scenario_topology(sc, graph)
+    availability_trace(sc, topo)                    # a bad trace: exit 2, file and line
+    for entry in sc.algorithms:
+        mobility_moves(sc, entry, topo)
+    data = data_facts(sc, topo.n_clients)
+    n_params = model_size(sc, data)
+    guard(sc, topo, data, n_params)
+    return WorldFacts(topo, data, n_params)

@@ -30,12 +30,14 @@ pool or Ray, staging, resume), summary (the tables, with the report's statistics
 page (sweep.md, sweep.html)."""
 from __future__ import annotations
 
+import dataclasses
 import os
 
+from ..outputs.tb_cli import tensorboard_done, write_tensorboard
 from .driver import execute_point, ray_point, run_sweep
 from .grid import parse_path, point_names, set_path
 from .spec import DONE, POINT_FILE, Point, Sweep, SweepFile, load_sweep
-from .summary import is_done, summarize
+from .summary import is_done, read_points, summarize
 
 
 def main(path: str, backend: str = "local", address: str = "local", workers: int | None = None,
@@ -46,15 +48,11 @@ def main(path: str, backend: str = "local", address: str = "local", workers: int
     `point_reports`: every point also writes its own report (as `point_reports: true`)."""
     sw = load_sweep(path, out)
     if point_reports:
-        import dataclasses
-
         sw = dataclasses.replace(sw, point_reports=True)
     failed = run_sweep(sw, backend, address, workers, progress)
     print(f"sweep summary: {os.path.join(sw.output, 'sweep.md')}\n"
           f"html: {os.path.join(sw.output, 'sweep.html')}")
     if tensorboard:
-        from ..outputs.tb_cli import tensorboard_done, write_tensorboard
-        from .summary import read_points
         for (point, _), s in read_points(sw).items():
             write_tensorboard(tensorboard, [s], point)
         tensorboard_done(tensorboard)

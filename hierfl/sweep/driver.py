@@ -11,6 +11,7 @@ import dataclasses
 import json
 import math
 import multiprocessing
+import fcntl
 import os
 import shutil
 import sys
@@ -22,8 +23,11 @@ from typing import Any, Callable
 
 from ..config.errors import ScenarioError
 from ..outputs import atomic_text
-from ..plugins import bundle
-from .reuse import owners, run_borrowing, unzip_tree, zip_tree
+from ..plugins import bundle, ensure
+from ..report import write_report
+from ..run import run_scenario
+from ..scenario.load import load
+from .reuse import filler, owners, unzip_tree, zip_tree
 from .spec import DONE, POINT_FILE, STAGING, Point, Sweep
 from .summary import is_done, summarize
 
@@ -38,11 +42,6 @@ def execute_point(text: str, folder: str, report: bool = True, plugins: tuple = 
     --plugin files and the like). `shown`: the path a ScenarioError names for the point's
     scenario (where the driver keeps it; default: folder's point.yaml, which may be gone).
     `name`: the point's folder name once committed (the report's title; default: `folder`'s)."""
-    from ..plugins import ensure
-    from ..report import write_report
-    from ..run import run_scenario
-    from ..scenario.load import load
-
     ensure(plugins)
     t0 = time.time()
     os.makedirs(folder, exist_ok=True)
@@ -50,10 +49,8 @@ def execute_point(text: str, folder: str, report: bool = True, plugins: tuple = 
     atomic_text(f, text)
     try:
         sc = load(f, out=folder)
-        if borrowed:
-            run_borrowing(sc, {lb: blob for lb, (_, blob) in borrowed.items()})
-        else:
-            run_scenario(sc, progress=False, keep_trace=False)
+        run_scenario(sc, progress=False, keep_trace=False,
+                     borrowed={lb: filler(src) for lb, (_, src) in (borrowed or {}).items()})
         if report:
             write_report(folder, sc.name, sc.report.target_accuracy, folder_name=name)
     except ScenarioError as exc:
@@ -128,7 +125,6 @@ class _Lock:
     """One sweep driver per output folder (the lock dies with the process)."""
 
     def __init__(self, out: str, file: str):
-        import fcntl
         self.fh = open(os.path.join(out, ".lock"), "w")
         try:
             fcntl.flock(self.fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -273,9 +269,9 @@ def _run_local(sw: Sweep, ready: _Ready, workers: int, staging: str,
 
 def _run_ray(sw: Sweep, ready: _Ready, workers: int | None, address: str, staging: str,
              done: Callable[[Point, dict], None], failed: dict[str, str]) -> None:
-    import ray
+    import ray                              # ray: the ray backend only
 
-    from ..exec.ray_exec import connect
+    from ..exec.ray_exec import connect     # ray: the ray backend only
 
     connect(address, workers, key="--address")
     task = ray.remote(max_retries=2)(ray_point)   # a task whose worker dies is rerun
@@ -313,7 +309,7 @@ def run_sweep(sw: Sweep, backend: str = "local", address: str = "local",
     if workers is not None and workers < 1:
         raise ScenarioError.one(sw.file, "--workers", workers, "must be >= 1")
     if backend == "ray":
-        from ..exec.ray_exec import require_ray
+        from ..exec.ray_exec import require_ray     # ray: the ray backend only
         require_ray("--backend")
     os.makedirs(sw.output, exist_ok=True)
     lock = _Lock(sw.output, sw.file)

@@ -16,7 +16,10 @@ import os
 from typing import Any
 
 import numpy as np
+from matplotlib.lines import Line2D
+from matplotlib.ticker import FuncFormatter, MaxNLocator
 
+from ..report.plots.style import STYLE, plt, save
 from ..report.tables import size
 
 DASHES: list[Any] = ["-", "--", ":", "-.", (0, (5, 1, 1, 1, 1, 1)), (0, (8, 2))]
@@ -31,7 +34,6 @@ def _style(i: int) -> tuple[Any, str | None]:
 
 
 def _bytes_ticks(axis: Any) -> None:
-    from matplotlib.ticker import FuncFormatter, MaxNLocator
     axis.set_major_locator(MaxNLocator(nbins=5, steps=[1, 2, 2.5, 5, 10]))
     axis.set_major_formatter(FuncFormatter(lambda v, _pos: size(v) if v >= 0 else ""))
 
@@ -73,7 +75,6 @@ def _legends(fig: Any, colours: dict[str, str], styles: list[tuple[str, Any]],
              style_title: str) -> None:
     """One legend right of the panels: the algorithms' colours, then the grid points' line
     styles under their own heading (when there are several)."""
-    from matplotlib.lines import Line2D
     handles = [Line2D([], [], color=c, linewidth=2) for c in colours.values()]
     labels = list(colours)
     if len(styles) > 1:
@@ -90,8 +91,6 @@ def metric_figure(curves: dict[tuple[tuple, str], Any], colours: dict[str, str],
                   ylabel: str, path: str, log_y: bool = False) -> str | None:
     """One metric against round, simulated time and bytes (module docstring). `curves`: the
     report Group of every (grid combo, algorithm)."""
-    from ..report.plots.style import STYLE, plt, save
-
     combos = list(dict.fromkeys(c for c, _ in curves))
     rows = facets(combos)
     faceted = len(rows) > 1
@@ -158,8 +157,6 @@ def target_figure(stats: dict[str, dict[tuple[tuple, str], tuple[float, float, i
                   colours: dict[str, str], path: str, multi_seed: bool) -> str | None:
     """Time and bytes to target per grid point and algorithm; `stats[metric][(combo, label)]`
     = (mean, sample std, seeds that reached, seeds)."""
-    from ..report.plots.style import STYLE, plt, save
-
     if not any(st[2] for m in stats.values() for st in m.values()):
         return None
     combos = list(dict.fromkeys(c for m in stats.values() for c, _ in m))
@@ -171,7 +168,6 @@ def target_figure(stats: dict[str, dict[tuple[tuple, str], tuple[float, float, i
             _bar_panel(ax, stats[m], combos, colours, m == "bytes_to_target")
             ax.set_ylabel(yl + (" (mean ± std over seeds)" if multi_seed else ""))
             ax.grid(axis="x", visible=False)
-        from matplotlib.lines import Line2D
         fig.legend([Line2D([], [], color=c, linewidth=6) for c in colours.values()],
                    list(colours), title="algorithm (× not reached)", loc="upper left",
                    bbox_to_anchor=(0.86, 0.98), fontsize=8, title_fontsize=8.5)

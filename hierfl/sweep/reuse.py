@@ -23,8 +23,10 @@ import json
 import os
 import shutil
 import zipfile
+from collections.abc import Callable
 from typing import Any
 
+from ..algorithms.registry import get
 from ..outputs.manifest import NEUTRAL, without
 from ..outputs.summary import scenario_dict
 
@@ -34,8 +36,6 @@ NONLINEAR_UNREAD = {"train.edge_preaggregate"}  # only linear aggregators pre-ag
 
 def entry_key(sc: Any, i: int) -> str:
     """sha256 of what algorithm entry i of scenario `sc` reads (see the module docstring)."""
-    from ..algorithms.registry import get
-
     entry = sc.algorithms[i]
     cls = get(entry.name)
     drop = set(NEUTRAL)
@@ -92,35 +92,13 @@ def unzip_tree(blob: bytes, folder: str) -> None:
         z.extractall(root)
 
 
-def run_borrowing(sc: Any, borrowed: dict[str, str | bytes], keep_trace: bool = False) -> None:
-    """run_scenario for a point that borrows some algorithms' folders: the same summary,
-    scenario copy, fingerprint and manifest as a full run, the owned algorithms run, the
-    borrowed ones' folders (the owner's OUT/<label>/, or a zip of it) copied in their place."""
-    from ..outputs import write_run_summary
-    from ..outputs.manifest import end_manifest, start_manifest
-    from ..run import build_world, run_algorithm
-    from ..run.fingerprint import run_fingerprint, write_fingerprint
-    from ..run.overrides import write_scenario_copy
-
-    world = build_world(sc)
-    fp = run_fingerprint(sc, world)
-    os.makedirs(sc.output, exist_ok=True)
-    write_run_summary(sc, world)
-    write_scenario_copy(sc)
-    write_fingerprint(sc.output, fp)
-    start_manifest(sc)
-    finished = True
-    for entry in sc.algorithms:
-        folder = os.path.join(sc.output, entry.label)
-        if entry.label in borrowed:
-            src = borrowed[entry.label]
-            if isinstance(src, str):
-                shutil.copytree(src, folder, dirs_exist_ok=True)
-            else:
-                os.makedirs(folder, exist_ok=True)
-                unzip_tree(src, folder)
-            continue
-        r = run_algorithm(sc, entry, world, folder, False, keep_trace=keep_trace,
-                          fingerprint=fp)
-        finished = finished and r.paused_at is None
-    end_manifest(sc.output, finished)
+def filler(src: str | bytes) -> Callable[[str], None]:
+    """What puts a borrowed algorithm's folder in place (run_scenario's `borrowed`): a copy of
+    the owner's OUT/<label>/ (`src` its path), or a zip of it (zip_tree) unpacked."""
+    def fill(folder: str) -> None:
+        if isinstance(src, str):
+            shutil.copytree(src, folder, dirs_exist_ok=True)
+        else:
+            os.makedirs(folder, exist_ok=True)
+            unzip_tree(src, folder)
+    return fill

@@ -15,6 +15,9 @@ from ..config.errors import Problem, Problems, ScenarioError
 from ..config.paths import output_problem
 from ..config.fields import Raw, build, is_fail, spec, unit_interval
 from ..config.yamldoc import add_duplicates, read_doc
+from ..data.check import for_other_kinds, for_other_sets
+from ..scenario.load import load
+from ..topology.graph import build_graph
 from .grid import Grid, point_names, read_grid, set_path
 from .reuse import algorithm_keys
 
@@ -127,7 +130,6 @@ def point_raw(base_raw: dict, base_file: str, values: tuple[tuple[str, Any], ...
     for (_, v), pth in zip(values, paths):
         if pth != ["topology"]:
             set_path(raw, pth, v)
-    from ..data.check import for_other_kinds, for_other_sets
     data = raw.get("data")
     if data_names and isinstance(data, dict):
         _leave_out(data, for_other_sets(data.get("name"), data, data_names), paths, ["data"])
@@ -220,9 +222,6 @@ def _points(path: str, base_file: str, base_raw: dict, grid: Grid, tmp: str
     """Every point built and validated, stopping at the first bad point: (points in grid
     order, that point's problems (each naming its grid coordinates), the first point's
     scenario or None)."""
-    from ..scenario.load import load
-    from ..topology.graph import build_graph
-
     found: dict[int, Point] = {}
     first = None
     combos = grid.combos

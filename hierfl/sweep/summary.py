@@ -169,7 +169,7 @@ def target_stats(sw: Sweep, groups: dict[tuple, list[dict]]
 def summarize(sw: Sweep) -> str:
     """points.csv, sweep.csv, metrics_all.csv, the figures, sweep.md and sweep.html. Returns
     the path of sweep.md."""
-    from .page import write_page
+    from .page import write_page        # cycle: page.py reads this module's tables
 
     rows, series, target = point_rows(sw)
     _write_points(sw, rows)

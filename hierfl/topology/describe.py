@@ -2,6 +2,7 @@
 drawing of the tree (matplotlib + networkx)."""
 from __future__ import annotations
 
+import networkx as nx
 import numpy as np
 
 from .graph import Topology
@@ -72,10 +73,10 @@ def tree_positions(topo: Topology) -> dict[str, tuple[float, float]]:
 
 
 def draw(topo: Topology, path: str) -> str:
-    import matplotlib
+    import matplotlib                       # matplotlib: only --png draws
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    import networkx as nx
+    import matplotlib.pyplot as plt         # matplotlib: only --png draws
+    from matplotlib.colors import LogNorm   # matplotlib: only --png draws
 
     pos = tree_positions(topo)
     und = nx.Graph((n, p) for n, p in topo.parent.items())
@@ -90,7 +91,6 @@ def draw(topo: Topology, path: str) -> str:
     sc = nx.draw_networkx_nodes(und, pos, nodelist=clients, node_color=cf, cmap="viridis",
                                 node_size=40, ax=ax)
     if log:
-        from matplotlib.colors import LogNorm
         sc.set_norm(LogNorm(cf.min(), cf.max()))
     if len(aggs) <= 40:
         nx.draw_networkx_labels(und, pos, labels={n: n for n in aggs}, font_size=7, ax=ax)

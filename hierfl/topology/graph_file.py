@@ -6,18 +6,18 @@ from __future__ import annotations
 
 import json
 import os
+import xml.etree.ElementTree as ET
 
 import networkx as nx
 
 from ..config.errors import ScenarioError
+from ..config.limits import MAX_BYTES
 
 
 def read_graph_file(path: str) -> nx.DiGraph:
     """networkx node-link JSON or GraphML, with the node and link attributes above."""
     if not os.path.isfile(path):
         raise ScenarioError.one(path, "graph", path, "graph file not found")
-    from ..config.limits import MAX_BYTES
-
     if os.path.getsize(path) > MAX_BYTES:
         raise ScenarioError.one(path, "graph", path, f"graph file larger than {MAX_BYTES} bytes")
     try:
@@ -59,10 +59,9 @@ def _no_duplicates(path: str, nodes: list, links: list, g: nx.DiGraph) -> None:
 def _graphml_keys(head: bytes) -> tuple[list[str]]:
     """GraphML's nodes and edges as _no_duplicates keys (networkx merges a node given twice
     and makes a multigraph of an edge given twice, which DiGraph() then collapses)."""
-    import xml.etree.ElementTree as ET       # (no DOCTYPE or entity: checked before)
     keys = []
     undirected = False
-    for el in ET.fromstring(head).iter():
+    for el in ET.fromstring(head).iter():      # (no DOCTYPE or entity: checked before)
         tag = el.tag.rsplit("}", 1)[-1]
         if tag == "graph":
             undirected = el.get("edgedefault") == "undirected"

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import seeding
+from ..config.limits import MAX_POWER_W
 from ..config.topology import TopologySpec
 from .dist import draw
 
@@ -53,8 +54,6 @@ def bad_powers(power: np.ndarray) -> np.ndarray:
     """(n,) bool: clients whose drawn power_w, idle_w, tx_w or rx_w is not finite watts in
     [0, MAX_POWER_W] (a wide distribution's tail: the scenario's bounds check only its
     parameters)."""
-    from ..config.limits import MAX_POWER_W
-
     with np.errstate(invalid="ignore"):
         return (~np.isfinite(power) | (power < 0) | (power > MAX_POWER_W)).any(1)
 
@@ -66,8 +65,6 @@ def drawn_power_problems(p, n: str, parent: str, row: np.ndarray) -> None:
 
 
 def watts_problems(p, where: list) -> None:
-    from ..config.limits import MAX_POWER_W
-
     for key, v in where:
         if v is None:
             continue

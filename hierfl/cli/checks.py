@@ -1,25 +1,25 @@
-"""Checks of command-line arguments and of a saved run before `hierfl report` reads it; each
-problem is a ScenarioError (exit 2) naming the option or file, the value and why."""
+"""The command line's own checks: of its arguments (the scenario's keys are checked by
+scenario/checks.py) and of a saved run before `hierfl report` reads it; each problem is a
+ScenarioError (exit 2) naming the option or file, the value and why."""
 from __future__ import annotations
 
 import csv
-import errno
 import math
 import os
 
-from .config.errors import Problem, ScenarioError
-from .config.paths import figure_problem, output_problem
-
-# an OSError with one of these is about the destination the user named (exit 2); any other
-# (disk full, file too large, I/O error) is the machine's (exit 1)
-USER_ERRNOS = {errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOTDIR, errno.EISDIR,
-               errno.ENOENT, errno.EEXIST, errno.ENAMETOOLONG}
+from ..config.errors import Problem, ScenarioError
+from ..config.paths import figure_problem, output_problem
 
 
 def check_stop_after(value: int | None) -> None:
     if value is not None and value < 1:
         raise ScenarioError.one("", "--stop-after", value, "must be >= 1 (the round after "
                                 "which to pause)")
+
+
+def check_threads(value: int | None) -> None:
+    if value is not None and not 1 <= value <= 256:
+        raise ScenarioError.one("", "--threads", value, "must be in 1..256")
 
 
 def check_report_args(target: float | None, timeline_round: int | None,
@@ -40,6 +40,14 @@ def check_figure(path: str, key: str = "--png") -> None:
     msg = figure_problem(path)
     if msg:
         raise ScenarioError.one("", key, path, msg)
+
+
+def check_trace_args(clients: int | None, out: str) -> None:
+    if clients is not None and clients < 1:
+        raise ScenarioError.one("", "--clients", clients, "expected a count >= 1")
+    if os.path.isdir(out):       # (the error named the temporary file beside it)
+        raise ScenarioError.one("", "--out", out, "is a folder: give the CSV file to "
+                                "write, e.g. " + os.path.join(out, "trace.csv"))
 
 
 def check_run_folder(out: str) -> None:
@@ -65,28 +73,3 @@ def check_run_folder(out: str) -> None:
                                                 "(corrupted file?)", line) from None
         except (UnicodeDecodeError, csv.Error) as exc:
             raise ScenarioError.one(path, "", None, f"cannot read: {exc}") from None
-
-
-def os_error_message(exc: OSError) -> tuple[str, int]:
-    """(the message, the exit status) of an OSError that escaped a command."""
-    what = exc.strerror or str(exc)
-    where = exc.filename if exc.filename is not None else (_file_of(exc) or "a file")
-    code = 2 if exc.errno in USER_ERRNOS else 1
-    return f"error: cannot read or write {where}: {what}", code
-
-
-def _file_of(exc: BaseException) -> str | None:
-    """The file an OSError without a file name was about (`fh.write` raises without one):
-    the innermost frame of its traceback that holds an open file object, else a path."""
-    found, tb = None, exc.__traceback__
-    while tb is not None:
-        names = tb.tb_frame.f_locals
-        for v in names.values():
-            if hasattr(v, "write") and isinstance(getattr(v, "name", None), str):
-                found = v.name
-        if found is None:
-            for key in ("path", "tmp", "dst", "file"):
-                if isinstance(names.get(key), str):
-                    found = names[key]
-        tb = tb.tb_next
-    return found

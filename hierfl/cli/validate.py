@@ -1,11 +1,29 @@
-"""What `hierfl validate` prints of a checked scenario: the system, the data, the model, the
+"""`hierfl validate`: the checks `hierfl run` makes before anything runs, without training
+(no torch for the stacked built-in models: the world is checked, not built, by
+scenario/checks.check_world), then what it prints: the system, the data, the model, the
 schedule and each algorithm entry (with its codecs)."""
 from __future__ import annotations
 
+import argparse
 import dataclasses
 from typing import Any
 
-from .config.compress import described
+from ..algorithms.state_size import guard_predicted_state
+from ..config.compress import described
+from ..scenario.checks import check_world
+from ..scenario.load import load
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    sc = load(args.scenario)
+    world = check_world(sc)
+    guard_predicted_state(sc, world.topo.n_clients, world.n_params)   # as run, before building
+    if sc.train.executor.device not in ("auto", "cpu"):     # cuda without CUDA: exit 2
+        from ..exec.device import resolve       # torch: only a GPU device is resolved
+
+        resolve(sc.train.executor.device, sc.file)
+    print("\n".join(validated(sc, world, args.scenario)))
+    return 0
 
 
 def tiers(t) -> str:
@@ -26,7 +44,7 @@ def tiers(t) -> str:
 
 def validated(sc: Any, world: Any, path: str) -> list[str]:
     """The lines `hierfl validate` prints for scenario `sc` (read from `path`) and its checked
-    world (scenario/world_check.WorldFacts)."""
+    world (scenario/checks.WorldFacts)."""
     t, c = world.topo, world.data.counts
     lines = [f"scenario {sc.name!r} ({path}) is valid",
              f"  topology: 1 cloud, {tiers(t)}, {t.n_clients} clients "
