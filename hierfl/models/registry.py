@@ -124,10 +124,10 @@ def build_model(spec: ModelSpec, dim: int, out_dim: int, n_classes: int,
     """The model of a scenario for inputs of `input_shape` (default: flat rows of `dim`); a
     built-in factory with a `vocab` option that the scenario does not give receives the data's
     vocabulary (index inputs in 0..vocab-1; a plugin's keeps the default its author wrote)."""
-    import torch
+    import torch                            # torch: building a model needs it, declaring not
     from torch import nn
 
-    from .functional import Model
+    from .functional import Model           # torch: as above
 
     if spec.name not in MODELS:
         raise ValueError(MODELS.unknown(spec.name))
@@ -164,7 +164,7 @@ def _torch_model(module: "nn.Module", shape: tuple[int, ...], task: str,
                  name: str) -> "TorchModel":
     """The module behind the stacked interface; a module that fails on one input is a
     ValueError naming the model."""
-    from .torch_model import TorchModel
+    from .torch_model import TorchModel     # torch: as build_model
     _deterministic(module, name)
     try:
         model = TorchModel(module, shape, task, name)
