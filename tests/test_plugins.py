@@ -106,12 +106,13 @@ def clean_registries():
     """Every test starts and ends with the built-in registries only (later test modules read
     REGISTRY and generate docs), and no plugin file loaded, as in a fresh process (a test of
     another module in this process, e.g. a sweep run in-process, may have loaded one)."""
-    algorithms = REGISTRY.snapshot()
-    saved = dict(MODELS), dict(DATASETS), dict(plugins._LOADED)
+    algorithms, datasets = REGISTRY.snapshot(), DATASETS.snapshot()
+    saved = dict(MODELS), dict(plugins._LOADED)
     plugins._LOADED.clear()
     yield
     REGISTRY.restore(algorithms)
-    for reg, old in zip((MODELS, DATASETS, plugins._LOADED), saved):
+    DATASETS.restore(datasets)
+    for reg, old in zip((MODELS, plugins._LOADED), saved):
         reg.clear()
         reg.update(old)
     for name in [m for m in sys.modules if m.startswith("hierfl_plugin_")]:

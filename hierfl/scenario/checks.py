@@ -12,7 +12,7 @@ from ..config.errors import Problem, Problems
 from ..config.fields import seed_range
 from ..config.paths import output_problem
 from ..config.mobility import mobility_problem
-from ..config.schema import AlgorithmEntry, DataSpec, DistSpec, TrainSpec
+from ..config.schema import AlgorithmEntry, TrainSpec, dist_mean as mean_of
 from ..config.work import MAX_AVAILABILITY_EVENTS, availability_problem, work_problems
 
 MAX_LR = 1e6        # the local learning rate, at any round (lr x lr_decay ** (rounds - 1))
@@ -129,19 +129,6 @@ def check_algorithms(p: Problems, entries: list[AlgorithmEntry], rounds: int,
             p.add(f"{key}.edges_per_round", s, f"more than the {n_top} edges under the cloud")
 
 
-def check_samples(p: Problems, data: DataSpec) -> None:
-    d = data.samples
-    if d is None or not data.name.startswith("synthetic"):
-        return
-    from ..topology.check import dist_problem
-
-    msg = dist_problem(d, True)
-    if msg:
-        shown = d if not isinstance(d, DistSpec) else \
-            {k: v for k, v in vars(d).items() if v is not None}
-        p.add("data.samples", shown, f"{msg} (every client needs samples)")
-
-
 def check_output(p: Problems, key: str, path: str) -> None:
     """The output folder (`output:` of the file, or `--out`: a command-line option, no file)."""
     msg = output_problem(path)
@@ -149,22 +136,6 @@ def check_output(p: Problems, key: str, path: str) -> None:
         p.items.append(Problem("", key, path, msg))
     elif msg:
         p.add(key, path, msg)
-
-
-def mean_of(d: Any) -> float:
-    """The mean of a distribution spec (or a constant)."""
-    if not isinstance(d, DistSpec):
-        return float(d)
-    if d.dist == "constant":
-        return float(d.value)  # type: ignore[arg-type]
-    if d.dist == "uniform":
-        return (float(d.low) + float(d.high)) / 2  # type: ignore[arg-type]
-    if d.dist == "lognormal":
-        return float(d.median) * math.exp(min(float(d.sigma) ** 2 / 2, 700))  # type: ignore
-    if d.dist == "normal":
-        return max(float(d.mean), float(d.min) if d.min is not None else -math.inf)  # type: ignore
-    w = d.weights or [1.0] * len(d.choices or [])
-    return sum(a * b for a, b in zip(d.choices or [], w)) / max(sum(w), 1e-300)
 
 
 def check_work(p: Problems, train: TrainSpec, entries: list[AlgorithmEntry], c: int,
