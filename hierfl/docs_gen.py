@@ -251,7 +251,8 @@ def _plugin_sections() -> list[str]:
              "(`--plugin FILE`, a scenario's `plugins:`).", ""]
     for name in algs:
         parts += _algorithm_section(REGISTRY.declaration(name))
-    for title, names, table, skip in (("model", models, MODELS, 2), ("data set", sets, DATASETS, 2)):
+    for title, names, table, skip in (("model", models, MODELS, 2),
+                                      ("data set", sets, DATASETS, 2)):
         for name in names:
             if title == "data set" and DATASETS.reads(name) is not None:    # a declared spec
                 decl = DATASETS.declaration(name)

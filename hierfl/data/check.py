@@ -48,8 +48,14 @@ def build_data(raw: object, p: Problems) -> DataSpec | None:
     found = key_problems(name, raw)
     for key, value, why in found:
         p.add(key, value, why)
+    own = Problems(p.file, p.lines)
     spec = build(DATASETS.spec(name), {k: v for k, v in raw.items()
-                                       if k not in _foreign(name, raw)}, p, "data")
+                                       if k not in _foreign(name, raw)}, own, "data")
+    for prob in own.items:              # "unknown key" of data: says for which set
+        msg = prob.message
+        if prob.key.count(".") == 1 and msg.startswith("unknown key"):
+            msg = f"unknown key for data set {name!r}{msg[len('unknown key'):]}"
+        p.add(prob.key, prob.value, msg, prob.line)
     if is_fail(spec):
         return None
     for key, why in option_problems(spec):

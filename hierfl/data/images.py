@@ -59,7 +59,10 @@ class Cifar100Spec(Partitioned, ImagesSpec):
     label: Literal["fine", "coarse"] = spec("fine", "the 100 fine or 20 coarse labels")
 
 
-def images_problems(spec: ImagesSpec, base_dir: str, n_clients: int | None) -> Found:
+Images = IdxSpec | Cifar10Spec | Cifar100Spec      # the image sets' specs (partitioned)
+
+
+def images_problems(spec: Images, base_dir: str, n_clients: int | None) -> Found:
     """No root:, or files missing or malformed there, or too few images for the clients."""
     if not spec.root:
         return [("data.root", None, f"{spec.name} needs root: (the folder of its files); "
@@ -199,7 +202,8 @@ def deal_test_rows(parts: list[np.ndarray], y: np.ndarray, y_test: np.ndarray,
     return [np.sort(np.concatenate(o)).astype(np.int64) for o in out]
 
 
-def client_problem(spec: "IdxSpec | Cifar10Spec | Cifar100Spec", n_rows: int, n_clients: int) -> tuple[str, object, str] | None:
+def client_problem(spec: Images, n_rows: int, n_clients: int
+                   ) -> tuple[str, object, str] | None:
     """(key, value, message) when `n_rows` training rows cannot be split over the clients."""
     if n_clients * 2 > n_rows:
         return ("data.name", spec.name, f"{spec.name} has {n_rows} training images: at most "
@@ -210,7 +214,7 @@ def client_problem(spec: "IdxSpec | Cifar10Spec | Cifar100Spec", n_rows: int, n_
     return None
 
 
-def load(spec: "IdxSpec | Cifar10Spec | Cifar100Spec", n_clients: int, seed: int, root: str, file: str) -> FederatedData:
+def load(spec: Images, n_clients: int, seed: int, root: str, file: str) -> FederatedData:
     """The set in `root`, split over `n_clients` (DataFileError for a missing or bad file)."""
     src = source(spec, root)
     bad = client_problem(spec, src.n_train, n_clients)
