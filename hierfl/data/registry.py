@@ -7,7 +7,7 @@ set reads (each with `spec(default, doc, check=...)`; the shared `partition:` an
 `test_fraction:` by inheriting `Partitioned` and `HeldOut` of hierfl/config/schema.py), carries
 
     @declare_dataset("digits", code=f"{__name__}:load_digits",
-                     facts=DatasetFacts(check=digits_problems, shape=digits_shape))
+                     facts=DatasetFacts(check=digits_problems, shape=...))
     @dataclass(frozen=True)
     class DigitsSpec(HeldOut, Partitioned): ...
 
@@ -41,6 +41,7 @@ sets. A name is taken once: registering another loader under a taken name (a bui
 is a ValueError naming the one that has it."""
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import inspect
 from dataclasses import dataclass
@@ -140,8 +141,6 @@ class DatasetRegistry(Registry):
         decl = self.declared(name)
         if decl is None or issubclass(decl.params, OptionsSpec):
             return None
-        import dataclasses
-
         return tuple(f.name for f in dataclasses.fields(decl.params)
                      if f.init and f.name != "name")
 
@@ -162,8 +161,6 @@ def declare_dataset(name: str, *, code: str, facts: DatasetFacts = DatasetFacts(
     keys it reads), without importing its loader: `code` is "module:function", the loader
     `load(sc, n_clients) -> FederatedData`."""
     def deco(cls: type) -> type:
-        import dataclasses
-
         if not (isinstance(cls, type) and dataclasses.is_dataclass(cls)
                 and issubclass(cls, DataSpec)):
             raise TypeError(f"data set {name!r}: its spec must be a frozen dataclass extending "
