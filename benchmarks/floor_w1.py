@@ -32,7 +32,7 @@ import torch  # noqa: E402
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from hierfl import seeding  # noqa: E402
-from hierfl.config.schema import DataSpec  # noqa: E402
+from hierfl.data.registry import data_spec  # noqa: E402
 from hierfl.data.synthetic import generate  # noqa: E402
 
 
@@ -98,7 +98,7 @@ def main() -> int:
     args = ap.parse_args()
     torch.set_num_threads(1)
     clients, per_round, epochs, b, lr, seed = 30, 10, 20, 10, 0.01, args.seed
-    d = generate(DataSpec(name="synthetic", alpha=1.0, beta=1.0), clients, seed)
+    d = generate(data_spec(name="synthetic", alpha=1.0, beta=1.0), clients, seed)
     t_data = time.perf_counter()
 
     def with_ones(a: np.ndarray) -> torch.Tensor:

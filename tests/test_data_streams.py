@@ -10,6 +10,7 @@ import pytest
 
 from hierfl import seeding
 from hierfl.config.schema import DataSpec, DistSpec
+from hierfl.data.registry import data_spec
 from hierfl.data import pcg64, shuffles, streams, synthetic
 from hierfl.data.federated import FederatedData, split_train_test
 
@@ -23,8 +24,9 @@ def eager(spec: DataSpec, n_clients: int, seed: int) -> FederatedData:
     shared = seeding.rng(seed, "data/synthetic/shared")
     w_iid, b_iid = shared.normal(0, 1, (d, c)), shared.normal(0, 1, c)
     g_het = seeding.rng(seed, "data/synthetic/heterogeneity")
-    u = g_het.normal(0, spec.alpha, n_clients)
-    bk = g_het.normal(0, spec.beta, n_clients)
+    if not iid:                             # (synthetic_iid has no alpha, beta: no u_k, B_k)
+        u = g_het.normal(0, spec.alpha, n_clients)
+        bk = g_het.normal(0, spec.beta, n_clients)
     train, test = [], []
     for k in range(n_clients):
         g = seeding.rng(seed, "data/synthetic/client", k)
@@ -73,14 +75,14 @@ def test_pcg64_states_are_those_numpy_seeds():
 
 
 SPECS = [
-    DataSpec(name="synthetic"),                                 # lognormal sizes: many sizes
-    DataSpec(name="synthetic", alpha=0.5, beta=0.0, dim=7, classes=4, test_fraction=0.3,
+    data_spec(name="synthetic"),                                 # lognormal sizes: many sizes
+    data_spec(name="synthetic", alpha=0.5, beta=0.0, dim=7, classes=4, test_fraction=0.3,
              samples=DistSpec(dist="uniform", low=1, high=9)),  # tiny clients (2 rows: 1 test)
-    DataSpec(name="synthetic_iid", dim=3, classes=3, samples=DistSpec(dist="constant",
+    data_spec(name="synthetic_iid", dim=3, classes=3, samples=DistSpec(dist="constant",
                                                                       value=20.0)),
-    DataSpec(name="synthetic", max_samples=60, test_fraction=0.0),
-    DataSpec(name="synthetic_iid", test_fraction=0.5),           # shared W, b; many sizes
-    DataSpec(name="synthetic", dim=5, classes=2,                 # city_scale's: one size
+    data_spec(name="synthetic", max_samples=60, test_fraction=0.0),
+    data_spec(name="synthetic_iid", test_fraction=0.5),           # shared W, b; many sizes
+    data_spec(name="synthetic", dim=5, classes=2,                 # city_scale's: one size
              samples=DistSpec(dist="constant", value=20.0)),
 ]
 

@@ -17,7 +17,8 @@ from datasets_util import (digits_28, femnist_users, leaf_doc, scenario, shakesp
                            validate_exit2 as _exit2, write_cifar_set, write_leaf, write_mnist)
 from hierfl import seeding
 from hierfl.cli import main
-from hierfl.config.schema import DataSpec, PartitionSpec
+from hierfl.config.schema import PartitionSpec
+from hierfl.data.registry import data_spec
 from hierfl.data import load_data
 from hierfl.data.federated import FederatedData
 from hierfl.data.images import deal_test_rows
@@ -294,9 +295,11 @@ def test_digits_28_is_the_digits():
     assert np.array_equal(x[:, 2:26:3, 2:26:3], (d.images * (255 / 16)).round())
 
 
-def test_dataspec_defaults_keep_old_sets():
-    spec = DataSpec(name="digits")
-    assert spec.root is None and spec.users is None and spec.label == "fine"
+def test_each_set_spec_holds_its_keys_with_their_defaults():
+    spec = data_spec("digits")
+    assert spec.partition == PartitionSpec() and spec.test_fraction == 0.2
+    assert not any(hasattr(spec, k) for k in ("root", "users", "label", "path"))
+    assert data_spec("cifar100").label == "fine" and data_spec("leaf").users is None
 
 
 def test_sweep_points_get_absolute_data_folders():

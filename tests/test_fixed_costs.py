@@ -238,9 +238,9 @@ def test_loaders_give_arrays_and_load_data_wraps_them_without_a_copy():
     import torch
 
     from hierfl.data.synthetic import generate
-    from hierfl.config.schema import DataSpec
+    from hierfl.data.registry import data_spec
 
-    d = generate(DataSpec(name="synthetic", dim=5, classes=3, samples=20), 4, 0)
+    d = generate(data_spec(name="synthetic", dim=5, classes=3, samples=20), 4, 0)
     assert isinstance(d.x, np.ndarray) and isinstance(d.y_test, np.ndarray)
     t = d.as_tensors()
     assert isinstance(t.x, torch.Tensor) and t.x.dtype == torch.float32

@@ -106,13 +106,13 @@ def clean_registries():
     """Every test starts and ends with the built-in registries only (later test modules read
     REGISTRY and generate docs), and no plugin file loaded, as in a fresh process (a test of
     another module in this process, e.g. a sweep run in-process, may have loaded one)."""
-    algorithms, models = REGISTRY.snapshot(), MODELS.snapshot()
-    saved = dict(DATASETS), dict(plugins._LOADED)
+    snaps = [(r, r.snapshot()) for r in (REGISTRY, MODELS, DATASETS)]
+    loaded = dict(plugins._LOADED)
     plugins._LOADED.clear()
     yield
-    REGISTRY.restore(algorithms)
-    MODELS.restore(models)
-    for reg, old in zip((DATASETS, plugins._LOADED), saved):
+    for reg, snap in snaps:
+        reg.restore(snap)
+    for reg, old in ((plugins._LOADED, loaded),):
         reg.clear()
         reg.update(old)
     for name in [m for m in sys.modules if m.startswith("hierfl_plugin_")]:

@@ -15,7 +15,8 @@ from threadpoolctl import threadpool_limits
 
 from hierfl.data import synthetic
 from hierfl.data.synthetic import sample_counts
-from hierfl.config.schema import DataSpec, DistSpec
+from hierfl.config.schema import DistSpec
+from hierfl.data.registry import data_spec
 
 
 def generate(*a, **kw):
@@ -33,7 +34,7 @@ def _rows(data, k):
 
 
 def test_sizes_follow_the_recipe():
-    c = sample_counts(DataSpec(name="synthetic"), 20000, seed=5)
+    c = sample_counts(data_spec(name="synthetic"), 20000, seed=5)
     assert c.dtype.kind == "i" and c.min() >= 50
     # n - 50 = floor(L), L ~ lognormal(4, 2): P(n - 50 < e^4) = P(L < 55) ~ 0.5015 and
     # P(n - 50 < e^6) ~ Phi(1) = 0.841; the std of each fraction over 20000 draws is <= 0.0036.
@@ -41,7 +42,7 @@ def test_sizes_follow_the_recipe():
     assert np.mean(c - 50 < math.exp(6)) == pytest.approx(0.8413, abs=0.015)
     assert np.median(c) == pytest.approx(math.exp(4) + 50, abs=4.0)
     # the generator uses exactly these sizes, split 80/20 per client
-    spec = DataSpec(name="synthetic", test_fraction=0.2)
+    spec = data_spec(name="synthetic", test_fraction=0.2)
     data = generate(spec, 12, seed=5)
     want = sample_counts(spec, 12, seed=5)
     np.testing.assert_array_equal(data.counts + data.test_counts, want)
@@ -49,7 +50,7 @@ def test_sizes_follow_the_recipe():
 
 
 def test_iid_features_and_labels():
-    spec = DataSpec(name="synthetic_iid", samples=DistSpec(dist="constant", value=600.0),
+    spec = data_spec(name="synthetic_iid", samples=DistSpec(dist="constant", value=600.0),
                     test_fraction=0.1)
     data = generate(spec, 10, seed=1)
     parts = [_rows(data, k) for k in range(10)]
@@ -74,7 +75,7 @@ def _fit_score(x, y) -> float:
 
 def test_non_iid_features_and_labels():
     beta = 2.0
-    spec = DataSpec(name="synthetic", alpha=1.0, beta=beta,
+    spec = data_spec(name="synthetic", alpha=1.0, beta=beta,
                     samples=DistSpec(dist="constant", value=300.0))
     data = generate(spec, 100, seed=2)
     j = np.arange(1, 61)
@@ -108,7 +109,7 @@ def test_non_iid_features_and_labels():
 
 @pytest.mark.parametrize("name", ["synthetic", "synthetic_iid"])
 def test_seeded(name):
-    spec = DataSpec(name=name, samples=DistSpec(dist="uniform", low=50, high=80))
+    spec = data_spec(name=name, samples=DistSpec(dist="uniform", low=50, high=80))
     a, b, c = generate(spec, 6, 9), generate(spec, 6, 9), generate(spec, 6, 10)
     for f in ("x", "y", "x_test", "y_test", "offsets", "test_offsets"):
         assert np.array_equal(np.asarray(getattr(a, f)), np.asarray(getattr(b, f))), f

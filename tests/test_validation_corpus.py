@@ -329,10 +329,10 @@ def test_errors_from_data_building_name_the_file():
     """The digits guard inside the data builder (reached from the Python API, where load's
     cross-check is bypassed) raises a ScenarioError naming the scenario file and key."""
     from hierfl.data.real import digits
-    from hierfl.config.schema import DataSpec
+    from hierfl.data.registry import data_spec
 
     with pytest.raises(ScenarioError) as exc:
-        digits(DataSpec(name="digits"), 1000, 0, file="s.yaml")
+        digits(data_spec(name="digits"), 1000, 0, file="s.yaml")
     (p,) = exc.value.problems
     assert (p.file, p.key, p.value) == ("s.yaml", "data.name", "digits")
     assert "at most 898 clients" in p.message

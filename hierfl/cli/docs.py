@@ -154,6 +154,7 @@ def generate() -> str:
              "drawn once per node, deterministically from the scenario seed, e.g. "
              "`{dist: lognormal, median: 1.0e9, sigma: 0.5}`:", "",
              md_table(rows(DistSpec)), "",
+             *_data_sections(),
              "## Topology file", "",
              "`topology:` in a scenario is a path to a topology file or the same keys inline; "
              "every key of a topology file is in the [topology reference]"
@@ -183,8 +184,17 @@ def generate() -> str:
     return "\n".join(parts).rstrip("\n") + "\n"
 
 
-def _builtin(obj: Any) -> bool:
-    return getattr(obj, "__module__", "").startswith("hierfl.")
+def _data_sections() -> list[str]:
+    """`data:` of each built-in data set: its summary and its own keys (its declared spec)."""
+    parts = ["## Data sets", "",
+             "`data:` is a mapping: `name:` and the keys of that data set, listed below (a key "
+             "the set does not read is an error naming it). A set registered by a plugin takes "
+             "its loader's options ([plugins](howto/plugins.md)).", ""]
+    for name in DATASETS.builtin_names():
+        decl = DATASETS.declaration(name)
+        keys = [r for r in rows(decl.params, "data") if r[0] != "data.name"]
+        parts += [f"### data: {name}", "", decl.summary, "", md_table(keys), ""]
+    return parts
 
 
 def _algorithm_section(decl: Any) -> list[str]:
@@ -233,7 +243,7 @@ def _plugin_sections() -> list[str]:
     check_entry_points("", "hierfl docs")      # the installed plugins are documented too
     algs = sorted(n for n in REGISTRY if not REGISTRY.is_builtin(n))
     models = sorted(n for n in MODELS if not MODELS.is_builtin(n))
-    sets = sorted(n for n, e in DATASETS.items() if not _builtin(e.loader))
+    sets = [n for n in DATASETS if not DATASETS.is_builtin(n)]
     if not (algs or models or sets):
         return []
     parts = ["## Plugins", "", "Registered by the plugin files loaded with this page "
@@ -241,9 +251,16 @@ def _plugin_sections() -> list[str]:
              "entry points.", ""]
     for name in algs:
         parts += _algorithm_section(REGISTRY.declaration(name))
-    for title, names, table, skip in (("model", models, MODELS, 2), ("data set", sets, DATASETS, 2)):
+    for title, names, table, skip in (("model", models, MODELS, 2),
+                                      ("data set", sets, DATASETS, 2)):
         for name in names:
-            fn = table[name] if title == "model" else table[name].loader
+            if title == "data set" and DATASETS.reads(name) is not None:    # a declared spec
+                decl = DATASETS.declaration(name)
+                parts += [f"### data set `{name}`", "", decl.summary, "",
+                          f"Declared in `{decl.origin}`.", "",
+                          md_table(rows(decl.params, "data")), ""]
+                continue
+            fn = table[name]
             key = "model" if title == "model" else "data"
             parts += [f"### {title} `{name}`", "", _first_paragraph(fn.__doc__), "",
                       f"`{key}: {{name: {name}, ...}}`; its other keys are these options "

@@ -1,6 +1,7 @@
 """The scenario, as frozen dataclasses. Read once by `load`; everything downstream is typed."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar, Literal
 
@@ -60,6 +61,22 @@ _DIST_TAKES = {"constant": ("value",), "uniform": ("low", "high"), "lognormal": 
 _DIST_KEYS = tuple(k for ks in _DIST_TAKES.values() for k in ks)
 
 
+def dist_mean(d: Dist) -> float:
+    """The mean of a distribution spec (or a constant)."""
+    if not isinstance(d, DistSpec):
+        return float(d)
+    if d.dist == "constant":
+        return float(d.value)  # type: ignore[arg-type]
+    if d.dist == "uniform":
+        return (float(d.low) + float(d.high)) / 2  # type: ignore[arg-type]
+    if d.dist == "lognormal":
+        return float(d.median) * math.exp(min(float(d.sigma) ** 2 / 2, 700))  # type: ignore
+    if d.dist == "normal":
+        return max(float(d.mean), float(d.min) if d.min is not None else -math.inf)  # type: ignore
+    w = d.weights or [1.0] * len(d.choices or [])
+    return sum(a * b for a, b in zip(d.choices or [], w)) / max(sum(w), 1e-300)
+
+
 # ----------------------------------------------------------------------------- data, model
 @dataclass(frozen=True)
 class PartitionSpec:
@@ -68,41 +85,30 @@ class PartitionSpec:
     shards_per_client: int = spec(2, "shards: label-sorted shards per client", check=positive)
 
 
-BUILTIN_DATA = ("synthetic", "synthetic_iid", "digits", "npz", "mnist", "fashion_mnist",
-                "cifar10", "cifar100", "leaf")
+@dataclass(frozen=True)
+class DataSpec:
+    """The key every data set's spec has. Each data set declares its own spec, a frozen
+    subclass holding only the keys it reads, next to its code (hierfl/data; the shared keys
+    below by inheritance); `Scenario.data` is an instance of the named set's spec."""
+
+    name: str = spec(doc="the federated data set: one of the data sets below, or one "
+                     "registered with hierfl.register_dataset (a plugin's)")
 
 
 @dataclass(frozen=True)
-class DataSpec:
-    name: str = spec(doc="the federated data set: synthetic, synthetic_iid, digits, npz, mnist, "
-                     "fashion_mnist, cifar10, cifar100, leaf, or one registered with "
-                     "hierfl.register_dataset (a plugin's)")
-    alpha: float = spec(1.0, "synthetic: std of u_k (model heterogeneity)", check=non_negative)
-    beta: float = spec(1.0, "synthetic: std of B_k (feature heterogeneity)", check=non_negative)
-    dim: int = spec(60, "synthetic: feature dimension", check=all_of(positive, at_most(1e5)))
-    classes: int = spec(10, "synthetic: number of classes", check=all_of(positive, at_most(1e4)))
-    samples: Dist | None = spec(None, "synthetic: per-client sample count distribution "
-                                "(default: int(lognormal(4, 2)) + 50, the FedProx recipe)")
-    max_samples: int = spec(100_000, "synthetic: cap on one client's samples (resource guard)",
-                            check=positive)
-    path: str | None = spec(None, "npz: file of arrays x_0, y_0, ...; leaf: folder holding "
-                            "LEAF's train/ and test/ JSON files (relative to the scenario)")
-    root: str | None = spec(None, "mnist, fashion_mnist: folder of the four IDX files "
-                            "(optionally .gz); cifar10, cifar100: folder of the binary version's "
-                            ".bin files (relative to the scenario); `hierfl data fetch NAME "
-                            "--root DIR` downloads them")
-    users: int | None = spec(None, "leaf: how many LEAF users to use, a seeded sample, dealt "
-                             "round-robin to the clients (default and minimum: one per client)",
-                             check=all_of(positive, at_most(1e7)))
-    label: Literal["fine", "coarse"] = spec("fine", "cifar100: the 100 fine or 20 coarse labels")
+class Partitioned(DataSpec):
+    """A data set whose training rows are split over the clients by a partition."""
+
     partition: PartitionSpec = spec(default_factory=PartitionSpec,
-                                    doc="digits, mnist, fashion_mnist, cifar10, cifar100: how "
-                                    "the training rows are split over clients")
-    test_fraction: float = spec(0.2, "per-client test split of the sets without a test set "
-                                "(synthetic, digits, npz without x_test_k)", check=below_one)
-    options: dict[str, Raw] = spec(default_factory=dict, doc="a registered (plugin) data set: "
-                                   "its loader's own options, given here or as keys of data: "
-                                   "(every key but name goes to the loader)")
+                                    doc="how the training rows are split over clients")
+
+
+@dataclass(frozen=True)
+class HeldOut(DataSpec):
+    """A data set without a test set of its own: each client holds out a fraction."""
+
+    test_fraction: float = spec(0.2, "the fraction of each client's rows held out as its "
+                                "test rows", check=below_one)
 
 
 @dataclass(frozen=True)
@@ -311,7 +317,7 @@ class Scenario:
     seed: int
     file: str
     topology: "TopologySpec"   # resolved from a file path or an inline mapping
-    data: DataSpec
+    data: DataSpec             # the named set's own spec (a subclass: its keys only)
     model: ModelSpec
     train: TrainSpec
     algorithms: tuple[AlgorithmEntry, ...]
@@ -329,7 +335,8 @@ class ScenarioFile:
 
     name: str = spec(doc="scenario name (letters, digits, '-', '_')")
     topology: Raw = spec(doc="topology file path (relative to this file) or inline mapping")
-    data: DataSpec = spec(doc="federated data set")
+    data: dict = spec(doc="federated data set: its name and the keys that set reads (see "
+                      "the data sets below)")
     model: ModelSpec = spec(doc="model")
     algorithms: list[Raw] = spec(doc="list of {name: ..., label: ..., <hyperparameters>}")
     seed: int = spec(0, "the one seed, in 0..2^32-1; every generator is derived from it and a "

@@ -1,7 +1,8 @@
 """Federated data sets: synthetic (FedProx recipe), digits (scikit-learn), npz (user files),
 the image benchmarks MNIST, Fashion-MNIST, CIFAR-10/100 (their standard files) and LEAF's
-JSON sets (FEMNIST, Shakespeare). Nothing here downloads: `hierfl data fetch` does
-(data/fetch.py)."""
+JSON sets (FEMNIST, Shakespeare), each declared once in its own module with its spec and
+facts (data/registry.py), and the sets of plugins. Nothing here downloads: `hierfl data fetch`
+does (data/fetch.py)."""
 from __future__ import annotations
 
 import dataclasses
@@ -19,29 +20,6 @@ INDEX_FREE_MODELS = ("cnn",)           # built-in models of pixels, not of index
 EMBEDDING_MODELS = ("char_lstm",)      # built-in models that embed index rows
 
 
-def _load(sc: Scenario, n_clients: int) -> FederatedData:
-    spec = sc.data
-    from .registry import DATASETS
-    if spec.name in DATASETS:                   # registered by a plugin
-        from .registry import load_registered
-        return load_registered(spec, n_clients, sc.seed, sc.file)
-    if spec.name in ("synthetic", "synthetic_iid"):
-        from .synthetic import generate
-        return generate(spec, n_clients, sc.seed)
-    if spec.name == "leaf":
-        from .leaf import load as load_leaf
-        return load_leaf(spec.path or "", spec.users or n_clients, n_clients, sc.seed)
-    from .images import IMAGE_SETS
-    if spec.name in IMAGE_SETS:
-        from .images import load as load_images
-        return load_images(spec, n_clients, sc.seed, spec.root or "", sc.file)
-    from .real import digits, npz
-    if spec.name == "digits":
-        return digits(spec, n_clients, sc.seed, sc.file)
-    task = "regression" if sc.model.name == "linear" else "classification"
-    return npz(spec, n_clients, sc.seed, spec.path or "", task, sc.file)
-
-
 def load_data(sc: Scenario, n_clients: int) -> FederatedData:
     """The scenario's data split over `n_clients`, as torch tensors (`load_arrays`)."""
     return load_arrays(sc, n_clients).as_tensors()
@@ -50,12 +28,14 @@ def load_data(sc: Scenario, n_clients: int) -> FederatedData:
 def load_arrays(sc: Scenario, n_clients: int) -> FederatedData:
     """The scenario's data split over `n_clients`, as numpy arrays (no torch); a missing or
     malformed file is a ScenarioError naming the file and what is wrong with it."""
+    from .check import file_value
+    from .registry import load
+
     try:
-        data = _load(sc, n_clients)
+        data = load(sc, n_clients)
     except DataFileError as exc:
-        key = "data.path" if sc.data.name in ("npz", "leaf") else "data.root"
-        raise ScenarioError.one(sc.file, key, sc.data.path if key == "data.path"
-                                else sc.data.root, f"{exc.path}: {exc.message}") from None
+        key, value = file_value(sc.data)
+        raise ScenarioError.one(sc.file, key, value, f"{exc.path}: {exc.message}") from None
     except MemoryError:
         raise ScenarioError.one(sc.file, "data", sc.data.name, "does not fit in this "
                                 "machine's memory (resource guard)") from None
@@ -75,10 +55,11 @@ def model_data_problem(sc: Scenario, data: FederatedData) -> FederatedData:
     model: the data is returned with their vocabulary."""
     name, given = sc.model.name, sc.model.options or {}
     if name in EMBEDDING_MODELS and not data.vocab:
-        from .registry import DATASETS
-        synthetic = sc.data.name in ("synthetic", "synthetic_iid") and \
-            sc.data.name not in DATASETS           # real-valued (validate sees no rows)
-        vocab = None if synthetic or len(data.input_shape) != 1 else \
+        from .registry import DATASETS, is_registered
+        drawn = not is_registered(sc.data) and \
+            DATASETS.facts(sc.data.name).layout is not None   # real-valued (validate sees
+        #                                                       its layout, no rows)
+        vocab = None if drawn or len(data.input_shape) != 1 else \
             _whole_vocab(data.x, data.x_test)      # (it embeds sequences: 1-D rows only)
         if vocab is None:
             raise ScenarioError.one(sc.file, "model.name", name, f"{name} embeds integer "

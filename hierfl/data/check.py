@@ -1,65 +1,104 @@
-"""Checks of a scenario's data files made when the scenario is validated, before anything is
-loaded: the files are there (else the message names `hierfl data fetch`), their headers are
-well formed and the set can be split over the topology's clients. What only reading the whole
-file shows (a label out of range, a truncated gzip stream, a LEAF user without samples) is
-reported the same way when the data is loaded (`hierfl validate` loads it)."""
+"""A scenario's `data:` read into the named set's own spec, and the checks of its files made
+when the scenario is validated, before anything is loaded. Which keys a set reads is its
+spec's fields (hierfl/data/registry.py: each set declares its spec next to its code): a key
+another set reads is refused naming both, a key no set reads gets the schema's "unknown key".
+The files are checked by the set's declared `check` (they are there, else the message names
+`hierfl data fetch`; their headers are well formed; the set can be split over the topology's
+clients). What only reading the whole file shows (a label out of range, a truncated gzip
+stream, a LEAF user without samples) is reported the same way when the data is loaded
+(`hierfl validate` loads it)."""
 from __future__ import annotations
 
-import os
+from typing import Any
 
-from ..config.schema import DataSpec
-from .files import DataFileError, fetch_hint
+from ..config.errors import NO_VALUE, Problems
+from ..config.fields import build, is_fail
+from ..config.schema import DataSpec, Partitioned
+from .registry import DATASETS, Found, OptionsSpec, name_problem, option_problems
 
-LABELLED = ("synthetic", "synthetic_iid", "digits", "mnist", "fashion_mnist", "cifar10",
-            "cifar100", "leaf")
-# the keys of data: each built-in set reads (besides name); another key given is a problem, not
-# silently ignored (options: is the registry's, checked there)
-READS = {"synthetic": ("alpha", "beta", "dim", "classes", "samples", "max_samples",
-                       "test_fraction"),
-         "synthetic_iid": ("dim", "classes", "samples", "max_samples", "test_fraction"),
-         "digits": ("partition", "test_fraction"), "npz": ("path", "test_fraction"),
-         "mnist": ("root", "partition"), "fashion_mnist": ("root", "partition"),
-         "cifar10": ("root", "partition"), "cifar100": ("root", "partition", "label"),
-         "leaf": ("path", "users")}
 # the keys of data.partition each kind reads (besides kind): `partition: {alpha: 0.1}` without
 # kind: dirichlet is an iid split, which a user who wrote alpha did not mean
 PARTITION_READS = {"iid": (), "dirichlet": ("alpha",), "shards": ("shards_per_client",)}
-ROOT_SETS = ("mnist", "fashion_mnist", "cifar10", "cifar100")
-# (training rows, features, classes) of the official files (resource estimate before loading)
-OFFICIAL = {"mnist": (60_000, 784, 10), "fashion_mnist": (60_000, 784, 10),
-            "cifar10": (50_000, 3072, 10), "cifar100": (50_000, 3072, 100)}
-
-Found = list[tuple[str, object, str]]
 
 
-def shape(data: DataSpec, n_clients: int) -> tuple[float, int, int] | None:
-    """(training rows per client, features, classes) of an image set's official files."""
-    if data.name not in OFFICIAL:
+def _reads() -> dict[str, tuple[str, ...]]:
+    """The keys each built-in set reads (besides name), from the declared specs."""
+    return {n: DATASETS.reads(n) or () for n in DATASETS.builtin_names()}
+
+
+def build_data(raw: object, p: Problems) -> DataSpec | None:
+    """`data:` as the spec of the set it names, every problem added to `p` (None when there
+    is one): the name is a known set, a key another set reads is refused naming both
+    (key_problems), every other key is the set's own (typed and checked by its spec), a
+    registered set's options are those its loader takes. A `data:` that is not a mapping is
+    the scenario file's build to report."""
+    if not isinstance(raw, dict):
         return None
-    rows, dim, classes = OFFICIAL[data.name]
-    if data.name == "cifar100" and data.label == "coarse":
-        classes = 20
-    return rows / max(n_clients, 1), dim, classes
+    name = raw.get("name")
+    if "name" not in raw:
+        p.add("data.name", NO_VALUE, "required key is missing")
+        return None
+    if not isinstance(name, str):
+        p.add("data.name", name, "expected a string")
+        return None
+    msg = name_problem(name)
+    if msg:
+        p.add("data.name", name, msg)
+        return None
+    found = key_problems(name, raw)
+    for key, value, why in found:
+        p.add(key, value, why)
+    own = Problems(p.file, p.lines)
+    spec = build(DATASETS.spec(name), {k: v for k, v in raw.items()
+                                       if k not in _foreign(name, raw)}, own, "data")
+    for prob in own.items:              # "unknown key" of data: says for which set
+        msg = prob.message
+        if prob.key.count(".") == 1 and msg.startswith("unknown key"):
+            msg = f"unknown key for data set {name!r}{msg[len('unknown key'):]}"
+        p.add(prob.key, prob.value, msg, prob.line)
+    if is_fail(spec):
+        return None
+    for key, why in option_problems(spec):
+        p.add(f"data.{key}", spec.options.get(key, spec.options), why)
+    return None if found or option_problems(spec) else spec
+
+
+def _foreign(name: str, given: dict) -> list[str]:
+    """The keys of `given` that the built-in set `name` does not read but another set does
+    (and options:): key_problems reports them (null values are left unsaid, as unset)."""
+    reads = DATASETS.reads(name)
+    if reads is None:
+        return []
+    table = _reads()
+    return [k for k in given if k not in ("name", *reads) and
+            (k == "options" or any(k in keys for keys in table.values()))]
 
 
 def key_problems(name: str, given: object) -> Found:
     """(key, value, message) for each key of the raw `data:` mapping `given` that the built-in
-    set `name` does not read (cifar10 with label:, digits with root:, ...)."""
-    reads = READS.get(name)
+    set `name` does not read but another set does (cifar10 with label:, digits with root:,
+    ...), and `options:` given to a built-in set; keys no set reads are its spec's to report."""
+    reads = DATASETS.reads(name)
     if reads is None or not isinstance(given, dict):
         return []
+    table = _reads()
     found: Found = []
-    for key, value in given.items():
-        if key in ("name", "options") or key in reads or value is None:
+    for key in _foreign(name, given):
+        value = given[key]
+        if value is None:
             continue
+        if key == "options":
+            found.append(("data.options", value, f"{name} is a built-in data set: options: are "
+                          "for data sets registered with hierfl.register_dataset"))
+            continue
+        users = [n for n, keys in table.items() if key in keys]
         other = {"path": "root", "root": "path"}.get(str(key))
         if other in reads:
-            what = "file" if name == "npz" else "folder"
+            what = "file" if DATASETS.facts(name).one_file else "folder"
             msg = f"{name} reads the {what} {other}:, not {key}:"
         else:
-            users = [n for n, keys in READS.items() if key in keys]
-            msg = (f"{name} does not use {key}:" + (f" (it is for {', '.join(users)})"
-                   if users else "") + f"; {name} reads {', '.join(reads)}")
+            msg = (f"{name} does not use {key}: (it is for {', '.join(users)}); "
+                   f"{name} reads {', '.join(reads)}")
         found.append((f"data.{key}", value, msg))
     if "partition" in reads:
         found += _partition_problems(given.get("partition"))
@@ -90,7 +129,7 @@ def for_other_sets(name: object, given: object, names: list) -> list[str]:
     """The keys of the raw `data:` mapping `given` that the built-in set `name` does not read
     but another of `names` does: a sweep over data.name leaves them out of `name`'s points (the
     base's alpha: is for its synthetic points, not for its synthetic_iid ones)."""
-    return _read_by_others(READS, name, given, names)
+    return _read_by_others(_reads(), name, given, names)
 
 
 def for_other_kinds(name: object, part: object, kinds: list) -> list[str]:
@@ -98,7 +137,8 @@ def for_other_kinds(name: object, part: object, kinds: list) -> list[str]:
     not read but another of `kinds` does: a sweep over data.partition.kind leaves them out of
     that kind's points (the base's alpha: is for its dirichlet points, not for its iid ones).
     None for a set that reads no partition: (a plugin's is its loader's own option)."""
-    if "partition" not in READS.get(name if isinstance(name, str) else "", ()):
+    decl = DATASETS.declared(name) if isinstance(name, str) else None
+    if decl is None or not issubclass(decl.params, Partitioned):
         return []
     kind = part.get("kind", "iid") if isinstance(part, dict) else None
     return _read_by_others(PARTITION_READS, kind, part, kinds)
@@ -114,45 +154,19 @@ def _read_by_others(table: dict, own: object, given: object, others: list) -> li
     return [k for k in given if k not in reads and k in other]
 
 
-def _image_problems(data: DataSpec, base_dir: str, n_clients: int | None) -> Found:
-    from .images import client_problem, source
-
-    if data.path is not None:
-        return []                   # key_problems says so
-    if not data.root:
-        return [("data.root", None, f"{data.name} needs root: (the folder of its files); "
-                 f"{fetch_hint(data.name, 'DIR')}")]
-    try:
-        src = source(data, os.path.join(base_dir, data.root))
-    except DataFileError as exc:
-        return [("data.root", data.root, f"{exc.path}: {exc.message}")]
-    bad = client_problem(data, src.n_train, n_clients) if n_clients is not None else None
-    return [bad] if bad else []
-
-
-def _leaf_problems(data: DataSpec, base_dir: str, n_clients: int | None) -> Found:
-    from .leaf import split_files
-
-    found: Found = []
-    if not data.path:
-        return found + [("data.path", None, "leaf needs path: (the folder holding LEAF's "
-                         "train/ and test/ JSON files)")]
-    if n_clients is not None and data.users is not None and data.users < n_clients:
-        found.append(("data.users", data.users, f"must be >= the topology's {n_clients} "
-                      "clients (every client holds at least one LEAF user)"))
-    try:
-        for split in ("train", "test"):
-            split_files(os.path.join(base_dir, data.path), split)
-    except DataFileError as exc:
-        found.append(("data.path", data.path, f"{exc.path}: {exc.message}"))
-    return found
-
-
 def data_problems(data: DataSpec, base_dir: str, n_clients: int | None) -> Found:
     """(key, value, message) for every problem with the files of `data` (paths relative to
-    base_dir) that shows without loading them."""
-    if data.name in ROOT_SETS:
-        return _image_problems(data, base_dir, n_clients)
-    if data.name == "leaf":
-        return _leaf_problems(data, base_dir, n_clients)
-    return []
+    base_dir) that shows without loading them: its set's declared check."""
+    if isinstance(data, OptionsSpec):
+        return []
+    check = DATASETS.facts(data.name).check
+    return check(data, base_dir, n_clients) if check is not None else []
+
+
+def file_value(data: DataSpec) -> tuple[str, Any]:
+    """(key, value) of the key that names the files of `data` (its declared `files`), for a
+    message about them; ("data.name", the name) for a set without files."""
+    files = None if isinstance(data, OptionsSpec) else DATASETS.facts(data.name).files
+    if files is None:
+        return "data.name", data.name
+    return f"data.{files}", getattr(data, files)

@@ -10,23 +10,128 @@ are scaled to [0, 1] when gathered (`learn.batches.model_input`)."""
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass
-from typing import Callable
+from typing import TYPE_CHECKING, Callable, Literal
 
 import numpy as np
 
 from .. import seeding
 from ..config.errors import ScenarioError
-from ..config.schema import DataSpec
+from ..config.fields import spec
+from ..config.schema import DataSpec, Partitioned
 from . import cifar, idx
 from .federated import FederatedData, offsets_of
-from .files import DataFileError, placement, require
+from .files import DataFileError, fetch_hint, placement, require
 from .real import partition
+from .registry import DatasetFacts, Found, Remote, Shape, declare_dataset
 
-IDX_SETS = ("mnist", "fashion_mnist")
-IMAGE_SETS = IDX_SETS + tuple(cifar.LAYOUTS)
+if TYPE_CHECKING:
+    from ..config.schema import Scenario
+
 IDX_FILES = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte",
              "t10k-labels-idx1-ubyte")
+
+
+# ------------------------------------------------------------------------------ declarations
+@dataclass(frozen=True)
+class ImagesSpec(DataSpec):
+    """A set of images in the standard files of its authors, in a folder."""
+
+    root: str | None = spec(None, "the folder of the set's standard files (relative to the "
+                            "scenario); `hierfl data fetch NAME --root DIR` downloads them")
+
+
+@dataclass(frozen=True)
+class IdxSpec(Partitioned, ImagesSpec):
+    """MNIST or Fashion-MNIST: the four IDX files (optionally .gz) in root:."""
+
+
+@dataclass(frozen=True)
+class Cifar10Spec(Partitioned, ImagesSpec):
+    """CIFAR-10: the binary version's .bin files in root:."""
+
+
+@dataclass(frozen=True)
+class Cifar100Spec(Partitioned, ImagesSpec):
+    """CIFAR-100: the binary version's .bin files in root:, with fine or coarse labels."""
+
+    label: Literal["fine", "coarse"] = spec("fine", "the 100 fine or 20 coarse labels")
+
+
+Images = IdxSpec | Cifar10Spec | Cifar100Spec      # the image sets' specs (partitioned)
+
+
+def images_problems(spec: Images, base_dir: str, n_clients: int | None) -> Found:
+    """No root:, or files missing or malformed there, or too few images for the clients."""
+    if not spec.root:
+        return [("data.root", None, f"{spec.name} needs root: (the folder of its files); "
+                 f"{fetch_hint(spec.name, 'DIR')}")]
+    try:
+        src = source(spec, os.path.join(base_dir, spec.root))
+    except DataFileError as exc:
+        return [("data.root", spec.root, f"{exc.path}: {exc.message}")]
+    bad = client_problem(spec, src.n_train, n_clients) if n_clients is not None else None
+    return [bad] if bad else []
+
+
+def official(rows: int, dim: int, classes: int) -> Callable[[ImagesSpec, int], Shape]:
+    """The size of a set's official files (training rows, features, classes), per client."""
+    def shape(spec: ImagesSpec, n_clients: int) -> Shape:
+        k = 20 if isinstance(spec, Cifar100Spec) and spec.label == "coarse" else classes
+        per = rows / max(n_clients, 1)
+        return Shape(per, dim, k, per)
+    return shape
+
+
+def load_set(sc: "Scenario", n_clients: int) -> FederatedData:
+    return load(sc.data, n_clients, sc.seed, sc.data.root or "", sc.file)  # type: ignore
+
+
+_MNIST = ("https://ossci-datasets.s3.amazonaws.com/mnist/", "http://yann.lecun.com/exdb/mnist/")
+_FASHION = ("http://fashion-mnist.s3-website.eu-central-1.amazonaws.com/",
+            "https://raw.githubusercontent.com/zalandoresearch/fashion-mnist/master/data/fashion/")
+_TORONTO = ("https://www.cs.toronto.edu/~kriz/",)
+_IDX = tuple(f"{f}.gz" for f in IDX_FILES)
+
+
+def _facts(shape: Callable[[ImagesSpec, int], Shape], fetch: tuple[Remote, ...]
+           ) -> DatasetFacts:
+    return DatasetFacts(files="root", check=images_problems, shape=shape, fetch=fetch)
+
+
+# file names and MD5 sums as published by the sets' authors (the same as torchvision's)
+declare_dataset("mnist", code=f"{__name__}:load_set", summary=(
+    "MNIST (LeCun et al.): 70,000 28 x 28 handwritten digits, its four IDX files (optionally "
+    ".gz) in root:, the training images split over the clients by partition:, the test set "
+    "kept whole."), facts=_facts(official(60_000, 784, 10), tuple(
+        Remote(n, m, _MNIST) for n, m in zip(_IDX, (
+            "f68b3c2dcbeaaa9fbdd348bbdeb94873", "d53e105ee54ea40749a09fcbcd1e9432",
+            "9fb629c4189551a2d022fa330f9573f3", "ec29112dd5afa0611ce80d1b7f02629c")))))(IdxSpec)
+declare_dataset("fashion_mnist", code=f"{__name__}:load_set", summary=(
+    "Fashion-MNIST (Xiao et al.): 70,000 28 x 28 images of clothes in 10 classes, MNIST's "
+    "file format and split."), facts=_facts(official(60_000, 784, 10), tuple(
+        Remote(n, m, _FASHION) for n, m in zip(_IDX, (
+            "8d4fb7e6c68d591d4c3dfef9ec88bf0d", "25c81989df183df01b3e8a0aad5dffbe",
+            "bef4ecab320f06d8554ea6380940ec79", "bb300cfdad3c16e7a12a480ee83cd310")))))(IdxSpec)
+declare_dataset("cifar10", code=f"{__name__}:load_set", summary=(
+    "CIFAR-10 (Krizhevsky): 60,000 32 x 32 colour images in 10 classes, the binary version's "
+    ".bin files in root:, the training images split over the clients by partition:, the test "
+    "set kept whole."), facts=_facts(official(50_000, 3072, 10), (
+        Remote("cifar-10-binary.tar.gz", "c32a1d4ab5d03f1284b67883e8d87530", _TORONTO,
+               tuple(f"cifar-10-batches-bin/{f}" for f in
+                     [f"data_batch_{i}.bin" for i in range(1, 6)] + ["test_batch.bin"])),)
+    ))(Cifar10Spec)
+declare_dataset("cifar100", code=f"{__name__}:load_set", summary=(
+    "CIFAR-100 (Krizhevsky): 60,000 32 x 32 colour images in 100 fine or 20 coarse classes, "
+    "the binary version's train.bin and test.bin in root:."), facts=_facts(
+        official(50_000, 3072, 100), (
+            Remote("cifar-100-binary.tar.gz", "03b5dce01913d631647c71ecec9e9cb8", _TORONTO,
+                   ("cifar-100-binary/train.bin", "cifar-100-binary/test.bin")),)
+    ))(Cifar100Spec)
+
+
+# ------------------------------------------------------------------------------ the files
 
 
 @dataclass(frozen=True)
@@ -69,11 +174,12 @@ def _cifar_source(name: str, root: str, label: str) -> Source:
                   lambda tr, pos, n: cifar.read_pixels(train if tr else test, lb, pos, n))
 
 
-def source(spec: DataSpec, root: str) -> Source:
+def source(spec: ImagesSpec, root: str) -> Source:
     """The set's files, found and their headers checked (a DataFileError otherwise)."""
-    if spec.name in IDX_SETS:
+    if isinstance(spec, IdxSpec):
         return _idx_source(spec.name, root)
-    return _cifar_source(spec.name, root, spec.label)
+    return _cifar_source(spec.name, root, spec.label if isinstance(spec, Cifar100Spec)
+                         else "fine")
 
 
 def deal_test_rows(parts: list[np.ndarray], y: np.ndarray, y_test: np.ndarray,
@@ -96,7 +202,8 @@ def deal_test_rows(parts: list[np.ndarray], y: np.ndarray, y_test: np.ndarray,
     return [np.sort(np.concatenate(o)).astype(np.int64) for o in out]
 
 
-def client_problem(spec: DataSpec, n_rows: int, n_clients: int) -> tuple[str, object, str] | None:
+def client_problem(spec: Images, n_rows: int, n_clients: int
+                   ) -> tuple[str, object, str] | None:
     """(key, value, message) when `n_rows` training rows cannot be split over the clients."""
     if n_clients * 2 > n_rows:
         return ("data.name", spec.name, f"{spec.name} has {n_rows} training images: at most "
@@ -107,7 +214,7 @@ def client_problem(spec: DataSpec, n_rows: int, n_clients: int) -> tuple[str, ob
     return None
 
 
-def load(spec: DataSpec, n_clients: int, seed: int, root: str, file: str) -> FederatedData:
+def load(spec: Images, n_clients: int, seed: int, root: str, file: str) -> FederatedData:
     """The set in `root`, split over `n_clients` (DataFileError for a missing or bad file)."""
     src = source(spec, root)
     bad = client_problem(spec, src.n_train, n_clients)

@@ -4,19 +4,82 @@ from __future__ import annotations
 import math
 import os
 import zipfile
-from typing import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
 from .. import seeding
 from ..config.errors import ScenarioError
-from ..config.schema import DataSpec, PartitionSpec
+from ..config.fields import spec
+from ..config.schema import HeldOut, PartitionSpec, Partitioned
 from .federated import FederatedData, split_train_test
+from .registry import DatasetFacts, Found, Shape, declare_dataset
+
+if TYPE_CHECKING:
+    from ..config.schema import Scenario
 
 DIGITS_SAMPLES = 1797          # rows of scikit-learn's bundled digits
 FLOAT32_MAX = float(np.finfo(np.float32).max)
 MIN_CLASS_FLOOR = 100         # more classes than training rows (and than this) is refused
 MAX_CLASSES = 10_000           # labels of an npz set must be < this (the model has one output each)
+
+
+def digits_problems(spec: "DigitsSpec", base_dir: str, n_clients: int | None) -> Found:
+    """More clients than the 1797 digits can give two rows each, or shards."""
+    if n_clients is None:
+        return []
+    if 2 * n_clients > DIGITS_SAMPLES:
+        return [("data.name", "digits", f"digits has {DIGITS_SAMPLES} samples: at most "
+                 f"{DIGITS_SAMPLES // 2} clients (two rows each), the topology has {n_clients}")]
+    if spec.partition.kind == "shards" and \
+            n_clients * spec.partition.shards_per_client > DIGITS_SAMPLES:
+        return [("data.partition.shards_per_client", spec.partition.shards_per_client,
+                 f"{n_clients} clients x this many shards is more than the {DIGITS_SAMPLES} "
+                 "samples")]
+    return []
+
+
+def load_digits(sc: "Scenario", n_clients: int) -> FederatedData:
+    return digits(sc.data, n_clients, sc.seed, sc.file)  # type: ignore[arg-type]
+
+
+@declare_dataset("digits", code=f"{__name__}:load_digits", facts=DatasetFacts(
+    check=digits_problems,
+    shape=lambda spec, n: Shape(DIGITS_SAMPLES / max(n, 1), 64, 10, DIGITS_SAMPLES / max(n, 1))))
+@dataclass(frozen=True)
+class DigitsSpec(HeldOut, Partitioned):
+    """scikit-learn's 1797 8 x 8 handwritten digits (bundled with scikit-learn, no download),
+    split over the clients by `partition:`; each client holds out `test_fraction` of its
+    rows."""
+
+
+def npz_problems(spec: "NpzSpec", base_dir: str, n_clients: int | None) -> Found:
+    """No path:, or a file that is not a readable npz of arrays within memory."""
+    from ..config.limits import memory_limit
+
+    if not spec.path:
+        return [("data.path", None, "npz data needs path: (a file relative to the scenario)")]
+    msg = npz_problem(os.path.join(base_dir, spec.path), memory_limit())
+    return [("data.path", spec.path, msg)] if msg else []
+
+
+def load_npz(sc: "Scenario", n_clients: int) -> FederatedData:
+    task = "regression" if sc.model.name == "linear" else "classification"
+    return npz(sc.data, n_clients, sc.seed, sc.data.path or "", task,  # type: ignore
+               sc.file)
+
+
+@declare_dataset("npz", code=f"{__name__}:load_npz", facts=DatasetFacts(
+    labelled=False, files="path", one_file=True, check=npz_problems))
+@dataclass(frozen=True)
+class NpzSpec(HeldOut):
+    """Your own arrays, one npz file: x_0, y_0, x_1, ... one pair per client (integer labels, or
+    float targets for the linear model) and optionally x_test_k, y_test_k; a client without
+    them holds out `test_fraction` of its rows."""
+
+    path: str | None = spec(None, "the npz file of arrays x_0, y_0, ... (relative to the "
+                            "scenario)")
 
 
 def partition(labels: np.ndarray, n_clients: int, spec: PartitionSpec,
@@ -68,7 +131,7 @@ def digits_arrays() -> tuple[np.ndarray, np.ndarray]:
     return data[:, :-1], data[:, -1].astype(int, copy=False)
 
 
-def digits(spec: DataSpec, n_clients: int, seed: int, file: str = "") -> FederatedData:
+def digits(spec: DigitsSpec, n_clients: int, seed: int, file: str = "") -> FederatedData:
     pixels, labels = digits_arrays()
     x = pixels.astype(np.float32) / 16.0
     y = labels.astype(np.int64)
@@ -203,7 +266,7 @@ def _n_classes(train: list[_Pair], test: list[_Pair], task: str, path: str, bad:
     return n_classes
 
 
-def npz(spec: DataSpec, n_clients: int, seed: int, path: str, task: str,
+def npz(spec: NpzSpec, n_clients: int, seed: int, path: str, task: str,
         file: str) -> FederatedData:
     """Arrays x_0, y_0, x_1, ... (train) and optional x_test_k, y_test_k. Every way a file can be
     wrong (missing arrays, shapes that do not match, non-numeric or non-finite values, labels

@@ -1,4 +1,23 @@
-"""Data sets registered from outside the package: `data: {name: blobs, spread: 2.0}` calls the
+"""Data sets by scenario name, each declared once next to its code (hierfl/registry.py).
+
+A built-in data set is declared in its own torch-free module of `hierfl/data` (the registry
+imports every module of the package; a module that declares nothing, a helper such as
+files.py or idx.py, is no data set): its spec, a frozen dataclass holding only the keys the
+set reads (each with `spec(default, doc, check=...)`; the shared `partition:` and
+`test_fraction:` by inheriting `Partitioned` and `HeldOut` of hierfl/config/schema.py), carries
+
+    @declare_dataset("digits", code=f"{__name__}:load_digits",
+                     facts=DatasetFacts(check=digits_problems, shape=...))
+    @dataclass(frozen=True)
+    class DigitsSpec(HeldOut, Partitioned): ...
+
+`code` is the loader, `load(sc, n_clients) -> FederatedData` (sc.data: an instance of the
+spec), imported when the data are first loaded; the facts say what `hierfl validate` and
+`hierfl data fetch` need to know without loading anything. `Scenario.data` is the named set's
+spec, built from `data:` by `check.build_data` (a key the set does not read is an error naming
+the key and the set).
+
+Data sets registered from outside the package: `data: {name: blobs, spread: 2.0}` calls the
 loader registered as "blobs" with the client count, the scenario seed and the mapping's other
 keys as keyword arguments, and turns what it returns into `FederatedData`.
 
@@ -18,24 +37,31 @@ ScenarioError naming `data.name`, the data set and what is wrong:
   shape (rows,) or (rows, outputs);
 - no nan or inf.
 `path:` and `root:` options are made absolute (relative to the scenario), as for the built-in
-sets."""
+sets. A name is taken once: registering another loader under a taken name (a built-in's too)
+is a ValueError naming the one that has it."""
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import inspect
 from dataclasses import dataclass
-from typing import Any, Callable, NamedTuple
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, NamedTuple
 
 import numpy as np
 
 from ..config.errors import ScenarioError
-from ..config.fields import keyword_options
-from ..config.schema import BUILTIN_DATA, DataSpec
+from ..config.fields import Raw, keyword_options, spec
+from ..config.schema import DataSpec
+from ..registry import Declaration, Registry
 from .federated import FederatedData, offsets_of
+
+if TYPE_CHECKING:
+    from ..config.schema import Scenario
 
 MAX_CLASSES = 10_000
 Loader = Callable[..., Any]
 PATH_KEYS = ("path", "root")            # options resolved relative to the scenario file
+Found = list[tuple[str, object, str]]   # (key, value, message) of a scenario's problems
 
 
 class ClientArrays(NamedTuple):
@@ -47,19 +73,102 @@ class ClientArrays(NamedTuple):
     y_test: Any
 
 
+class Shape(NamedTuple):
+    """A set's size before it is loaded, for the resource estimate: expected training rows
+    per client, features, classes, and the most rows one client may hold."""
+
+    rows: float
+    dim: int
+    classes: int
+    max_rows: float
+
+
 @dataclass(frozen=True)
-class DatasetEntry:
+class Remote:
+    """One file to download: its name, official MD5, the base URLs that serve it, and the
+    archive members to take out of it (none: the file is used as it is)."""
+
     name: str
-    loader: Loader
-    task: str               # "classification" or "regression"
-    classes: int | None     # declared number of classes (None: largest label + 1)
-
-    def options(self) -> list[str] | None:
-        """The keyword options the loader takes after (n_clients, seed); None: any."""
-        return keyword_options(self.loader, skip=2)
+    md5: str
+    mirrors: tuple[str, ...]
+    members: tuple[str, ...] = ()
 
 
-DATASETS: dict[str, DatasetEntry] = {}
+@dataclass(frozen=True)
+class DatasetFacts:
+    """What `hierfl validate` and `hierfl data fetch` know of a data set without loading it."""
+
+    labelled: bool = True           # its targets are class labels (the linear model is refused)
+    files: str | None = None        # the key naming its files ("root": a folder, "path"),
+    #                                 made absolute (relative to the scenario) when read
+    one_file: bool = False          # that key names one file (npz's), not a folder
+    check: Callable[[Any, str, "int | None"], Found] | None = None
+    #                                 (spec, scenario folder, clients or None) -> problems of
+    #                                 its files and keys that show without loading the data
+    shape: Callable[[Any, int], Shape] | None = None    # (spec, clients) -> its size
+    layout: Callable[[Any, int, int], FederatedData] | None = None
+    #                                 (spec, clients, seed) -> counts and shapes without values
+    #                                 (validate of a generated set draws no row)
+    fetch: "tuple[Remote, ...] | str | None" = None
+    #                                 `hierfl data fetch NAME`: its files, or how to make them
+    task: str = "classification"    # a registered (plugin) set: its task and declared classes
+    classes: int | None = None
+
+
+@dataclass(frozen=True)
+class OptionsSpec(DataSpec):
+    """The spec of a set registered with hierfl.register_dataset: every key but name is an
+    option of its loader."""
+
+    EXTRA_KEYS: ClassVar[str] = "options"      # unknown keys are collected here (fields.build)
+
+    options: dict[str, Raw] = spec(default_factory=dict, doc="a registered (plugin) data set: "
+                                   "its loader's own options, given here or as keys of data: "
+                                   "(every key but name goes to the loader)")
+
+
+class DatasetRegistry(Registry):
+    def spec(self, name: str) -> type:
+        """The spec dataclass of `name` (KeyError when unknown), importing no loader."""
+        return self.declaration(name).params       # type: ignore[return-value]
+
+    def facts(self, name: str) -> DatasetFacts:
+        return self.declaration(name).facts
+
+    def reads(self, name: str) -> tuple[str, ...] | None:
+        """The keys of data: that set `name` reads besides name (None: a registered set's
+        loader takes its own, or an unknown name)."""
+        decl = self.declared(name)
+        if decl is None or issubclass(decl.params, OptionsSpec):
+            return None
+        return tuple(f.name for f in dataclasses.fields(decl.params)
+                     if f.init and f.name != "name")
+
+    def builtin_names(self) -> list[str]:
+        return [n for n in self if self.is_builtin(n)]
+
+
+DATASETS = DatasetRegistry("data set", __package__, scan="modules")
+
+
+def _first_paragraph(doc: str) -> str:
+    return " ".join(doc.strip().split("\n\n")[0].split())
+
+
+def declare_dataset(name: str, *, code: str, facts: DatasetFacts = DatasetFacts(),
+                    summary: str = "") -> Callable[[type], type]:
+    """Declare data set `name` on its spec dataclass (a subclass of DataSpec holding only the
+    keys it reads), without importing its loader: `code` is "module:function", the loader
+    `load(sc, n_clients) -> FederatedData`."""
+    def deco(cls: type) -> type:
+        if not (isinstance(cls, type) and dataclasses.is_dataclass(cls)
+                and issubclass(cls, DataSpec)):
+            raise TypeError(f"data set {name!r}: its spec must be a frozen dataclass extending "
+                            "hierfl.config.schema.DataSpec")
+        doc = summary or _first_paragraph(cls.__doc__ or "")
+        DATASETS.declare(Declaration("data set", name, code, cls, facts, doc, cls.__module__))
+        return cls
+    return deco
 
 
 def register_dataset(name: str, task: str = "classification", classes: int | None = None
@@ -68,8 +177,6 @@ def register_dataset(name: str, task: str = "classification", classes: int | Non
     `data: {name: <name>, <options>}` (see this module's docstring for the contract)."""
     if not isinstance(name, str) or not name:
         raise ValueError("register_dataset needs a name")
-    if name in BUILTIN_DATA:
-        raise ValueError(f"{name!r} is a built-in data set; choose another name")
     if task not in ("classification", "regression"):
         raise ValueError(f"task must be classification or regression, not {task!r}")
     if classes is not None and not 0 < int(classes) <= MAX_CLASSES:
@@ -78,33 +185,45 @@ def register_dataset(name: str, task: str = "classification", classes: int | Non
     def deco(loader: Loader) -> Loader:
         if len(inspect.signature(loader).parameters) < 2:
             raise TypeError(f"data set {name!r}: the loader takes (n_clients, seed, **options)")
-        DATASETS[name] = DatasetEntry(name, loader, task, classes)
+        DATASETS.declare(Declaration(
+            "data set", name, params=OptionsSpec, obj=loader, origin=_module_of(loader),
+            facts=DatasetFacts(labelled=False, task=task, classes=classes),
+            summary=_first_paragraph(loader.__doc__ or "")))
         return loader
     return deco
 
 
+def _module_of(obj: Any) -> str:
+    return str(getattr(obj, "__module__", "") or "")
+
+
+def is_registered(spec: DataSpec) -> bool:
+    """A set registered with register_dataset (its loader takes options, not a spec)."""
+    return isinstance(spec, OptionsSpec)
+
+
+def data_spec(name: str, **keys: Any) -> DataSpec:
+    """The spec of data set `name` with `keys` (its defaults for the others), as `data:
+    {name: <name>, <keys>}` gives it (unchecked: for code and tests, not for user input)."""
+    return DATASETS.spec(name)(name=name, **keys)
+
+
 def known_names() -> list[str]:
-    return [*BUILTIN_DATA, *sorted(DATASETS)]
+    return list(DATASETS)
 
 
 def name_problem(name: str) -> str | None:
     """Why `data.name` is not a data set (with a "did you mean"), or None."""
-    if name in BUILTIN_DATA or name in DATASETS:
+    if name in DATASETS:
         return None
-    close = difflib.get_close_matches(name, known_names(), n=1)
-    hint = f" (did you mean {close[0]!r}?)" if close else ""
-    return (f"unknown data set{hint}; known: {', '.join(known_names())} (more with "
-            f"hierfl.register_dataset)")
+    return f"{DATASETS.unknown(name)} (more with hierfl.register_dataset)"
 
 
 def option_problems(spec: DataSpec) -> list[tuple[str, str]]:
-    """(key, message) for every option of a registered data set its loader does not take, and
-    for options given to a built-in set."""
-    entry = DATASETS.get(spec.name)
-    if entry is None:
-        return [("options", f"{spec.name} is a built-in data set: options: are for data sets "
-                 "registered with hierfl.register_dataset")] if spec.options else []
-    allowed = entry.options()
+    """(key, message) for every option of a registered data set its loader does not take."""
+    if not isinstance(spec, OptionsSpec):
+        return []
+    allowed = keyword_options(DATASETS[spec.name], skip=2)
     if allowed is None:
         return []
     out = []
@@ -116,10 +235,25 @@ def option_problems(spec: DataSpec) -> list[tuple[str, str]]:
     return out
 
 
+def load(sc: "Scenario", n_clients: int) -> FederatedData:
+    """The data of scenario `sc` from its set's loader (a built-in's or a plugin's)."""
+    if isinstance(sc.data, OptionsSpec):
+        return load_registered(sc.data, n_clients, sc.seed, sc.file)
+    return DATASETS[sc.data.name](sc, n_clients)
+
+
 # ------------------------------------------------------------------------------- loading
-def load_registered(spec: DataSpec, n_clients: int, seed: int, file: str) -> FederatedData:
+@dataclass(frozen=True)
+class _Entry:
+    loader: Loader
+    task: str               # "classification" or "regression"
+    classes: int | None     # declared number of classes (None: largest label + 1)
+
+
+def load_registered(spec: OptionsSpec, n_clients: int, seed: int, file: str) -> FederatedData:
     """Call the registered loader of `spec.name` and check and convert what it returns."""
-    entry = DATASETS[spec.name]
+    facts = DATASETS.facts(spec.name)
+    entry = _Entry(DATASETS[spec.name], facts.task, facts.classes)
 
     def bad(msg: str) -> ScenarioError:
         return ScenarioError.one(file, "data.name", spec.name, f"data set {spec.name!r} "
@@ -202,7 +336,7 @@ def _x_dtype(clients: _Arrays, bad: Callable[[str], ScenarioError]) -> np.dtype:
     return np.dtype(np.uint8 if kind == "u8" else np.float32 if kind == "f" else np.int64)
 
 
-def _labels(clients: _Arrays, entry: DatasetEntry, bad: Callable[[str], ScenarioError]) -> int:
+def _labels(clients: _Arrays, entry: _Entry, bad: Callable[[str], ScenarioError]) -> int:
     """Checks the targets; the number of classes (0: regression)."""
     if entry.task == "regression":
         shapes = {tuple(c[i].shape[1:]) for c in clients for i in (1, 3) if len(c[i])}
@@ -222,7 +356,7 @@ def _labels(clients: _Arrays, entry: DatasetEntry, bad: Callable[[str], Scenario
     return entry.classes or top
 
 
-def _convert(clients: _Arrays, entry: DatasetEntry,
+def _convert(clients: _Arrays, entry: _Entry,
              bad: Callable[[str], ScenarioError]) -> FederatedData:
     shape = _row_shape(clients, bad)
     dtype = _x_dtype(clients, bad)

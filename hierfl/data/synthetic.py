@@ -18,17 +18,91 @@ from __future__ import annotations
 
 import numpy as np
 
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
 from .. import seeding
-from ..config.schema import DataSpec
+from ..config.fields import all_of, at_most, non_negative, positive, spec
+from ..config.schema import DataSpec, Dist, DistSpec, HeldOut, dist_mean
 from ..topology.dist import draw
 from .federated import FederatedData
+from .registry import DatasetFacts, Found, Shape, declare_dataset
 from .shuffles import permutations
 from .streams import normals
 
+if TYPE_CHECKING:
+    from ..config.schema import Scenario
+
 CHUNK_DRAWS = 1 << 22           # standard normals drawn per block of clients (32 MB)
+DEFAULT_SAMPLES_MEAN = math.exp(4 + 2 ** 2 / 2) + 50   # int(lognormal(4, 2)) + 50
 
 
-def sample_counts(spec: DataSpec, n_clients: int, seed: int) -> np.ndarray:
+def samples_problems(spec: "SyntheticIidSpec", base_dir: str, n_clients: int | None) -> Found:
+    """A `samples:` distribution that can give a client no samples."""
+    from ..topology.check import dist_problem
+
+    d = spec.samples
+    msg = dist_problem(d, True) if d is not None else None
+    if not msg:
+        return []
+    shown = d if not isinstance(d, DistSpec) else \
+        {k: v for k, v in vars(d).items() if v is not None}
+    return [("data.samples", shown, f"{msg} (every client needs samples)")]
+
+
+def shape(spec: "SyntheticIidSpec", n_clients: int) -> Shape:
+    """The expected rows of a client (the mean of samples:, capped), before drawing any."""
+    mean = DEFAULT_SAMPLES_MEAN if spec.samples is None else max(dist_mean(spec.samples), 2.0)
+    return Shape(min(mean, spec.max_samples), spec.dim, spec.classes, float(spec.max_samples))
+
+
+def load(sc: "Scenario", n_clients: int) -> FederatedData:
+    return generate(sc.data, n_clients, sc.seed)  # type: ignore[arg-type]
+
+
+_FACTS = DatasetFacts(check=samples_problems, shape=shape,
+                      layout=lambda spec, n, seed: layout(spec, n, seed))
+
+
+@dataclass(frozen=True)
+class Draws(DataSpec):
+    """The keys of both synthetic sets: the shape of the rows and how many each client has."""
+
+    dim: int = spec(60, "feature dimension", check=all_of(positive, at_most(1e5)))
+    classes: int = spec(10, "number of classes", check=all_of(positive, at_most(1e4)))
+    samples: Dist | None = spec(None, "per-client sample count distribution "
+                                "(default: int(lognormal(4, 2)) + 50, the FedProx recipe)")
+    max_samples: int = spec(100_000, "cap on one client's samples (resource guard)",
+                            check=positive)
+
+
+@dataclass(frozen=True)
+class Heterogeneity(DataSpec):
+    """synthetic's own keys: how much the clients' models and features differ."""
+
+    alpha: float = spec(1.0, "std of u_k (model heterogeneity)", check=non_negative)
+    beta: float = spec(1.0, "std of B_k (feature heterogeneity)", check=non_negative)
+
+
+@declare_dataset("synthetic_iid", code=f"{__name__}:load", facts=_FACTS)
+@dataclass(frozen=True)
+class SyntheticIidSpec(HeldOut, Draws):
+    """Synthetic-IID of FedProx (Li et al., MLSys 2020): one softmax model W, b ~ N(0, 1) for
+    every client, features x ~ N(0, Sigma), generated from the seed; each client holds out
+    `test_fraction` of its rows."""
+
+
+@declare_dataset("synthetic", code=f"{__name__}:load", facts=_FACTS)
+@dataclass(frozen=True)
+class SyntheticSpec(SyntheticIidSpec, Heterogeneity):     # keys: alpha, beta, then the rest
+    """Synthetic(alpha, beta) of FedProx (Li et al., MLSys 2020): client k's softmax model
+    W_k, b_k ~ N(u_k, 1) with u_k ~ N(0, alpha) and its features x ~ N(v_k, Sigma) with
+    v_k ~ N(B_k, 1), B_k ~ N(0, beta), generated from the seed; each client holds out
+    `test_fraction` of its rows."""
+
+
+def sample_counts(spec: SyntheticIidSpec, n_clients: int, seed: int) -> np.ndarray:
     g = seeding.rng(seed, "data/synthetic/sizes")
     if spec.samples is None:
         n = g.lognormal(4, 2, n_clients).astype(np.int64) + 50
@@ -47,7 +121,7 @@ def _offsets(n: np.ndarray) -> np.ndarray:
     return np.concatenate([[0], np.cumsum(n)]).astype(np.int64)
 
 
-def layout(spec: DataSpec, n_clients: int, seed: int) -> FederatedData:
+def layout(spec: SyntheticIidSpec, n_clients: int, seed: int) -> FederatedData:
     """The data's counts and shapes without its values: x, y, x_test, y_test are read-only
     broadcast zeros of the right shapes (no memory), for checks that need sizes only."""
     counts = sample_counts(spec, n_clients, seed)
@@ -61,15 +135,19 @@ def layout(spec: DataSpec, n_clients: int, seed: int) -> FederatedData:
                          toff, spec.classes)
 
 
-def generate(spec: DataSpec, n_clients: int, seed: int) -> FederatedData:
+def generate(spec: SyntheticIidSpec, n_clients: int, seed: int) -> FederatedData:
+    """The set of `spec` (SyntheticSpec: heterogeneous clients; SyntheticIidSpec: one model)
+    over `n_clients`, drawn from `seed`."""
     d, c = spec.dim, spec.classes
-    iid = spec.name == "synthetic_iid"
+    iid = not isinstance(spec, SyntheticSpec)
     counts = sample_counts(spec, n_clients, seed)
     shared = seeding.rng(seed, "data/synthetic/shared")
     w_iid, b_iid = shared.normal(0, 1, (d, c)), shared.normal(0, 1, c)
-    g_het = seeding.rng(seed, "data/synthetic/heterogeneity")
-    u = g_het.normal(0, spec.alpha, n_clients)
-    bk = g_het.normal(0, spec.beta, n_clients)
+    u = bk = np.zeros(0)                               # (synthetic_iid: no u_k, B_k)
+    if isinstance(spec, SyntheticSpec):
+        g_het = seeding.rng(seed, "data/synthetic/heterogeneity")
+        u = g_het.normal(0, spec.alpha, n_clients)
+        bk = g_het.normal(0, spec.beta, n_clients)
     held = test_counts(counts, spec.test_fraction)
     off, toff = _offsets(counts - held), _offsets(held)
     out = (np.empty((off[-1], d), np.float32), np.empty(off[-1], np.int64),
@@ -94,7 +172,7 @@ def generate(spec: DataSpec, n_clients: int, seed: int) -> FederatedData:
 
 
 def _block(ks: np.ndarray, n: np.ndarray, held: np.ndarray, head: int, wbv: tuple,
-           u: np.ndarray, bk: np.ndarray, spec: DataSpec, seed: int, out: tuple,
+           u: np.ndarray, bk: np.ndarray, spec: SyntheticIidSpec, seed: int, out: tuple,
            at: tuple[int, int]) -> None:
     """Clients ks (consecutive): draw, label and split their rows into out's train and test
     arrays from rows at[0] and at[1] on."""

@@ -23,11 +23,10 @@ from ..config.fields import seed_range
 from ..config.limits import guard_resources, model_params
 from ..config.mobility import mobility_problem
 from ..config.paths import output_problem
-from ..config.schema import AlgorithmEntry, DataSpec, DistSpec, Scenario, TrainSpec
+from ..config.schema import AlgorithmEntry, Scenario, TrainSpec, dist_mean as mean_of
 from ..config.work import MAX_AVAILABILITY_EVENTS, availability_problem, work_problems
 from ..data import FederatedData, load_arrays, model_data_problem
-from ..data.registry import DATASETS
-from ..data.synthetic import layout
+from ..data.registry import DATASETS, is_registered
 from ..models.registry import MODELS, scenario_model
 from ..topology.check import dist_problem
 from ..topology.graph import Topology, build_topology
@@ -145,17 +144,6 @@ def check_algorithms(p: Problems, entries: list[AlgorithmEntry], rounds: int,
             p.add(f"{key}.edges_per_round", s, f"more than the {n_top} edges under the cloud")
 
 
-def check_samples(p: Problems, data: DataSpec) -> None:
-    d = data.samples
-    if d is None or not data.name.startswith("synthetic"):
-        return
-    msg = dist_problem(d, True)
-    if msg:
-        shown = d if not isinstance(d, DistSpec) else \
-            {k: v for k, v in vars(d).items() if v is not None}
-        p.add("data.samples", shown, f"{msg} (every client needs samples)")
-
-
 def check_output(p: Problems, key: str, path: str) -> None:
     """The output folder (`output:` of the file, or `--out`: a command-line option, no file)."""
     msg = output_problem(path)
@@ -163,22 +151,6 @@ def check_output(p: Problems, key: str, path: str) -> None:
         p.items.append(Problem("", key, path, msg))
     elif msg:
         p.add(key, path, msg)
-
-
-def mean_of(d: Any) -> float:
-    """The mean of a distribution spec (or a constant)."""
-    if not isinstance(d, DistSpec):
-        return float(d)
-    if d.dist == "constant":
-        return float(d.value)  # type: ignore[arg-type]
-    if d.dist == "uniform":
-        return (float(d.low) + float(d.high)) / 2  # type: ignore[arg-type]
-    if d.dist == "lognormal":
-        return float(d.median) * math.exp(min(float(d.sigma) ** 2 / 2, 700))  # type: ignore
-    if d.dist == "normal":
-        return max(float(d.mean), float(d.min) if d.min is not None else -math.inf)  # type: ignore
-    w = d.weights or [1.0] * len(d.choices or [])
-    return sum(a * b for a, b in zip(d.choices or [], w)) / max(sum(w), 1e-300)
 
 
 def check_work(p: Problems, train: TrainSpec, entries: list[AlgorithmEntry], c: int,
@@ -374,9 +346,11 @@ def model_size(sc: Scenario, data: FederatedData) -> int:
 
 
 def data_facts(sc: Scenario, n_clients: int) -> FederatedData:
-    """The data as far as the checks need it: the synthetic sets' counts and shapes alone
-    (drawn without a row: a million clients' rows took a minute), every other set loaded."""
-    if sc.data.name in ("synthetic", "synthetic_iid") and sc.data.name not in DATASETS:
+    """The data as far as the checks need it: a generated set's counts and shapes alone (its
+    declared layout, drawn without a row: a million clients' rows took a minute), every other
+    set loaded."""
+    layout = None if is_registered(sc.data) else DATASETS.facts(sc.data.name).layout
+    if layout is not None:
         return layout(sc.data, n_clients, sc.seed)
     return load_arrays(sc, n_clients)
 

@@ -6,22 +6,24 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import math
 import os
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 
 from ..config.errors import Problem, Problems, ScenarioError
 from ..config.compress import CompressSpec, given_problems
 from ..config.mobility import MobilitySpec
 from ..config.fields import build, convert, is_fail
-from ..config.limits import memory_limit, model_params, resource_problems
+from ..config.limits import model_params, resource_problems
 from ..config.yamldoc import add_duplicates, check_file, read_doc
 from .checks import check_algorithms, check_asynchrony, check_output, check_overrides, \
-    check_rounds, check_samples, check_work, label_problem, mean_of as _mean
-from ..config.schema import AlgorithmEntry, DataSpec, DistSpec, LocalSpec, ModelSpec, Scenario, \
+    check_rounds, check_work, label_problem
+from ..config.schema import AlgorithmEntry, DataSpec, LocalSpec, ModelSpec, Scenario, \
     RoundSpec, ScenarioFile, StragglerSpec, TrainSpec
+
+if TYPE_CHECKING:
+    from ..data.registry import Shape
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
 
@@ -91,24 +93,13 @@ def _with_traced_clients(spec: Any, topo_file: str, tp: Problems, prefix: str) -
 
 
 # ============================================================================ resources
-DEFAULT_SAMPLES_MEAN = math.exp(4 + 2 ** 2 / 2) + 50   # int(lognormal(4, 2)) + 50
+def data_shape(data: DataSpec, n_clients: int) -> "Shape | None":
+    """(expected training rows per client, dim, classes, most rows of a client) of a set that
+    declares its size before loading (None for npz, LEAF and plugins: sized when loaded)."""
+    from ..data.registry import DATASETS, is_registered
 
-
-def data_shape(data: DataSpec, n_clients: int) -> tuple[float, int, int] | None:
-    """(expected training rows per client, dim, classes) of the built-in sets; None for npz
-    and LEAF (sized when loaded)."""
-    from ..data.check import shape
-
-    official = shape(data, n_clients)
-    if official is not None:
-        return official
-    if data.name in ("synthetic", "synthetic_iid"):
-        mean = DEFAULT_SAMPLES_MEAN if data.samples is None else max(_mean(data.samples), 2.0)
-        return min(mean, data.max_samples), data.dim, data.classes
-    if data.name == "digits":
-        from ..data.real import DIGITS_SAMPLES
-        return DIGITS_SAMPLES / max(n_clients, 1), 64, 10
-    return None
+    shape = None if is_registered(data) else DATASETS.facts(data.name).shape
+    return shape(data, n_clients) if shape is not None else None
 
 
 # ============================================================================ scenario
@@ -303,37 +294,16 @@ def _cross_checks(raw: dict, p: Problems, base_dir: str, topo: Any, data: DataSp
     if n is not None and isinstance(cpr, int) and not isinstance(cpr, bool) and cpr > n:
         p.add("train.clients_per_round", cpr,
               f"more than the {n} clients of the topology (at most {n}, or all)")
-    if data is not None and data.name == "npz":
-        if not data.path:
-            p.add("data.path", None, "npz data needs path: (a file relative to the scenario)")
-        else:
-            from ..data.real import npz_problem
-            msg = npz_problem(os.path.join(base_dir, data.path), memory_limit())
-            if msg:
-                p.add("data.path", data.path, msg)
-    from ..data.check import LABELLED, data_problems
-    from .extend import data_checks
-    if data is not None and not data_checks(p, data, raw.get("data")):
-        data = None                      # unknown name: its other checks would be noise
+    from ..data.check import data_problems
+    from ..data.registry import DATASETS, is_registered
     if data is not None:
         for key, value, msg in data_problems(data, base_dir, n):
             p.add(key, value, msg)
     if model is not None:
         _model_checks(p, model)
     if data is not None and model is not None and model.name == "linear" and \
-            data.name in LABELLED:
+            not is_registered(data) and DATASETS.facts(data.name).labelled:
         p.add("model.name", "linear", f"{data.name} data are labelled classes: use logreg or mlp")
-    if data is not None and data.name == "digits" and n is not None:
-        from ..data.real import DIGITS_SAMPLES
-        if 2 * n > DIGITS_SAMPLES:
-            p.add("data.name", "digits", f"digits has {DIGITS_SAMPLES} samples: at most "
-                  f"{DIGITS_SAMPLES // 2} clients (two rows each), the topology has {n}")
-        elif data.partition.kind == "shards" and n * data.partition.shards_per_client > \
-                DIGITS_SAMPLES:
-            p.add("data.partition.shards_per_client", data.partition.shards_per_client,
-                  f"{n} clients x this many shards is more than the {DIGITS_SAMPLES} samples")
-    if data is not None:
-        check_samples(p, data)
     if train is not None:
         check_algorithms(p, entries, train.rounds, _n_top(topo))
         check_asynchrony(p, train, entries)
@@ -345,9 +315,8 @@ def _cross_checks(raw: dict, p: Problems, base_dir: str, topo: Any, data: DataSp
     shape = data_shape(data, n)
     if shape is None:
         return
-    rows, dim, out = shape
+    rows, dim, out, max_rows = shape
     check_work(p, train, entries, c, n, rows, model_params(model, dim, out), topo, topo_file)
-    max_rows = float(data.max_samples) if data.name.startswith("synthetic") else float(rows)
     for key, value, msg in resource_problems(model, n, _n_aggregators(topo), c, rows, dim, out,
                                              [e.local for e in entries] or [train.local],
                                              max_rows):
@@ -366,18 +335,18 @@ def load(path: str, seed: int | None = None, rounds: int | None = None,
                                 f"is {what}); see scenarios/quickstart.yaml")
     add_duplicates(p, doc)
     base_dir = os.path.dirname(os.path.abspath(path))
-    from .extend import gather_data_options, load_plugins, resolve_data_paths
+    from ..data.check import build_data
+    from .extend import load_plugins, resolve_data_paths
     plugins = load_plugins(raw, base_dir, p)    # before any algorithm, model or data name
-    raw = gather_data_options(raw)
     sf = build(ScenarioFile, raw, p)
+    data = build_data(raw.get("data"), p)       # the named set's own spec
     topo_spec, topo_file = (load_topology(raw["topology"], base_dir, file, p)
                             if "topology" in raw else (None, file))
     if "name" in raw and isinstance(raw["name"], str):
         _check_name(p, "name", raw["name"], "the name")
     check_overrides(p, seed, rounds)
     entries = _algorithms(raw, p)
-    data, model, train = (_part(DataSpec, raw.get("data")), _part(ModelSpec, raw.get("model")),
-                          _part(TrainSpec, raw.get("train", {})))
+    model, train = _part(ModelSpec, raw.get("model")), _part(TrainSpec, raw.get("train", {}))
     _cross_checks(raw, p, base_dir, topo_spec, data, model, train, entries, topo_file)
     if isinstance(raw.get("output"), str) and raw["output"]:    # even when --out overrides
         check_output(p, "output", os.path.join(base_dir, raw["output"]))
@@ -390,11 +359,7 @@ def load(path: str, seed: int | None = None, rounds: int | None = None,
         train = dataclasses.replace(train, rounds=rounds)
     output = out if out is not None else (
         os.path.join(base_dir, sf.output) if sf.output else os.path.join("reports", sf.name))
-    data = sf.data
-    if data.path:
-        data = dataclasses.replace(data, path=os.path.join(base_dir, data.path))
-    if data.root:
-        data = dataclasses.replace(data, root=os.path.join(base_dir, data.root))
+    assert data is not None
     data = resolve_data_paths(data, base_dir)
     sc = Scenario(name=sf.name, seed=sf.seed if seed is None else seed, file=file,
                   topology=topo_spec, data=data, model=sf.model, train=train,
