@@ -2,18 +2,19 @@
 resolved, and the files of a data set (a built-in's or a plugin's) made absolute."""
 from __future__ import annotations
 
+import dataclasses
 import os
 from typing import Any
 
+from .. import plugins
 from ..config.errors import Problems, ScenarioError
 from ..config.schema import DataSpec
+from ..data.registry import DATASETS, PATH_KEYS, is_registered
 
 
 def load_plugins(raw: dict, base_dir: str, p: Problems) -> tuple[str, ...]:
     """Import the files of `plugins:` (relative to the scenario). A plugin that cannot be loaded
     stops the reading here (its names would show as unknown): raises every problem so far."""
-    from .. import plugins
-
     items = raw.get("plugins")
     if not isinstance(items, list) or not all(isinstance(x, str) for x in items):
         return ()           # the ScenarioFile build reports a wrong type
@@ -29,10 +30,6 @@ def load_plugins(raw: dict, base_dir: str, p: Problems) -> tuple[str, ...]:
 def resolve_data_paths(data: DataSpec, base_dir: str) -> DataSpec:
     """The files of `data` made absolute (relative to the scenario folder): a built-in set's
     declared files key (root:, path:), a registered (plugin) set's `path:` / `root:` options."""
-    import dataclasses
-
-    from ..data.registry import DATASETS, PATH_KEYS, is_registered
-
     if not is_registered(data):
         key = DATASETS.facts(data.name).files
         value = getattr(data, key) if key is not None else None

@@ -8,7 +8,7 @@ import dataclasses
 import difflib
 import os
 import re
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 
 from ..config.errors import Problem, Problems, ScenarioError
@@ -21,9 +21,15 @@ from .checks import check_algorithms, check_asynchrony, check_output, check_over
     check_rounds, check_work, label_problem
 from ..config.schema import AlgorithmEntry, DataSpec, LocalSpec, ModelSpec, Scenario, \
     RoundSpec, ScenarioFile, StragglerSpec, TrainSpec
-
-if TYPE_CHECKING:
-    from ..data.registry import Shape
+from ..algorithms.registry import REGISTRY, EdgeRounds, TierRounds
+from ..config.topology import TopologySpec
+from ..data.check import build_data, data_problems
+from ..data.registry import DATASETS, Shape, is_registered
+from ..models.registry import MODELS, option_problems
+from ..registry import broken_note, code_problem
+from ..topology.check import check_spec
+from ..topology.traces import device_rows
+from .extend import load_plugins, resolve_data_paths
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
 
@@ -32,8 +38,6 @@ NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
 def load_topology(raw: Any, base_dir: str, file: str, problems: Problems) -> tuple[Any, str]:
     """Resolve `topology:` (path or inline mapping) to (TopologySpec | None, topology file),
     validating it in full (structure as well as types)."""
-    from ..topology.check import check_spec
-    from ..config.topology import TopologySpec
 
     topo_file, lines, prefix = file, problems.lines, "topology"
     if isinstance(raw, str):    # named relative to the scenario, as the user wrote it
@@ -74,7 +78,6 @@ def load_topology(raw: Any, base_dir: str, file: str, problems: Problems) -> tup
 def _with_traced_clients(spec: Any, topo_file: str, tp: Problems, prefix: str) -> Any:
     """clients: {trace: devices.csv}: the file is checked now (a bad line names the file and
     the line) and the client count is its rows (a count: given must agree)."""
-    from ..topology.traces import device_rows
 
     c = spec.clients
     if c is None or c.trace is None:
@@ -96,7 +99,6 @@ def _with_traced_clients(spec: Any, topo_file: str, tp: Problems, prefix: str) -
 def data_shape(data: DataSpec, n_clients: int) -> "Shape | None":
     """(expected training rows per client, dim, classes, most rows of a client) of a set that
     declares its size before loading (None for npz, LEAF and plugins: sized when loaded)."""
-    from ..data.registry import DATASETS, is_registered
 
     shape = None if is_registered(data) else DATASETS.facts(data.name).shape
     return shape(data, n_clients) if shape is not None else None
@@ -146,8 +148,6 @@ def _hyperparameters(cls: Any, name: str, hp: dict, p: Problems, key: str) -> di
 
 def _algorithms(raw: dict, p: Problems) -> list[AlgorithmEntry]:
     """Validate every algorithm entry (even when other sections are wrong)."""
-    from ..algorithms.registry import REGISTRY, EdgeRounds, TierRounds
-    from ..registry import code_problem
 
     items = raw.get("algorithms")
     if not isinstance(items, list):
@@ -265,8 +265,6 @@ def _n_top(topo: Any) -> int | None:
 
 def _model_checks(p: Problems, model: ModelSpec) -> None:
     """A registered model name, and only options its factory takes."""
-    from ..models.registry import MODELS, option_problems
-    from ..registry import broken_note, code_problem
 
     if model.name not in MODELS:
         close = difflib.get_close_matches(model.name, list(MODELS), n=1)
@@ -294,8 +292,6 @@ def _cross_checks(raw: dict, p: Problems, base_dir: str, topo: Any, data: DataSp
     if n is not None and isinstance(cpr, int) and not isinstance(cpr, bool) and cpr > n:
         p.add("train.clients_per_round", cpr,
               f"more than the {n} clients of the topology (at most {n}, or all)")
-    from ..data.check import data_problems
-    from ..data.registry import DATASETS, is_registered
     if data is not None:
         for key, value, msg in data_problems(data, base_dir, n):
             p.add(key, value, msg)
@@ -335,8 +331,6 @@ def load(path: str, seed: int | None = None, rounds: int | None = None,
                                 f"is {what}); see scenarios/quickstart.yaml")
     add_duplicates(p, doc)
     base_dir = os.path.dirname(os.path.abspath(path))
-    from ..data.check import build_data
-    from .extend import load_plugins, resolve_data_paths
     plugins = load_plugins(raw, base_dir, p)    # before any algorithm, model or data name
     sf = build(ScenarioFile, raw, p)
     data = build_data(raw.get("data"), p)       # the named set's own spec
