@@ -18,7 +18,8 @@ from dataclasses import MISSING
 from typing import Any, Literal, Union, get_args, get_origin
 
 from .config.fields import Raw
-from .config.compress import CodecSpec
+from .compress.registry import CODECS
+from .compress.spec import CodecSpec
 from .config.schema import DistSpec, LocalSpec, ScenarioFile
 
 Row = tuple[str, str, str, str]
@@ -168,12 +169,18 @@ def generate() -> str:
              "Keys of `local:` (the same as `train.local`):", "",
              md_table(rows(LocalSpec)), "",
              "Keys of each direction of `compress:` (`up`, `down`, `edge_up`, `edge_down`):", "",
-             md_table(rows(CodecSpec)), ""]
+             md_table(_codec_rows()), ""]
     for name in REGISTRY:
         if REGISTRY.is_builtin(name):
             parts += _algorithm_section(REGISTRY.declaration(name))
     parts += _plugin_sections()
     return "\n".join(parts).rstrip("\n") + "\n"
+
+
+def _codec_rows() -> list[Row]:
+    """CodecSpec's keys, `kind` one of the declared built-in codecs (hierfl/compress/codecs)."""
+    kinds = "one of " + ", ".join(f"`{n}`" for n in CODECS if CODECS.is_builtin(n))
+    return [(p, kinds if p == "kind" else t, d, m) for p, t, d, m in rows(CodecSpec)]
 
 
 def _builtin(obj: Any) -> bool:

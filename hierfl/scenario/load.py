@@ -13,7 +13,7 @@ from typing import Any
 
 
 from ..config.errors import Problem, Problems, ScenarioError
-from ..config.compress import CompressSpec, given_problems
+from ..compress.spec import CompressSpec, given_problems
 from ..config.mobility import MobilitySpec
 from ..config.fields import build, convert, is_fail
 from ..config.limits import memory_limit, model_params, resource_problems
