@@ -8,7 +8,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from hierfl.compress.kinds import RANDOM_KINDS, kept, row_bytes
+from hierfl.compress.kinds import kept, row_bytes
+from hierfl.compress.registry import seeded
 from hierfl.seeding import rng
 from hierfl.sim import messages
 
@@ -81,7 +82,7 @@ def uploads(self, t, r, clients, start, tensors, header, silent=None):
         if res is not None:
             msg.add_(res.index_select(0, rows).to(msg.dtype))
         noise = None
-        if codec.kind in RANDOM_KINDS:
+        if seeded(codec.kind):
             base = int(rng(self.seed, "compress.up", t, r, j).integers(0, 2 ** 32))
             noise = uniform(base, clients, x.shape[1])
         dec, nb, wire = compress(msg, codec, noise)

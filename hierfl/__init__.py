@@ -14,6 +14,8 @@ Public API:
     declare_algorithm   -- the torch-free declaration of an algorithm (Params, caps, state size)
     Capabilities, StateSize, EdgeRounds, TierRounds -- what a declaration says
     register_dataset    -- @register_dataset("name") on loader(n_clients, seed, **options)
+    declare_dataset     -- a data set's declaration: its own spec dataclass, loader and facts
+    declare_codec       -- a message codec's declaration (keys, byte rule, encode rule)
     ClientArrays        -- what a data set loader returns per client (x/y train, x/y test)
     Algorithm           -- the base class of algorithms (hierfl.algorithms.base)
     load_plugins        -- import plugin files (what --plugin and a scenario's plugins: do)
@@ -41,6 +43,8 @@ _WHERE = {                  # public name -> (module, attribute)
     "EdgeRounds": ("hierfl.algorithms.registry", "EdgeRounds"),
     "TierRounds": ("hierfl.algorithms.registry", "TierRounds"),
     "declare_model": ("hierfl.models.registry", "declare_model"),
+    "declare_dataset": ("hierfl.data.registry", "declare_dataset"),
+    "declare_codec": ("hierfl.compress.registry", "declare_codec"),
     "register_dataset": ("hierfl.data.registry", "register_dataset"),
     "ClientArrays": ("hierfl.data.registry", "ClientArrays"),
     "Algorithm": ("hierfl.algorithms.base", "Algorithm"),

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from hierfl.compress import Compressor, Draws, compress, kept, row_bytes
-from hierfl.config.compress import CodecSpec, CompressSpec
+from hierfl.compress.spec import CodecSpec, CompressSpec
 
 P = 650
 

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from hierfl.compress import Draws, compress
-from hierfl.config.compress import CodecSpec
+from hierfl.compress.spec import CodecSpec
 
 M32 = 0xFFFFFFFF
 

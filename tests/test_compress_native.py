@@ -12,7 +12,7 @@ import torch
 
 from hierfl.compress import native
 from hierfl.compress.layer import Compressor
-from hierfl.config.compress import CodecSpec, CompressSpec
+from hierfl.compress.spec import CodecSpec, CompressSpec
 
 BUILT = native.available()
 

@@ -9,9 +9,9 @@ import pytest
 import torch
 
 from hierfl.compress import Compressor, Draws, compress
-from hierfl.compress.kinds import RANDOM_KINDS
+from hierfl.compress.registry import seeded
 from hierfl.compress.layer import KEY_BLOCK
-from hierfl.config.compress import CodecSpec, CompressSpec
+from hierfl.compress.spec import CodecSpec, CompressSpec
 from hierfl.data import streams
 from hierfl.seeding import rng
 
@@ -44,7 +44,7 @@ def _reference(spec: CodecSpec, as_is: tuple[int, ...], residual: dict, t: int,
         res = residual.get(j)
         if res is not None:
             msg.add_(res[torch.from_numpy(clients)])
-        draws = Draws(_key(t, 0, j), clients) if spec.kind in RANDOM_KINDS else None
+        draws = Draws(_key(t, 0, j), clients) if seeded(spec.kind) else None
         coded = compress(msg, spec, draws)
         out.append(coded.decoded if ref is None else coded.decoded + ref)
         if res is not None:

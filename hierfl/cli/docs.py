@@ -20,13 +20,14 @@ from typing import Any, Literal, Union, get_args, get_origin
 from ..config.errors import ScenarioError
 from ..config.fields import Raw
 from ..config.paths import folder_problem
-from ..config.compress import CodecSpec
 from ..config.schema import DistSpec, LocalSpec, ScenarioFile
 from ..config.topology import TopologySpec
 from ..algorithms.registry import REGISTRY
 from ..data.registry import DATASETS
 from ..models.registry import MODELS
 from ..registry import check_entry_points
+from ..compress.registry import CODECS
+from ..compress.spec import CodecSpec
 from .main import parser as cli_parser
 
 Row = tuple[str, str, str, str]
@@ -176,7 +177,7 @@ def generate() -> str:
              "Keys of `local:` (the same as `train.local`):", "",
              md_table(rows(LocalSpec)), "",
              "Keys of each direction of `compress:` (`up`, `down`, `edge_up`, `edge_down`):", "",
-             md_table(rows(CodecSpec)), ""]
+             md_table(_codec_rows()), ""]
     for name in REGISTRY:
         if REGISTRY.is_builtin(name):
             parts += _algorithm_section(REGISTRY.declaration(name))
@@ -195,6 +196,12 @@ def _data_sections() -> list[str]:
         keys = [r for r in rows(decl.params, "data") if r[0] != "data.name"]
         parts += [f"### data: {name}", "", decl.summary, "", md_table(keys), ""]
     return parts
+
+
+def _codec_rows() -> list[Row]:
+    """CodecSpec's keys, `kind` one of the declared built-in codecs (hierfl/compress/codecs)."""
+    kinds = "one of " + ", ".join(f"`{n}`" for n in CODECS if CODECS.is_builtin(n))
+    return [(p, kinds if p == "kind" else t, d, m) for p, t, d, m in rows(CodecSpec)]
 
 
 def _algorithm_section(decl: Any) -> list[str]:

@@ -1,29 +1,24 @@
-"""The codecs: each encodes a (n, P) batch of messages (one row per sender) in a few whole-batch
-torch ops per kind (no Python per sender) and returns what the receiver decodes and what each
-row costs in bytes. docs/compression.md gives every rule with its reference; the byte counts here
-are the ones documented there, computed from the sizes alone (nothing is serialised).
+"""Coding with any declared codec (registry.py; the built-ins in codecs/): each encodes a (n, P)
+batch of messages (one row per sender) in a few whole-batch torch ops (no Python per sender);
+here that becomes what the receiver decodes and what each row costs in bytes (the codec's byte
+rule, from the sizes alone: nothing is serialised). docs/compression.md gives every built-in's
+rule, bytes and reference.
 
     compress(x, spec, draws) -> Coded(decoded (n, P), bytes (n,), wire (encoding name))
 
-`draws` (draws.Draws) holds the random kinds' (randk, qsgd) counter-based draws, keyed on each
+`draws` (draws.Draws) holds the random (seeded) kinds' counter-based draws, keyed on each
 row's sender, so a row's result does not depend on which other rows share its batch."""
 from __future__ import annotations
-
-import functools
-import math
 
 import numpy as np
 import torch
 
-from ..config.compress import CodecSpec
-from ..sim import messages
-from .draws import UNIT24, Draws
-from .select import top_abs
+from .codecs.qsgd import qsgd_bits
+from .draws import Draws
+from .registry import codec
+from .spec import CodecSpec, kept
 
-SEED_BYTES = 4          # randk: the receiver regenerates the indices from a 4-byte seed
-SCALE_BYTES = 4         # qsgd's norm, sign's and int8's scale: one float32 per tensor
-RANDOM_KINDS = ("randk", "qsgd")
-
+__all__ = ["Coded", "compress", "kept", "qsgd_bits", "row_bytes", "sizes"]
 
 class Coded:
     """An encoded batch: each row's bytes and wire name (clients.csv `encoding`) and what the
@@ -69,90 +64,24 @@ class Coded:
         return msg.scatter_add_(1, self.idx, self.vals.neg())
 
 
-def kept(spec: CodecSpec, p: int) -> int:
-    """topk / randk: entries sent per row of P entries (k, or ceil(ratio * P), at most P)."""
-    k = spec.k if spec.k is not None else math.ceil(spec.ratio * p - 1e-9)
-    return max(1, min(p, int(k)))
-
-
-def qsgd_bits(levels: int) -> int:
-    """Bits per entry of QSGD with s levels: a sign bit and the level 0..s."""
-    return 1 + math.ceil(math.log2(levels + 1))
-
-
 def row_bytes(spec: CodecSpec, p: int) -> float:
     """The encoded size of one row of P entries (it never depends on the values)."""
-    kind = spec.kind
-    if kind == "none":
-        return float(messages.DENSE * p)
-    if kind == "randk":
-        return float(messages.DENSE * kept(spec, p) + SEED_BYTES)
-    if kind == "qsgd":
-        return float(-(-p * qsgd_bits(spec.levels) // 8) + SCALE_BYTES)
-    if kind == "sign":
-        return float(-(-p // 8) + SCALE_BYTES)
-    if kind == "int8":
-        return float(p + SCALE_BYTES)
-    if kind == "fp16":
-        return float(2 * p)
-    if kind == "topk":
-        return messages.tensor_bytes(p, float(kept(spec, p)), spec.encoding)
-    raise ValueError(f"unknown compression kind {kind!r}")
+    return codec(spec.kind).size(spec, p)[0]
 
 
 def compress(x: torch.Tensor, spec: CodecSpec, draws: Draws | None = None) -> Coded:
-    """Encode and decode every row of `x` (n, P) with `spec`; `draws`: the random kinds' draws
+    """Encode and decode every row of `x` (n, P) with `spec`; `draws`: the seeded kinds' draws
     (one row per sender of x)."""
     n, p = x.shape
-    kind = spec.kind
     nb, wire = sizes(spec, n, p)
-    if kind == "topk":
-        idx = top_abs(x, kept(spec, p))                             # torch.topk's set
-        return Coded(None, nb, wire, idx, x.gather(1, idx), (n, p))
-    if kind == "none":
-        return Coded(x, nb, wire, fresh=False)
-    if kind == "randk":
-        k = kept(spec, p)
-        idx = draws.subset(k, p)                                    # a uniform k-subset
-        return Coded(None, nb, wire, idx, x.gather(1, idx).mul_(p / k), (n, p))  # E = x
-    if kind == "qsgd":
-        return Coded(_qsgd(x, spec.levels, draws.ints24(p)), nb, wire)
-    if kind == "sign":
-        scale = x.abs().mean(1, keepdim=True)                       # ||x||_1 / P
-        return Coded(torch.copysign(scale, x), nb, wire)          # -0.0 -> -scale
-    if kind == "int8":
-        scale = x.abs().amax(1, keepdim=True) / 127.0
-        safe = torch.where(scale > 0, scale, 1.0)
-        return Coded(torch.div(x, safe).round_().clamp_(-127, 127).mul_(scale), nb, wire)
-    if kind == "fp16":
-        # copy: a float16 message would convert to itself, and error feedback's residual
-        # (msg - decoded, in place on msg) would then zero what the receiver decodes
-        return Coded(x.to(torch.float16, copy=True).to(x.dtype), nb, wire)
-    raise ValueError(f"unknown compression kind {kind!r}")
+    out = codec(spec.kind).encode(x, spec, draws)
+    if isinstance(out, tuple):                  # a sparse kind's kept (idx, vals)
+        idx, vals = out
+        return Coded(None, nb, wire, idx, vals, (n, p))
+    return Coded(out, nb, wire, fresh=out is not x)
 
 
 def sizes(spec: CodecSpec, n: int, p: int) -> tuple[np.ndarray, list[str]]:
     """n rows' bytes and wire names (clients.csv `encoding`) under `spec`: alike for all."""
-    if spec.kind == "topk":
-        nbytes, name = _topk_row(p, kept(spec, p), spec.encoding)
-        return np.full(n, nbytes), [name] * n
-    return np.full(n, row_bytes(spec, p)), ["dense" if spec.kind == "none" else spec.kind] * n
-
-
-@functools.lru_cache(maxsize=64)
-def _topk_row(p: int, k: int, encoding: str) -> tuple[float, str]:
-    """A top-k row's size and wire name (every row keeps k: the same for all)."""
-    one = [np.array([float(k)])]
-    return (float(messages.row_bytes([p], one, 1, encoding)[0]),
-            messages.row_encodings([p], one, 1, encoding)[0])
-
-
-def _qsgd(x: torch.Tensor, s: int, u24: torch.Tensor) -> torch.Tensor:
-    """QSGD (Alistarh et al. 2017): |x_i| / ||x|| * s rounded up with probability its
-    fractional part (floor(level + u), u = u24 * 2^-24 uniform; u24 the 24-bit integers, int32
-    or float32: the add converts them exactly), so E[out] = x. In place on one new tensor."""
-    norm = torch.linalg.vector_norm(x, dim=1, keepdim=True)
-    safe = torch.where(norm > 0, norm, 1.0)
-    level = x.abs().mul_(s / safe)
-    level.add_(u24, alpha=UNIT24).floor_().mul_(norm / s)
-    return torch.copysign(level, x, out=level)
+    nbytes, name = codec(spec.kind).size(spec, p)
+    return np.full(n, nbytes), [name] * n

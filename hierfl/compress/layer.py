@@ -26,13 +26,14 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..config.compress import CodecSpec, CompressSpec
 from ..data.streams import first_u32, seed_words
 from ..seeding import rng
 from ..sim import messages
 from .draws import Draws
 from . import native
-from .kinds import RANDOM_KINDS, Coded, compress, row_bytes, sizes
+from .kinds import Coded, compress, row_bytes, sizes
+from .registry import seeded
+from .spec import CodecSpec, CompressSpec
 
 KEY_BLOCK = 64          # rounds whose upload keys are made at once
 
@@ -75,7 +76,7 @@ class Compressor:
 
     def _draws(self, codec: CodecSpec, direction: str, senders: np.ndarray,
                ids: tuple[int, ...]) -> Draws | None:
-        if codec.kind not in RANDOM_KINDS:
+        if not seeded(codec.kind):
             return None
         return Draws(self._key(direction, ids), senders)
 
@@ -160,7 +161,7 @@ class Compressor:
                                      self._scratch(shape, xs[0].dtype), absolute)
                 if msg is None:         # (not float32 in CPU memory: torch makes it)
                     return None, None
-        keys = self._up_keys(t, r, body)[js] if spec.kind in RANDOM_KINDS else None
+        keys = self._up_keys(t, r, body)[js] if seeded(spec.kind) else None
         return msg, native.code(spec, msg, xs, keys, ref, res, clients, keep, absolute)
 
     @staticmethod
@@ -224,7 +225,7 @@ class Compressor:
                   body: int) -> Draws | None:
         """The draws of the uploads `js` stacked (rows: each tensor's clients), each tensor
         under its key for ("up", t, r, j)."""
-        if self.spec.up.kind not in RANDOM_KINDS:
+        if not seeded(self.spec.up.kind):
             return None
         keys = self._up_keys(t, r, body)
         if len(js) == 1:

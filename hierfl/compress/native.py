@@ -18,8 +18,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..config.compress import CodecSpec
-from .kinds import kept
+from .spec import CodecSpec, kept
 
 VERSION = 1                 # kernels.c's HIERFL_KERNELS_VERSION: a stale build is not used
 KINDS = {"topk": 1, "randk": 2, "qsgd": 3, "sign": 4}
@@ -133,7 +132,7 @@ def code(spec: CodecSpec, msg: torch.Tensor | None, xs: list[torch.Tensor],
         k = kept(spec, p)
     if kind == 2:
         a = torch.tensor([p / k], dtype=torch.float32)          # as torch's mul_(p / k)
-    elif kind == 3:                 # as kinds._qsgd: the norm and its factors from torch
+    elif kind == 3:                 # as codecs/qsgd.py: the norm and its factors from torch
         norm = torch.linalg.vector_norm(msg, dim=1, keepdim=True)
         safe = torch.where(norm > 0, norm, 1.0)
         a, b = (spec.levels / safe).contiguous(), (norm / spec.levels).contiguous()

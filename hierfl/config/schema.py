@@ -9,9 +9,8 @@ from .asynchrony import ALPHA, ASYNC_POLICIES, CONCURRENCY, DRAIN, SERVER_LR, St
 from .fields import Raw, all_of, at_most, below_one, each, non_negative, positive, seed_range, \
     spec, unit_interval
 
-from .compress import CompressSpec
-
 if TYPE_CHECKING:                       # config.topology imports this module's Dist
+    from ..compress.spec import CompressSpec      # (compress/ checks it; config is below)
     from .topology import TopologySpec
     from .mobility import MobilitySpec
 
@@ -296,7 +295,7 @@ class AlgorithmEntry:
     tier_rounds: tuple[int, ...] | None = None  # deeper trees: rounds per aggregator tier,
     #                                             from the top (overrides edge_rounds)
     round: "RoundSpec | None" = None            # this entry's cloud round policy (train.round)
-    compress: "CompressSpec | None" = None      # message codecs (config/compress.py)
+    compress: "CompressSpec | None" = None      # message codecs (compress/spec.py)
     mobility: "MobilitySpec | None" = None      # this entry's override of topology.mobility
 
     def mobility_spec(self, topology: object) -> "MobilitySpec | None":

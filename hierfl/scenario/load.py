@@ -12,7 +12,7 @@ from typing import Any
 
 
 from ..config.errors import Problem, Problems, ScenarioError
-from ..config.compress import CompressSpec, given_problems
+from ..compress.spec import CompressSpec, given_problems
 from ..config.mobility import MobilitySpec
 from ..config.fields import build, convert, is_fail
 from ..config.limits import model_params, resource_problems
