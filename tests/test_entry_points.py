@@ -122,6 +122,8 @@ def test_an_installed_plugin_is_seen_by_validate_run_docs_and_a_sweep(tmp_path):
     text = page.read_text()
     assert "### installed_avg" in text and "FedAvg, from an installed distribution." in text
     assert "### model `installed_linear`" in text and "hierfl_extra" in text
+    proc = hierfl(site, "docs", "--check")      # hierfl's own pages: built-ins, whatever is
+    assert proc.returncode == 0, proc.stderr    # installed
 
     grid = tmp_path / "grid.yaml"          # a sweep's workers (processes of their own) too
     grid.write_text(yaml.safe_dump({"base": os.path.basename(f), "grid": {"seed": [2, 3]}}))

@@ -141,7 +141,10 @@ def _first_paragraph(doc: str | None) -> str:
 
 
 # ------------------------------------------------------------------------------ the page
-def generate() -> str:
+def generate(plugins: bool = True) -> str:
+    """The scenario reference; `plugins`: with a section for every loaded plugin and installed
+    entry point (a user's own reference, `--path`), else the built-ins alone (docs/ of hierfl,
+    the same whatever is installed)."""
 
     sc_rows = rows(ScenarioFile)
     parts = [HEADER, "# Scenario and topology reference", "",
@@ -181,7 +184,7 @@ def generate() -> str:
     for name in REGISTRY:
         if REGISTRY.is_builtin(name):
             parts += _algorithm_section(REGISTRY.declaration(name))
-    parts += _plugin_sections()
+    parts += _plugin_sections() if plugins else []
     return "\n".join(parts).rstrip("\n") + "\n"
 
 
@@ -433,7 +436,7 @@ def generate_algorithm_index() -> str:
 
 # ------------------------------------------------------------------------------ the pages
 PAGES: dict[str, Any] = {           # path under docs/ -> generator
-    "scenario.md": generate,
+    "scenario.md": lambda: generate(plugins=False),
     "algorithms/index.md": generate_algorithm_index,
     "reference/topology.md": generate_topology,
     "reference/cli.md": generate_cli,
@@ -455,7 +458,7 @@ def stale(path: str | None = None, make: Any = None) -> list[str]:
     """Unified diff lines between the file on disk and the generated text ([] = up to date);
     `make` generates the page (default: the scenario reference)."""
     path = path or default_path()
-    want = (make or generate)()
+    want = (make or (lambda: generate(plugins=False)))()
     have = open(path, encoding="utf-8").read() if os.path.isfile(path) else ""
     if have == want:
         return []
