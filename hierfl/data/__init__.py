@@ -12,8 +12,10 @@ import numpy as np
 
 from ..config.errors import ScenarioError
 from ..config.schema import Scenario
+from .check import file_value
 from .federated import FederatedData
 from .files import DataFileError
+from .registry import DATASETS, is_registered, load
 
 SEQUENCE_FREE_MODELS = ("logreg", "linear", "mlp")     # models that read rows as features
 INDEX_FREE_MODELS = ("cnn",)           # built-in models of pixels, not of index rows
@@ -28,9 +30,6 @@ def load_data(sc: Scenario, n_clients: int) -> FederatedData:
 def load_arrays(sc: Scenario, n_clients: int) -> FederatedData:
     """The scenario's data split over `n_clients`, as numpy arrays (no torch); a missing or
     malformed file is a ScenarioError naming the file and what is wrong with it."""
-    from .check import file_value
-    from .registry import load
-
     try:
         data = load(sc, n_clients)
     except DataFileError as exc:
@@ -55,7 +54,6 @@ def model_data_problem(sc: Scenario, data: FederatedData) -> FederatedData:
     model: the data is returned with their vocabulary."""
     name, given = sc.model.name, sc.model.options or {}
     if name in EMBEDDING_MODELS and not data.vocab:
-        from .registry import DATASETS, is_registered
         drawn = not is_registered(sc.data) and \
             DATASETS.facts(sc.data.name).layout is not None   # real-valued (validate sees
         #                                                       its layout, no rows)

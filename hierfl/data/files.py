@@ -33,7 +33,7 @@ def find(root: str, name: str, subdirs: tuple[str, ...] = (), gz: bool = True) -
     paths = [os.path.join(root, d, n) for d in ("", *subdirs) for n in names]
     have = [p for p in paths if os.path.isfile(p)]
     if len(have) > 1:
-        from .twins import one_of
+        from .twins import one_of       # cycle: twins.py reads files with this module
         return one_of(have)
     return have[0] if have else None
 

@@ -56,7 +56,6 @@ class DigitsSpec(HeldOut, Partitioned):
 
 def npz_problems(spec: "NpzSpec", base_dir: str, n_clients: int | None) -> Found:
     """No path:, or a file that is not a readable npz of arrays within memory."""
-    from ..config.limits import memory_limit
 
     if not spec.path:
         return [("data.path", None, "npz data needs path: (a file relative to the scenario)")]
@@ -186,7 +185,6 @@ _Pair = tuple[np.ndarray, np.ndarray]
 
 def _read_npz(path: str, bad: _Bad) -> dict[str, np.ndarray]:
     """Every array of the npz file at `path`, after the checks that need no loading."""
-    from ..config.limits import memory_limit
 
     why = npz_problem(path, memory_limit())
     if why:

@@ -16,15 +16,16 @@ same row count), so the numbers are those of the per-client recipe, byte for byt
 validate`, without drawing a row."""
 from __future__ import annotations
 
-import numpy as np
-
 import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from .. import seeding
 from ..config.fields import all_of, at_most, non_negative, positive, spec
 from ..config.schema import DataSpec, Dist, DistSpec, HeldOut, dist_mean
+from ..topology.check import dist_problem
 from ..topology.dist import draw
 from .federated import FederatedData
 from .registry import DatasetFacts, Found, Shape, declare_dataset
@@ -40,8 +41,6 @@ DEFAULT_SAMPLES_MEAN = math.exp(4 + 2 ** 2 / 2) + 50   # int(lognormal(4, 2)) + 
 
 def samples_problems(spec: "SyntheticIidSpec", base_dir: str, n_clients: int | None) -> Found:
     """A `samples:` distribution that can give a client no samples."""
-    from ..topology.check import dist_problem
-
     d = spec.samples
     msg = dist_problem(d, True) if d is not None else None
     if not msg:

@@ -29,7 +29,7 @@ def quantise(x: Any, s: int, u24: Any) -> Any:
     or float32: the add converts them exactly), so E[out] = x. In place on one new tensor."""
     import torch    # torch: validate stays torch-free
 
-    from ..draws import UNIT24
+    from ..draws import UNIT24      # torch: draws.py imports it
 
     norm = torch.linalg.vector_norm(x, dim=1, keepdim=True)
     safe = torch.where(norm > 0, norm, 1.0)
