@@ -166,6 +166,23 @@ class Registry(MutableMapping):
         return f"unknown {self.kind}{hint}; known: {', '.join(known)}{broken_note()}"
 
 
+def forward_to_code(package: str, code: str) -> None:
+    """`from hierfl.algorithms.fedavg import FedAvg` (the module path before built-ins became
+    packages) keeps working: a name the declaring package lacks is looked up in its code module,
+    imported then (PEP 562), when that module lives inside the package."""
+    target = code.partition(":")[0]
+    module = sys.modules.get(package)
+    if module is None or not target.startswith(package + ".") or "__getattr__" in vars(module):
+        return
+
+    def __getattr__(attr: str) -> Any:
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        return getattr(importlib.import_module(target), attr)
+
+    module.__getattr__ = __getattr__        # type: ignore[attr-defined]
+
+
 _REGISTRIES: list[Registry] = []
 
 

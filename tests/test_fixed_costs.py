@@ -357,3 +357,23 @@ def test_sweep_points_write_no_report_unless_asked(tmp_path, monkeypatch):
     assert cli.main(["sweep", str(f), "--point-reports", "--quiet"]) == 0
     assert cli.main(["sweep", str(f), "--quiet"]) == 0
     assert [x.point_reports for x in seen] == [True, False]
+
+
+def test_the_old_module_paths_of_the_builtins_still_import():
+    """Plugins written before the built-ins became packages import their classes from the
+    package (`from hierfl.algorithms.fedavg import FedAvg`): the package forwards a name it
+    lacks to its code module, importing it (and torch) only then."""
+    code = ("import sys\n"
+            "import hierfl.algorithms.fedavg as pkg, hierfl.models.cnn as cnn_pkg\n"
+            "assert 'torch' not in sys.modules\n"
+            "from hierfl.algorithms.fedavg import FedAvg\n"
+            "from hierfl.algorithms.hierfavg import HierFAVG\n"
+            "from hierfl.models.cnn import cnn\n"
+            "assert FedAvg.__module__ == 'hierfl.algorithms.fedavg.algorithm'\n"
+            "assert issubclass(HierFAVG, FedAvg) and HierFAVG.Params.__name__ == "
+            "'HierFAVGParams'\n"
+            "assert cnn.__module__ == 'hierfl.models.cnn.net'\n"
+            "try:\n    pkg.no_such_name\nexcept AttributeError:\n    print('ok')\n")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                          text=True, env={**os.environ, "PYTHONPATH": ROOT}, timeout=120)
+    assert proc.stdout.strip() == "ok", proc.stderr

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 
 from ..config.fields import all_of, at_most, each, positive, spec
-from ..registry import Declaration, Registry
+from ..registry import Declaration, Registry, forward_to_code
 
 if TYPE_CHECKING:
     from .base import Algorithm
@@ -147,8 +147,10 @@ def declare_algorithm(name: str, *, code: str, caps: Capabilities = Capabilities
         doc = summary or _first_line(getattr(sys.modules.get(module), "__doc__", "") or "")
         REGISTRY.declare(Declaration("algorithm", name, code, params,
                                      AlgorithmFacts(caps, state), doc, module))
+        forward_to_code(module, code)
         return params
     return deco
+
 
 
 def declared_for(cls: type) -> Declaration | None:

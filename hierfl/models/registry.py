@@ -19,13 +19,14 @@ from __future__ import annotations
 
 import difflib
 import inspect
+import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
 from ..config.errors import ScenarioError
 from ..config.fields import keyword_options
 from ..config.schema import ModelSpec
-from ..registry import Declaration, Registry
+from ..registry import Declaration, Registry, forward_to_code
 
 if TYPE_CHECKING:
     from torch import nn
@@ -85,8 +86,10 @@ def declare_model(name: str, *, code: str, task: str = "classification",
     _task(task)
     if inputs not in INPUTS:
         raise ValueError(f"inputs must be one of {', '.join(INPUTS)}, not {inputs!r}")
+    origin = origin or sys._getframe(1).f_globals.get("__name__", "")
     MODELS.declare(Declaration("model", name, code, facts=ModelFacts(task, options, inputs),
-                               summary=summary, origin=origin or code.split(":")[0]))
+                               summary=summary, origin=origin))
+    forward_to_code(origin, code)
 
 
 def model_facts(name: str) -> ModelFacts:
