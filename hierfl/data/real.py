@@ -12,6 +12,7 @@ import numpy as np
 from .. import seeding
 from ..config.errors import ScenarioError
 from ..config.fields import spec
+from ..config.limits import memory_limit
 from ..config.schema import HeldOut, PartitionSpec, Partitioned
 from .federated import FederatedData, split_train_test
 from .registry import DatasetFacts, Found, Shape, declare_dataset
