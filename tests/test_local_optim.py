@@ -1,18 +1,22 @@
 """train.local.optimizer (learn/optim.py): the batched optimizers equal torch.optim run client by
 client on the same minibatches (heterogeneous clients, budgets and data; FedProx's prox term's
-gradient added before the step); plain SGD keeps today's path."""
+gradient added before the step); plain SGD keeps today's path; scenarios with adam train,
+deterministically; bad keys and unsupported algorithms are refused naming the key."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 import torch
 
+from hierfl.cli import main
 from hierfl.exec.local import BatchedExecutor
 from hierfl.learn.batches import full_plan, minibatch_plan
 from hierfl.learn.optim import SGD, Adam
 from hierfl.learn.solver import TermsProgram
 from hierfl.learn.terms import L1, Prox
 from hierfl.models.functional import Layer, Model
+
+from conftest import make_scenario, read_csv
 
 CONFIGS = {
     "sgd-momentum": (SGD(momentum=0.9), lambda p: torch.optim.SGD(p, lr=LR, momentum=0.9)),
@@ -126,12 +130,21 @@ def test_l1_prox_applied_after_the_optimizer_step():
 
 
 def test_plain_sgd_is_todays_path_bit_for_bit():
-    """No optimizer: the fused path stays; SGD() run through the optimizer mechanism agrees."""
+    """{name: sgd} builds no optimizer (the fused path stays); SGD() run through the optimizer
+    mechanism agrees with it too."""
+    from hierfl.config.schema import OptimizerSpec
+    from hierfl.learn.optim import build
+    assert build(OptimizerSpec()) is None
+    assert build(OptimizerSpec(momentum=0.0, dampening=0.0, nesterov=False,
+                               weight_decay=0.0)) is None
     model, start, budgets, plan, full = _problem()
     prog = TermsProgram(model, start, (Prox(0.3, start[0].clone()),))
     assert prog.run_steps(prog.init(), plan.span(0, 2), LR) is not None    # fused
     args = (plan, full, torch.from_numpy(budgets), LR, None, 5)
     today = BatchedExecutor().run(prog, *args, measure=False)
+    again = BatchedExecutor().run(TermsProgram(model, start, (Prox(0.3, start[0].clone()),),
+                                               optimizer=None), *args, measure=False)
+    assert torch.equal(today.state[0], again.state[0])
     via = BatchedExecutor().run(TermsProgram(model, start, (Prox(0.3, start[0].clone()),),
                                              optimizer=SGD()), *args, measure=False)
     torch.testing.assert_close(via.state[0], today.state[0], rtol=1e-12, atol=1e-12)
@@ -146,8 +159,86 @@ def test_optimizer_state_follows_w_in_the_state():
     assert len(TermsProgram(model, start, optimizer=SGD(weight_decay=0.1)).init()) == 1
 
 
+# ----------------------------------------------------------------------------- scenarios
+LOCAL = {"steps": 5, "lr": 0.01, "batch_size": 10}
+ADAM = {"train.rounds": 4, "train.local": {**LOCAL, "optimizer": {"name": "adam"}}}
+
+
+def _run(tmp_path, tag, over):
+    path = make_scenario(tmp_path / tag, None, **over)
+    out = tmp_path / tag / "out"
+    rc = main(["run", str(path), "--out", str(out)])
+    return rc, out
+
+
+def test_scenario_with_adam_trains_and_is_deterministic(tmp_path):
+    rc, out = _run(tmp_path, "a", ADAM)
+    assert rc == 0
+    rows = read_csv(out / "fedavg" / "metrics.csv")
+    loss = [float(r["train_loss"]) for r in rows if r.get("train_loss")]
+    assert len(loss) >= 2 and loss[-1] < loss[0]
+    rc2, out2 = _run(tmp_path, "b", ADAM)
+    assert rc2 == 0
+    assert (out / "fedavg" / "metrics.csv").read_bytes() == \
+        (out2 / "fedavg" / "metrics.csv").read_bytes()
+    rc3, out3 = _run(tmp_path, "c", {"train.rounds": 4, "train.local": LOCAL})
+    assert rc3 == 0
+    assert (out / "fedavg" / "metrics.csv").read_bytes() != \
+        (out3 / "fedavg" / "metrics.csv").read_bytes()
+
+
+@pytest.mark.parametrize("opt,key,words", [
+    ({"name": "adam", "momentum": 0.9}, "train.local.optimizer", "momentum does not apply"),
+    ({"name": "sgd", "betas": [0.9, 0.99]}, "train.local.optimizer", "betas does not apply"),
+    ({"name": "sgd", "momentum": 1.0}, "train.local.optimizer.momentum", "[0, 1)"),
+    ({"name": "adam", "betas": [0.9, 1.0]}, "train.local.optimizer.betas", "[0, 1)"),
+    ({"name": "adam", "eps": 0.0}, "train.local.optimizer.eps", "> 0"),
+    ({"name": "adamw", "weight_decay": -1.0}, "train.local.optimizer.weight_decay", ">= 0"),
+    ({"name": "sgd", "nesterov": True}, "train.local.optimizer", "nesterov needs momentum"),
+    ({"name": "sgd", "nesterov": True, "momentum": 0.9, "dampening": 0.1},
+     "train.local.optimizer", "dampening 0"),
+    ({"name": "rmsprop"}, "train.local.optimizer.name", "rmsprop"),
+    ({"name": "sgd", "mom": 0.9}, "train.local.optimizer.mom", "unknown key"),
+])
+def test_bad_optimizer_is_exit_2_naming_the_key(tmp_path, capsys, opt, key, words):
+    path = make_scenario(tmp_path, None, **{"train.local.optimizer": opt})
+    assert main(["validate", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert key in err and words in err, err
+
+
+@pytest.mark.parametrize("name", ["pfedme", "ditto", "scaffold"])
+def test_algorithms_without_optimizers_refuse_adam(tmp_path, capsys, name):
+    path = make_scenario(tmp_path, None, algorithms=[{"name": name,
+                                                      "local": {"optimizer": {"name": "adam"}}}])
+    assert main(["validate", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "algorithms[0].local.optimizer" in err and name in err and "plain SGD" in err, err
+    path = make_scenario(tmp_path / "ok", None, **{"train.local.optimizer": {
+        "name": "sgd", "momentum": 0.0}}, algorithms=[{"name": name}])
+    assert main(["validate", str(path)]) == 0
+
+
 def test_report_max_relative_error():
     """Prints the largest relative error of the comparisons above (run with -s)."""
     if MAX_REL:
         print("\nmax relative error vs torch.optim:",
               {k: f"{v:.1e}" for k, v in sorted(MAX_REL.items())})
+
+
+def test_an_entry_local_optimizer_overrides_train_local(tmp_path):
+    """FedProx with adam (entry local:) next to FedAvg with the scenario's plain SGD: FedAvg's
+    numbers are those of a run without the entry, FedProx's differ from plain SGD's."""
+    algos = [{"name": "fedavg"}, {"name": "fedprox", "mu": 0.1, "label": "adam",
+                                  "local": {"optimizer": {"name": "adam", "amsgrad": True}}},
+             {"name": "fedprox", "mu": 0.1, "label": "sgd"}]
+    path = make_scenario(tmp_path / "e", None, **{"train.rounds": 3, "train.local": LOCAL},
+                         algorithms=algos)
+    assert main(["run", str(path), "--out", str(tmp_path / "e" / "out")]) == 0
+    rc, alone = _run(tmp_path, "f", {"train.rounds": 3, "train.local": LOCAL})
+    out = tmp_path / "e" / "out"
+    assert (out / "fedavg" / "metrics.csv").read_bytes() == \
+        (alone / "fedavg" / "metrics.csv").read_bytes()
+    adam = read_csv(out / "adam" / "metrics.csv")
+    sgd = read_csv(out / "sgd" / "metrics.csv")
+    assert [r["train_loss"] for r in adam] != [r["train_loss"] for r in sgd]
