@@ -242,3 +242,16 @@ def test_an_entry_local_optimizer_overrides_train_local(tmp_path):
     adam = read_csv(out / "adam" / "metrics.csv")
     sgd = read_csv(out / "sgd" / "metrics.csv")
     assert [r["train_loss"] for r in adam] != [r["train_loss"] for r in sgd]
+
+
+def test_sequential_executor_agrees_with_batched():
+    """One client at a time (program.select) carries the optimizer and its state alike."""
+    from hierfl.exec.local import SequentialExecutor
+    model, start, budgets, plan, full = _problem()
+    prog = TermsProgram(model, start, (Prox(0.5, start[0].clone()),),
+                        optimizer=Adam(weight_decay=0.01, amsgrad=True, decoupled=True))
+    args = (plan, full, torch.from_numpy(budgets), LR, None, 5)
+    got = BatchedExecutor().run(prog, *args, measure=False)
+    ref = SequentialExecutor().run(prog, *args, measure=False)
+    assert len(got.state) == len(ref.state) == 5
+    torch.testing.assert_close(got.state[0], ref.state[0], rtol=1e-12, atol=1e-12)
