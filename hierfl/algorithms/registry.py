@@ -45,6 +45,10 @@ class Capabilities:
     #                                 mean of client models (then the edge's own step)
     codes_down: bool = True         # compress.down codes the model the clients start from
     #                                 (False: they start from models of their own choice, IFCA)
+    optimizers: bool = True         # train.local.optimizer applies: the local program is a
+    #                                 plain TermsProgram (learn/solver.py) whose steps may be
+    #                                 any optimizer's; False: plain SGD only (say why below)
+    optimizers_why: str = "its local program is not one objective's gradient steps"
 
 
 @dataclass(frozen=True)
@@ -98,6 +102,8 @@ class Info(NamedTuple):
     supports_gamma: bool
     personalised: bool = False
     codes_down: bool = True
+    optimizers: bool = True
+    optimizers_why: str = ""
 
 
 class AlgorithmRegistry(Registry):
@@ -106,7 +112,7 @@ class AlgorithmRegistry(Registry):
         decl = self.declaration(name)
         caps = decl.facts.caps
         return Info(decl.params, caps.hierarchical, caps.supports_gamma, caps.personalised,
-                    caps.codes_down)
+                    caps.codes_down, caps.optimizers, caps.optimizers_why)
 
     def caps(self, name: str) -> Capabilities:
         return self.declaration(name).facts.caps

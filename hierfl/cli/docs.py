@@ -219,6 +219,8 @@ def _algorithm_section(decl: Any) -> list[str]:
         traits.append("personalised models")
     if not caps.supports_gamma:
         traits.append("no gamma-inexact stops")
+    if not caps.optimizers:
+        traits.append("plain SGD local steps only (no train.local.optimizer)")
     own = getattr(decl.obj, "__doc__", None) if not decl.builtin else None
     doc = own or (mod.__doc__ if mod else "")
     where = (f" Page: [algorithms/{name}.md](algorithms/{name}.md)." if decl.builtin

@@ -133,6 +133,64 @@ class ModelSpec:
 
 
 # ----------------------------------------------------------------------------- training
+def _momentum(v: float) -> str | None:
+    return None if 0 <= v < 1 else "must be in [0, 1)"
+
+
+@dataclass(frozen=True)
+class OptimizerSpec:
+    """The client's optimizer, torch.optim's rules per client, on the gradient of the local
+    objective (the loss plus the algorithm's smooth terms); its state starts from zero every
+    round. Keys left out take torch's defaults; a key of another optimizer is refused."""
+
+    name: Literal["sgd", "adam", "adamw"] = spec("sgd", "sgd (torch.optim.SGD), adam or adamw")
+    momentum: float | None = spec(None, "sgd: momentum (default 0)", check=_momentum)
+    dampening: float | None = spec(None, "sgd: momentum dampening (default 0)",
+                                   check=unit_interval)
+    nesterov: bool | None = spec(None, "sgd: Nesterov momentum (needs momentum > 0 and "
+                                 "dampening 0; default false)")
+    weight_decay: float | None = spec(None, "L2 penalty (adamw: decoupled); default 0, adamw "
+                                      "0.01", check=non_negative)
+    betas: list[float] | None = spec(None, "adam, adamw: [beta1, beta2] (default [0.9, 0.999])",
+                                     check=each(_momentum))
+    eps: float | None = spec(None, "adam, adamw: added to the denominator (default 1e-8)",
+                             check=positive)
+    amsgrad: bool | None = spec(None, "adam, adamw: the AMSGrad variant (default false)")
+
+    KEYS: ClassVar[dict[str, tuple[str, ...]]] = {
+        "sgd": ("momentum", "dampening", "nesterov", "weight_decay"),
+        "adam": ("betas", "eps", "weight_decay", "amsgrad"),
+        "adamw": ("betas", "eps", "weight_decay", "amsgrad")}
+
+    def __post_init__(self) -> None:
+        takes = self.KEYS[self.name]
+        extra = [k for k in ("momentum", "dampening", "nesterov", "weight_decay", "betas", "eps",
+                             "amsgrad") if k not in takes and getattr(self, k) is not None]
+        if extra:
+            raise ValueError(f"optimizer {self.name!r} takes {', '.join(takes)}; "
+                             f"{', '.join(extra)} does not apply to it")
+        if self.betas is not None and len(self.betas) != 2:
+            raise ValueError("betas must be two numbers [beta1, beta2]")
+        if self.nesterov and (not self.momentum or self.dampening):
+            raise ValueError("nesterov needs momentum > 0 and dampening 0 (as torch.optim.SGD)")
+
+    def value(self, key: str) -> float | bool | list[float]:
+        """A key's value, torch's default where it is left out."""
+        v = getattr(self, key)
+        if v is not None:
+            return v
+        if key == "weight_decay":
+            return 0.01 if self.name == "adamw" else 0.0
+        return {"momentum": 0.0, "dampening": 0.0, "nesterov": False, "betas": [0.9, 0.999],
+                "eps": 1e-8, "amsgrad": False}[key]
+
+    @property
+    def plain(self) -> bool:
+        """Plain SGD (every sgd key zero): the solver's own steps, fused where it can."""
+        return self.name == "sgd" and not self.value("momentum") and \
+            not self.value("weight_decay")
+
+
 @dataclass(frozen=True)
 class LocalSpec:
     steps: int | None = spec(None, "local steps per round (HierFAVG's kappa1)",
@@ -148,6 +206,9 @@ class LocalSpec:
                                check=unit_interval)
     check_every: int = spec(5, "steps between gamma checks (each check costs a full gradient)",
                             check=positive)
+    optimizer: OptimizerSpec = spec(default_factory=OptimizerSpec,
+                                    doc="the optimizer of the local steps (docs/howto/"
+                                    "local-training.md)")
 
     def __post_init__(self) -> None:
         if self.steps is not None and self.epochs is not None:

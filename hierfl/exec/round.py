@@ -9,6 +9,7 @@ uploads; when the round closes the engine hands back who arrived and the runner 
 Models and aggregator states pass through the engine as opaque handles, with their sizes."""
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import numpy as np
@@ -19,6 +20,8 @@ from ..compress import EdgeState, build as build_compressor
 from ..config.schema import AlgorithmEntry, Scenario
 from ..data.federated import FederatedData
 from ..learn.batches import Batch, full_plan, minibatch_plan, steps_for
+from ..learn.optim import build as build_optimizer
+from ..learn.solver import TermsProgram
 from ..models.functional import Model
 from ..sim import messages
 from ..sim.stragglers import Budgets, RoundPools
@@ -54,6 +57,7 @@ class RoundRunner(AsyncEdgeSteps):
         self.sc, self.topo, self.data, self.model = scenario, topo, data, model
         self.algo, self.executor = algo, executor
         self.local = entry.local
+        self.optimizer = build_optimizer(self.local.optimizer)   # None: plain SGD
         self.stragglers = entry.stragglers or scenario.stragglers
         self.counts = data.counts
         self.nonfinite: dict[int, list[int]] = {}   # round -> clients whose upload was not finite
@@ -112,7 +116,7 @@ class RoundRunner(AsyncEdgeSteps):
         if self.codec is not None and self.codec.spec.down.active and start.dim() == 1:
             start = self.codec.model("down", start, (t, r), int(sel[0])).decoded
         ctx = RoundCtx(t, r, self.lr(t), torch.from_numpy(planned))
-        program = self.algo.program(clients, start, ctx)
+        program = self._with_optimizer(self.algo.program(clients, start, ctx))
         budgets, strag = self._budgets(t, r, sel, planned, program.grad_evals_per_step, sizes,
                                        self._start_evals(program))
         plan = minibatch_plan(self.data.offsets, sel, self.local.batch_size, budgets,
@@ -227,6 +231,17 @@ class RoundRunner(AsyncEdgeSteps):
     def _measure(self, t: int) -> bool:
         """The achieved gamma is measured in evaluated rounds (train.eval_every) and the last."""
         return t % self.sc.train.eval_every == 0 or t >= self.sc.train.rounds
+
+    def _with_optimizer(self, program):
+        """The algorithm's program with train.local.optimizer's steps: the one place the
+        optimizer reaches a program (the loader refuses it for an algorithm whose program is
+        not a plain TermsProgram: Capabilities.optimizers)."""
+        if self.optimizer is None:
+            return program
+        if type(program) is not TermsProgram:
+            raise TypeError(f"{self.algo.name}: train.local.optimizer needs a TermsProgram, "
+                            f"got {type(program).__name__} (declare optimizers=False)")
+        return dataclasses.replace(program, optimizer=self.optimizer)
 
     def _full(self, sel: np.ndarray, program, t: int) -> Batch:
         """The clients' full local data, where a gamma target, a measurement or the program's

@@ -14,6 +14,7 @@ import torch
 from ..models.functional import Model
 from ..models.threads import one_thread
 from .batches import Batch, BatchPlan
+from .optim import Optimizer
 from .terms import Term, affine_sum, select_rows
 
 State = tuple[torch.Tensor, ...]
@@ -71,13 +72,18 @@ class ProgramBase:
 
 @dataclass(frozen=True)
 class TermsProgram(ProgramBase):
-    """SGD (or proximal SGD) on h_k(w) = F_k(w) + sum of terms, from `start` (C, P)."""
+    """SGD (or proximal SGD) on h_k(w) = F_k(w) + sum of terms, from `start` (C, P).
+
+    `optimizer` (learn/optim.py; None: plain SGD) turns the gradient of the smooth part of h_k
+    (clipped where `clip` says) into the step; its state follows w in the State, (w, *opt),
+    from zero at `init`; the proximal terms are applied after it, with lr."""
 
     model: Model
     start: torch.Tensor
     terms: tuple[Term, ...] = ()
     clip: float | None = None
     grad_evals_per_step: int = 1
+    optimizer: Optimizer | None = None
 
     @cached_property
     def _smooth(self) -> tuple[Term, ...]:
@@ -94,18 +100,22 @@ class TermsProgram(ProgramBase):
         return g
 
     def init(self) -> State:
-        return (self.start.clone(),)
+        w = self.start.clone()
+        return (w,) if self.optimizer is None else (w, *self.optimizer.init(w))
 
     def step(self, s: State, batch: Batch, lr: float) -> State:
-        (w,) = s
+        w, opt = s[0], s[1:]
         g = self._grad(w, batch)
         if self.clip is not None:
             norm = g.norm(dim=1, keepdim=True).clamp_min(1e-12)
             g = g * torch.clamp(self.clip / norm, max=1.0)
-        w = w - lr * g
+        if self.optimizer is None:
+            w = w - lr * g
+        else:
+            w, opt = self.optimizer.update(g, opt, w, lr)
         for t in self._proxes:
             w = t.prox(w, lr)
-        return (w,)
+        return (w, *opt)
 
     def grad_h(self, s: State, full: Batch) -> torch.Tensor:
         return self._grad(s[0], full)
@@ -130,7 +140,7 @@ class TermsProgram(ProgramBase):
         fused SGD (`Model.sgd_steps`) when the step is plain SGD on F_k plus terms that are all
         affine (`Term.affine`); None otherwise, and the solver takes the steps one by one.
         A subclass that changes `step` must override this too."""
-        if len(s) != 1 or self.clip is not None:
+        if len(s) != 1 or self.clip is not None or self.optimizer is not None:
             return None
         own = getattr(self.model, "client_steps", None)
         if own is not None:           # a torch.nn model's per-client steps (models/torch_model)

@@ -216,6 +216,12 @@ def _algorithms(raw: dict, p: Problems) -> list[AlgorithmEntry]:
             where = f"{key}.local.gamma" if "gamma" in local_raw else "train.local.gamma"
             p.add(where, local.gamma, f"{name} ({key}) has no single local objective; gamma "
                   "stops are not defined for it")
+        if not local.optimizer.plain and not cls.optimizers:
+            where = f"{key}.local.optimizer" if "optimizer" in local_raw \
+                else "train.local.optimizer"
+            p.add(where, local_raw.get("optimizer", raw_local.get("optimizer")),
+                  f"{name} ({key}) takes plain SGD steps only (optimizer {{name: sgd}}, every "
+                  f"key zero): {cls.optimizers_why}")
         # the schedule, read once here from the algorithm's hyperparameters
         edge_rounds = params.edge_rounds if isinstance(params, EdgeRounds) else 1
         tier_rounds = params.tier_rounds if isinstance(params, TierRounds) else None

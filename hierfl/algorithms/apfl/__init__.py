@@ -34,7 +34,11 @@ from ..registry import Capabilities, StateSize, declare_algorithm
 
 @declare_algorithm("apfl", code=f"{__name__}.algorithm:APFL",
                    summary="APFL (Deng et al. 2020)",
-                   caps=Capabilities(supports_gamma=False, personalised=True),
+                   caps=Capabilities(supports_gamma=False, personalised=True,
+                                     optimizers=False,
+                                     optimizers_why=("its local program steps the global model, "
+                                                     "the personal model and the mixing weight "
+                                                     "together")),
                    state=StateSize(fixed=1, per_client=2, client_bytes=4))   # + alpha (float32) each
 @dataclass(frozen=True)
 class APFLParams:

@@ -26,7 +26,10 @@ from ..registry import Capabilities, StateSize, declare_algorithm
 
 @declare_algorithm("ditto", code=f"{__name__}.algorithm:Ditto",
                    summary="Ditto (Li et al., ICML 2021)",
-                   caps=Capabilities(supports_gamma=False, personalised=True),
+                   caps=Capabilities(supports_gamma=False, personalised=True,
+                                     optimizers=False,
+                                     optimizers_why=("its local program steps the global and the "
+                                                     "personal model together")),
                    state=StateSize(fixed=1, per_client=1))
 @dataclass(frozen=True)
 class DittoParams:

@@ -50,7 +50,11 @@ def _state(p: "IFCAParams") -> StateSize:
 @declare_algorithm("ifca", code=f"{__name__}.algorithm:IFCA",
                    summary=("IFCA (Ghosh et al., NeurIPS 2020): k cluster models, `cluster` "
                             "column in clients.csv"),
-                   caps=Capabilities(supports_gamma=False, personalised=True, codes_down=False),
+                   caps=Capabilities(supports_gamma=False, personalised=True, codes_down=False,
+                                     optimizers=False,
+                                     optimizers_why=("its local program (choose a cluster's "
+                                                     "model, then steps) carries the cluster in "
+                                                     "its state, not an optimizer's")),
                    state=_state)
 @dataclass(frozen=True)
 class IFCAParams:

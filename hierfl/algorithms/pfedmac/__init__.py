@@ -52,7 +52,10 @@ class SparsityParams:
 
 @declare_algorithm("pfedmac", code=f"{__name__}.algorithm:PFedMac",
                    summary="pFedMac (Li et al. 2021)",
-                   caps=Capabilities(supports_gamma=False, personalised=True),
+                   caps=Capabilities(supports_gamma=False, personalised=True,
+                                     optimizers=False,
+                                     optimizers_why=("its local program is the Moreau-envelope "
+                                                     "program (inner steps per outer step)")),
                    state=StateSize(fixed=1, per_client=1))
 @dataclass(frozen=True)
 class PFedMacParams:

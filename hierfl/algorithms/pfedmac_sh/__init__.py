@@ -78,7 +78,10 @@ def _edges_per_round(v: object) -> str | None:
 @declare_algorithm("pfedmac_sh", code=f"{__name__}.algorithm:PFedMacSH",
                    summary="pFedMac-SH: sparse (pFedMac-S) and hierarchical, two-level λ",
                    caps=Capabilities(hierarchical=True, supports_gamma=False, personalised=True,
-                                     async_edges=True),
+                                     async_edges=True,
+                                     optimizers=False,
+                                     optimizers_why=("its local program is the Moreau-envelope "
+                                                     "program (inner steps per outer step)")),
                    state=StateSize(fixed=1, per_client=1))
 @dataclass(frozen=True)
 class PFedMacSHParams(EdgeRounds):

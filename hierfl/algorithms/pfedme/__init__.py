@@ -34,7 +34,10 @@ from ..registry import Capabilities, StateSize, declare_algorithm
 
 @declare_algorithm("pfedme", code=f"{__name__}.algorithm:PFedMe",
                    summary="pFedMe (Dinh et al., NeurIPS 2020)",
-                   caps=Capabilities(supports_gamma=False, personalised=True),
+                   caps=Capabilities(supports_gamma=False, personalised=True,
+                                     optimizers=False,
+                                     optimizers_why=("its local program is the Moreau-envelope "
+                                                     "program (inner steps per outer step)")),
                    state=StateSize(fixed=1, per_client=1))
 @dataclass(frozen=True)
 class PFedMeParams:

@@ -26,7 +26,13 @@ from ..registry import Capabilities, StateSize, declare_algorithm
 
 @declare_algorithm("scaffold", code=f"{__name__}.algorithm:Scaffold",
                    summary="SCAFFOLD (Karimireddy et al., ICML 2020)",
-                   caps=Capabilities(upload_tensors=2),
+                   caps=Capabilities(upload_tensors=2,
+                                     optimizers=False,
+                                     optimizers_why=("its control variates assume plain SGD "
+                                                     "(option II: c_k+ = c_k - c + (x - y_k) / (K"
+                                                     " lr), the mean step of K SGD steps of size "
+                                                     "lr; option I's program carries grad F_k in "
+                                                     "its state)")),
                    state=StateSize(fixed=2, per_client=1))
 @dataclass(frozen=True)
 class ScaffoldParams:
