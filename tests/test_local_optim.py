@@ -4,6 +4,8 @@ gradient added before the step); plain SGD keeps today's path; scenarios with ad
 deterministically; bad keys and unsupported algorithms are refused naming the key."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 import torch
@@ -11,7 +13,7 @@ import torch
 from hierfl.cli import main
 from hierfl.exec.local import BatchedExecutor
 from hierfl.learn.batches import full_plan, minibatch_plan
-from hierfl.learn.optim import SGD, Adam
+from hierfl.learn.optim import SGD, Adam, Clip
 from hierfl.learn.solver import TermsProgram
 from hierfl.learn.terms import L1, Prox
 from hierfl.models.functional import Layer, Model
@@ -255,3 +257,88 @@ def test_sequential_executor_agrees_with_batched():
     ref = SequentialExecutor().run(prog, *args, measure=False)
     assert len(got.state) == len(ref.state) == 5
     torch.testing.assert_close(got.state[0], ref.state[0], rtol=1e-12, atol=1e-12)
+
+
+# ----------------------------------------------------------------------------- clipping
+CLIPS = {
+    "norm2-sgd": (Clip(max_norm=0.5), None, lambda p: torch.nn.utils.clip_grad_norm_(p, 0.5),
+                  lambda p: torch.optim.SGD(p, lr=LR)),
+    "norm-inf-adam": (Clip(max_norm=0.3, norm_type=math.inf), Adam(),
+                      lambda p: torch.nn.utils.clip_grad_norm_(p, 0.3, norm_type="inf"),
+                      lambda p: torch.optim.Adam(p, lr=LR)),
+    "norm1-momentum": (Clip(max_norm=1.0, norm_type=1.0), SGD(momentum=0.9),
+                       lambda p: torch.nn.utils.clip_grad_norm_(p, 1.0, norm_type=1.0),
+                       lambda p: torch.optim.SGD(p, lr=LR, momentum=0.9)),
+    "value-sgd": (Clip(max_value=0.05), None,
+                  lambda p: torch.nn.utils.clip_grad_value_(p, 0.05),
+                  lambda p: torch.optim.SGD(p, lr=LR)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CLIPS))
+def test_clipping_equals_torch_nn_utils_per_client(name):
+    """train.local.clip: each client's gradient clipped as torch.nn.utils clips one client's
+    parameters, after the smooth terms' gradients are added, before the optimizer's step."""
+    clip, opt, torch_clip, make = CLIPS[name]
+    model, start, budgets, plan, full = _problem()
+    anchor = start.flip(0).clone()
+    prog = TermsProgram(model, start, (Prox(0.3, anchor),), optimizer=opt, grad_clip=clip)
+    res = BatchedExecutor().run(prog, plan, full, torch.from_numpy(budgets), LR, None, 5,
+                                measure=False)
+    out = []
+    clipped = 0
+    for k in range(start.shape[0]):
+        p = torch.nn.Parameter(start[k].clone())
+        o = make([p])
+        for j in range(int(budgets[k])):
+            b = plan.at(j)
+            o.zero_grad()
+            w = p.unsqueeze(0)
+            loss = model.loss(w, b.x[k:k + 1], b.y[k:k + 1], b.m[k:k + 1]).sum() + \
+                Prox(0.3, anchor[k:k + 1]).value(w).sum()
+            loss.backward()
+            before = p.grad.clone()
+            torch_clip([p])
+            clipped += int(not torch.equal(before, p.grad))
+            o.step()
+        out.append(p.detach())
+    ref = torch.stack(out)
+    assert clipped > 0                              # the clip bit somewhere
+    rel = _rel(res.state[0], ref, start)
+    MAX_REL[f"clip-{name}"] = rel
+    assert rel < 1e-5, rel
+
+
+def test_scenario_with_clipping_runs_and_plain_sgd_is_untouched(tmp_path):
+    clip = {"train.rounds": 3, "train.local": {**LOCAL, "clip": {"max_norm": 0.05}}}
+    rc, out = _run(tmp_path, "clip", clip)
+    assert rc == 0
+    rc, plain = _run(tmp_path, "plain", {"train.rounds": 3, "train.local": LOCAL})
+    assert rc == 0
+    a = read_csv(out / "fedavg" / "metrics.csv")
+    b = read_csv(plain / "fedavg" / "metrics.csv")
+    assert [r["train_loss"] for r in a] != [r["train_loss"] for r in b]
+    assert [r["bytes_up"] for r in a] == [r["bytes_up"] for r in b]   # the same messages
+
+
+@pytest.mark.parametrize("clip,key,words", [
+    ({"max_norm": 1.0, "max_value": 1.0}, "train.local.clip", "one of them"),
+    ({"norm_type": 1.0}, "train.local.clip", "one of them"),
+    ({"max_value": 1.0, "norm_type": 1.0}, "train.local.clip", "norm_type applies to max_norm"),
+    ({"max_norm": 0.0}, "train.local.clip.max_norm", "> 0"),
+    ({"max_norm": 1.0, "norm_type": "l2"}, "train.local.clip.norm_type", "'inf'"),
+    ({"max_norm": 1.0, "norm_type": -1.0}, "train.local.clip.norm_type", "> 0 or inf"),
+])
+def test_bad_clip_is_exit_2_naming_the_key(tmp_path, capsys, clip, key, words):
+    path = make_scenario(tmp_path, None, **{"train.local.clip": clip})
+    assert main(["validate", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert key in err and words in err, err
+
+
+def test_algorithms_without_optimizers_refuse_clipping(tmp_path, capsys):
+    path = make_scenario(tmp_path, None, algorithms=[{"name": "pfedme",
+                                                      "local": {"clip": {"max_norm": 1.0}}}])
+    assert main(["validate", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "algorithms[0].local.clip" in err and "pfedme" in err, err

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from .asynchrony import ALPHA, ASYNC_POLICIES, CONCURRENCY, DRAIN, SERVER_LR, StalenessSpec
 from .fields import Raw, all_of, at_most, below_one, each, non_negative, positive, seed_range, \
@@ -191,6 +191,30 @@ class OptimizerSpec:
             not self.value("weight_decay")
 
 
+def _norm_type(v: Any) -> str | None:
+    return None if v == "inf" or (not isinstance(v, str) and v > 0) else "must be > 0 or inf"
+
+
+@dataclass(frozen=True)
+class ClipSpec:
+    """Gradient clipping per client before the step, as torch.nn.utils does it on one client's
+    parameters: `max_norm` scales the gradient by max_norm / (||g||_p + 1e-6) where that is
+    below 1 (clip_grad_norm_), `max_value` clamps each entry to [-v, v] (clip_grad_value_)."""
+
+    max_norm: float | None = spec(None, "clip_grad_norm_: the largest norm of a client's "
+                                  "gradient", check=positive)
+    norm_type: float | Literal["inf"] = spec(2.0, "max_norm: the p of the norm (inf: the "
+                                             "largest entry)", check=_norm_type)
+    max_value: float | None = spec(None, "clip_grad_value_: the largest absolute entry",
+                                   check=positive)
+
+    def __post_init__(self) -> None:
+        if (self.max_norm is None) == (self.max_value is None):
+            raise ValueError("give max_norm (and norm_type) or max_value, one of them")
+        if self.max_value is not None and self.norm_type != 2.0:
+            raise ValueError("norm_type applies to max_norm, not max_value")
+
+
 @dataclass(frozen=True)
 class LocalSpec:
     steps: int | None = spec(None, "local steps per round (HierFAVG's kappa1)",
@@ -209,6 +233,8 @@ class LocalSpec:
     optimizer: OptimizerSpec = spec(default_factory=OptimizerSpec,
                                     doc="the optimizer of the local steps (docs/howto/"
                                     "local-training.md)")
+    clip: ClipSpec | None = spec(None, "clip each client's gradient before its step "
+                                 "(docs/howto/local-training.md)")
 
     def __post_init__(self) -> None:
         if self.steps is not None and self.epochs is not None:

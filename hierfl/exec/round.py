@@ -20,7 +20,7 @@ from ..compress import EdgeState, build as build_compressor
 from ..config.schema import AlgorithmEntry, Scenario
 from ..data.federated import FederatedData
 from ..learn.batches import Batch, full_plan, minibatch_plan, steps_for
-from ..learn.optim import build as build_optimizer
+from ..learn.optim import build as build_optimizer, build_clip
 from ..learn.solver import TermsProgram
 from ..models.functional import Model
 from ..sim import messages
@@ -58,6 +58,7 @@ class RoundRunner(AsyncEdgeSteps):
         self.algo, self.executor = algo, executor
         self.local = entry.local
         self.optimizer = build_optimizer(self.local.optimizer)   # None: plain SGD
+        self.grad_clip = build_clip(self.local.clip)             # None: no train.local.clip
         self.stragglers = entry.stragglers or scenario.stragglers
         self.counts = data.counts
         self.nonfinite: dict[int, list[int]] = {}   # round -> clients whose upload was not finite
@@ -233,15 +234,16 @@ class RoundRunner(AsyncEdgeSteps):
         return t % self.sc.train.eval_every == 0 or t >= self.sc.train.rounds
 
     def _with_optimizer(self, program):
-        """The algorithm's program with train.local.optimizer's steps: the one place the
-        optimizer reaches a program (the loader refuses it for an algorithm whose program is
-        not a plain TermsProgram: Capabilities.optimizers)."""
-        if self.optimizer is None:
+        """The algorithm's program with train.local.optimizer's steps and train.local.clip: the
+        one place they reach a program (the loader refuses them for an algorithm whose program
+        is not a plain TermsProgram: Capabilities.optimizers)."""
+        if self.optimizer is None and self.grad_clip is None:
             return program
         if type(program) is not TermsProgram:
-            raise TypeError(f"{self.algo.name}: train.local.optimizer needs a TermsProgram, "
-                            f"got {type(program).__name__} (declare optimizers=False)")
-        return dataclasses.replace(program, optimizer=self.optimizer)
+            raise TypeError(f"{self.algo.name}: train.local.optimizer and clip need a "
+                            f"TermsProgram, got {type(program).__name__} (declare "
+                            "optimizers=False)")
+        return dataclasses.replace(program, optimizer=self.optimizer, grad_clip=self.grad_clip)
 
     def _full(self, sel: np.ndarray, program, t: int) -> Batch:
         """The clients' full local data, where a gamma target, a measurement or the program's

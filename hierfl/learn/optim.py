@@ -13,6 +13,7 @@ Plain SGD (every key zero) is no optimizer here: `build` gives None and the prog
 own step, fused over several steps where it can."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -110,3 +111,28 @@ def build(spec: Any) -> Optimizer | None:
     b1, b2 = spec.value("betas")
     return Adam(float(b1), float(b2), float(spec.value("eps")), float(spec.value("weight_decay")),
                 bool(spec.value("amsgrad")), decoupled=spec.name == "adamw")
+
+
+@dataclass(frozen=True)
+class Clip:
+    """torch.nn.utils' gradient clipping on each client's gradient (a row of g): by norm
+    (clip_grad_norm_: g * min(1, max_norm / (||g||_p + 1e-6)), p may be inf) or by value
+    (clip_grad_value_: each entry clamped to [-max_value, max_value])."""
+
+    max_norm: float | None = None
+    norm_type: float = 2.0
+    max_value: float | None = None
+
+    def __call__(self, g: torch.Tensor) -> torch.Tensor:
+        if self.max_value is not None:
+            return g.clamp(-self.max_value, self.max_value)
+        norm = torch.linalg.vector_norm(g, ord=self.norm_type, dim=1, keepdim=True)
+        return g * torch.clamp(self.max_norm / (norm + 1e-6), max=1.0)
+
+
+def build_clip(spec: Any) -> Clip | None:
+    """The clipping of a `train.local.clip` (config.schema.ClipSpec), or None."""
+    if spec is None:
+        return None
+    p = math.inf if spec.norm_type == "inf" else float(spec.norm_type)
+    return Clip(spec.max_norm, p, spec.max_value)

@@ -14,7 +14,7 @@ import torch
 from ..models.functional import Model
 from ..models.threads import one_thread
 from .batches import Batch, BatchPlan
-from .optim import Optimizer
+from .optim import Clip, Optimizer
 from .terms import Term, affine_sum, select_rows
 
 State = tuple[torch.Tensor, ...]
@@ -75,7 +75,7 @@ class TermsProgram(ProgramBase):
     """SGD (or proximal SGD) on h_k(w) = F_k(w) + sum of terms, from `start` (C, P).
 
     `optimizer` (learn/optim.py; None: plain SGD) turns the gradient of the smooth part of h_k
-    (clipped where `clip` says) into the step; its state follows w in the State, (w, *opt),
+    (clipped where `clip` says, then by `grad_clip`: train.local.clip) into the step; its state follows w in the State, (w, *opt),
     from zero at `init`; the proximal terms are applied after it, with lr."""
 
     model: Model
@@ -84,6 +84,7 @@ class TermsProgram(ProgramBase):
     clip: float | None = None
     grad_evals_per_step: int = 1
     optimizer: Optimizer | None = None
+    grad_clip: Clip | None = None
 
     @cached_property
     def _smooth(self) -> tuple[Term, ...]:
@@ -109,6 +110,8 @@ class TermsProgram(ProgramBase):
         if self.clip is not None:
             norm = g.norm(dim=1, keepdim=True).clamp_min(1e-12)
             g = g * torch.clamp(self.clip / norm, max=1.0)
+        if self.grad_clip is not None:
+            g = self.grad_clip(g)
         if self.optimizer is None:
             w = w - lr * g
         else:
@@ -140,7 +143,8 @@ class TermsProgram(ProgramBase):
         fused SGD (`Model.sgd_steps`) when the step is plain SGD on F_k plus terms that are all
         affine (`Term.affine`); None otherwise, and the solver takes the steps one by one.
         A subclass that changes `step` must override this too."""
-        if len(s) != 1 or self.clip is not None or self.optimizer is not None:
+        if len(s) != 1 or self.clip is not None or self.optimizer is not None or \
+                self.grad_clip is not None:
             return None
         own = getattr(self.model, "client_steps", None)
         if own is not None:           # a torch.nn model's per-client steps (models/torch_model)

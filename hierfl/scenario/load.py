@@ -222,6 +222,11 @@ def _algorithms(raw: dict, p: Problems) -> list[AlgorithmEntry]:
             p.add(where, local_raw.get("optimizer", raw_local.get("optimizer")),
                   f"{name} ({key}) takes plain SGD steps only (optimizer {{name: sgd}}, every "
                   f"key zero): {cls.optimizers_why}")
+        if local.clip is not None and not cls.optimizers:
+            where = f"{key}.local.clip" if "clip" in local_raw else "train.local.clip"
+            p.add(where, local_raw.get("clip", raw_local.get("clip")),
+                  f"{name} ({key}) takes plain SGD steps only, unclipped: "
+                  f"{cls.optimizers_why}")
         # the schedule, read once here from the algorithm's hyperparameters
         edge_rounds = params.edge_rounds if isinstance(params, EdgeRounds) else 1
         tier_rounds = params.tier_rounds if isinstance(params, TierRounds) else None
