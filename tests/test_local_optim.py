@@ -342,3 +342,72 @@ def test_algorithms_without_optimizers_refuse_clipping(tmp_path, capsys):
     assert main(["validate", str(path)]) == 2
     err = capsys.readouterr().err
     assert "algorithms[0].local.clip" in err and "pfedme" in err, err
+
+
+# ----------------------------------------------------------------------------- lr schedules
+@pytest.mark.parametrize("sched,make", [
+    ({"kind": "step", "gamma": 0.5, "step_size": 3},
+     lambda o: torch.optim.lr_scheduler.StepLR(o, step_size=3, gamma=0.5)),
+    ({"kind": "exponential", "gamma": 0.9},
+     lambda o: torch.optim.lr_scheduler.ExponentialLR(o, gamma=0.9)),
+    ({"kind": "cosine", "t_max": 7, "eta_min": 0.001},
+     lambda o: torch.optim.lr_scheduler.CosineAnnealingLR(o, T_max=7, eta_min=0.001)),
+    ({"kind": "cosine"},
+     lambda o: torch.optim.lr_scheduler.CosineAnnealingLR(o, T_max=10)),
+])
+def test_round_schedules_equal_torch_schedulers(sched, make):
+    """The lr of round t is what torch's scheduler gives after t - 1 steps (one per round)."""
+    from hierfl.config.schema import ScheduleSpec
+    from hierfl.learn.schedules import round_lr
+
+    spec = ScheduleSpec(**sched)
+    o = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=0.1)
+    s = make(o)
+    for t in range(1, 11):
+        want = o.param_groups[0]["lr"]
+        assert math.isclose(round_lr(spec, 0.1, t, 10), want, rel_tol=1e-12), (t, want)
+        o.step()
+        s.step()
+
+
+def test_warmup_cosine_ramps_then_follows_the_cosine():
+    from hierfl.config.schema import ScheduleSpec
+    from hierfl.learn.schedules import round_lr
+
+    spec = ScheduleSpec(kind="warmup_cosine", warmup=4, eta_min=0.01)
+    lrs = [round_lr(spec, 0.2, t, 10) for t in range(1, 11)]
+    assert lrs[:4] == [0.05, 0.1, 0.15000000000000002, 0.2]
+    assert lrs[4] == 0.2 and lrs[-1] < lrs[5] < lrs[4]            # cosine from lr, 6 rounds
+    assert math.isclose(lrs[-1], 0.01 + 0.19 * (1 + math.cos(math.pi * 5 / 6)) / 2)
+
+
+def test_exponential_schedule_is_lr_decay_to_the_bit(tmp_path):
+    base = {"train.rounds": 3}
+    rc, a = _run(tmp_path, "decay", {**base, "train.local": {**LOCAL, "lr_decay": 0.7}})
+    rc2, b = _run(tmp_path, "sched", {**base, "train.local": {
+        **LOCAL, "lr_schedule": {"kind": "exponential", "gamma": 0.7}}})
+    assert rc == rc2 == 0
+    assert (a / "fedavg" / "metrics.csv").read_bytes() == (b / "fedavg" / "metrics.csv").read_bytes()
+
+
+@pytest.mark.parametrize("sched,key,words", [
+    ({"kind": "step", "gamma": 0.5}, "train.local.lr_schedule", "needs step_size"),
+    ({"kind": "cosine", "gamma": 0.5}, "train.local.lr_schedule", "gamma does not apply"),
+    ({"kind": "warmup_cosine"}, "train.local.lr_schedule", "needs warmup"),
+    ({"kind": "poly"}, "train.local.lr_schedule.kind", "poly"),
+    ({"kind": "exponential", "gamma": 10.0}, "lr_schedule.gamma", "the learning rate reaches"),
+])
+def test_bad_schedule_is_exit_2_naming_the_key(tmp_path, capsys, sched, key, words):
+    path = make_scenario(tmp_path, None, **{"train.local.lr_schedule": sched,
+                                            "train.rounds": 50})
+    assert main(["validate", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert key in err and words in err, err
+
+
+def test_lr_decay_and_a_schedule_together_are_refused(tmp_path, capsys):
+    path = make_scenario(tmp_path, None, **{"train.local.lr_decay": 0.9,
+                                            "train.local.lr_schedule": {"kind": "cosine"}})
+    assert main(["validate", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "train.local" in err and "give lr_decay or lr_schedule, not both" in err, err

@@ -216,6 +216,43 @@ class ClipSpec:
 
 
 @dataclass(frozen=True)
+class ScheduleSpec:
+    """The local learning rate over cloud rounds, torch.optim.lr_scheduler's rules stepped once
+    per round (hierfl/learn/schedules.py gives each formula)."""
+
+    kind: Literal["step", "exponential", "cosine", "warmup_cosine"] = spec(
+        doc="step (StepLR), exponential (ExponentialLR), cosine (CosineAnnealingLR) or "
+        "warmup_cosine (a linear ramp over warmup rounds, then cosine)")
+    gamma: float | None = spec(None, "step, exponential: the factor", check=positive)
+    step_size: int | None = spec(None, "step: rounds between two multiplications by gamma",
+                                 check=positive)
+    t_max: int | None = spec(None, "cosine: rounds of the half period (default: the rounds)",
+                             check=positive)
+    eta_min: float = spec(0.0, "cosine, warmup_cosine: the lowest lr", check=non_negative)
+    warmup: int | None = spec(None, "warmup_cosine: rounds of the linear ramp", check=positive)
+
+    NEEDS: ClassVar[dict[str, tuple[str, ...]]] = {
+        "step": ("gamma", "step_size"), "exponential": ("gamma",), "cosine": (),
+        "warmup_cosine": ("warmup",)}
+    TAKES: ClassVar[dict[str, tuple[str, ...]]] = {
+        "step": ("gamma", "step_size"), "exponential": ("gamma",),
+        "cosine": ("t_max", "eta_min"), "warmup_cosine": ("warmup", "eta_min")}
+
+    def __post_init__(self) -> None:
+        missing = [k for k in self.NEEDS[self.kind] if getattr(self, k) is None]
+        if missing:
+            raise ValueError(f"lr_schedule {self.kind!r} needs {', '.join(missing)}")
+        extra = [k for k in ("gamma", "step_size", "t_max", "warmup") if getattr(self, k)
+                 is not None and k not in self.TAKES[self.kind]]
+        if self.eta_min and "eta_min" not in self.TAKES[self.kind]:
+            extra.append("eta_min")
+        if extra:
+            raise ValueError(f"lr_schedule {self.kind!r} takes "
+                             f"{', '.join(self.TAKES[self.kind])}; {', '.join(extra)} does not "
+                             "apply to it")
+
+
+@dataclass(frozen=True)
 class LocalSpec:
     steps: int | None = spec(None, "local steps per round (HierFAVG's kappa1)",
                              check=all_of(positive, at_most(1e7)))
@@ -235,10 +272,15 @@ class LocalSpec:
                                     "local-training.md)")
     clip: ClipSpec | None = spec(None, "clip each client's gradient before its step "
                                  "(docs/howto/local-training.md)")
+    lr_schedule: ScheduleSpec | None = spec(None, "the lr over cloud rounds (instead of "
+                                            "lr_decay; docs/howto/local-training.md)")
 
     def __post_init__(self) -> None:
         if self.steps is not None and self.epochs is not None:
             raise ValueError("give steps or epochs, not both")
+        if self.lr_schedule is not None and self.lr_decay != 1.0:
+            raise ValueError("give lr_decay or lr_schedule, not both (lr_decay is "
+                             "lr_schedule {kind: exponential, gamma: lr_decay})")
 
 
 @dataclass(frozen=True)

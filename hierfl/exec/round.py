@@ -21,6 +21,7 @@ from ..config.schema import AlgorithmEntry, Scenario
 from ..data.federated import FederatedData
 from ..learn.batches import Batch, full_plan, minibatch_plan, steps_for
 from ..learn.optim import build as build_optimizer, build_clip
+from ..learn.schedules import round_lr
 from ..learn.solver import TermsProgram
 from ..models.functional import Model
 from ..sim import messages
@@ -83,6 +84,8 @@ class RoundRunner(AsyncEdgeSteps):
         return self.algo.linear_aggregate
 
     def lr(self, t: int) -> float:
+        if self.local.lr_schedule is not None:
+            return round_lr(self.local.lr_schedule, self.local.lr, t, self.sc.train.rounds)
         return self.local.lr * self.local.lr_decay ** (t - 1)
 
     def _ctx(self, t: int, r: int = 0) -> RoundCtx:

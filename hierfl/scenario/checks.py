@@ -135,6 +135,13 @@ def check_algorithms(p: Problems, entries: list[AlgorithmEntry], rounds: int,
         if msg:
             which = "lr" if e.local.lr > MAX_LR or e.local.lr_decay <= 1 else "lr_decay"
             p.add(f"{key}.local.{which}", getattr(e.local, which), msg)
+        sched = e.local.lr_schedule
+        if sched is not None and sched.gamma is not None and e.local.lr <= MAX_LR:
+            times = (rounds - 1) // (sched.step_size or 1) + 1    # as lr_decay's rounds - 1
+            msg = _lr_problem(e.local.lr, sched.gamma, times)
+            if msg:
+                p.add(f"{key}.local.lr_schedule.gamma", sched.gamma,
+                      msg.replace("lr_decay", "gamma"))
         sp = getattr(e.params, "sparsity", None)
         if sp is not None and sp.kind == "none" and sp.gamma != 0.0:
             p.add(f"{key}.sparsity.gamma", sp.gamma, "applies to kind l1 or logcosh; "
