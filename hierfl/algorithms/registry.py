@@ -51,6 +51,13 @@ class Capabilities:
     optimizers_why: str = "its local program is not one objective's gradient steps"
 
 
+# the Moreau-envelope algorithms (pFedMe, pFedMac, pFedMac-SH): one personal model per client,
+# found by inner steps per outer step, so no single objective (gamma) and no optimizer of ours
+ENVELOPE = Capabilities(supports_gamma=False, personalised=True, optimizers=False,
+                        optimizers_why="its local program is the Moreau-envelope program (inner "
+                        "steps per outer step)")
+
+
 @dataclass(frozen=True)
 class EdgeRounds:
     """The schedule of a hierarchical algorithm (declared here once; its Params extend it)."""

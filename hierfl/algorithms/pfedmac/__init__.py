@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from ...config.fields import all_of, at_most, non_negative, positive, spec
-from ..registry import Capabilities, StateSize, declare_algorithm
+from ..registry import ENVELOPE, StateSize, declare_algorithm
 
 
 @dataclass(frozen=True)
@@ -52,10 +52,7 @@ class SparsityParams:
 
 @declare_algorithm("pfedmac", code=f"{__name__}.algorithm:PFedMac",
                    summary="pFedMac (Li et al. 2021)",
-                   caps=Capabilities(supports_gamma=False, personalised=True,
-                                     optimizers=False,
-                                     optimizers_why=("its local program is the Moreau-envelope "
-                                                     "program (inner steps per outer step)")),
+                   caps=ENVELOPE,
                    state=StateSize(fixed=1, per_client=1))
 @dataclass(frozen=True)
 class PFedMacParams:

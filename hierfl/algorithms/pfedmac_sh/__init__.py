@@ -63,12 +63,12 @@ edges only.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from ...config.fields import all_of, at_most, positive, spec
 from ..pfedmac import SparsityParams
-from ..registry import Capabilities, EdgeRounds, StateSize, declare_algorithm
+from ..registry import ENVELOPE, EdgeRounds, StateSize, declare_algorithm
 
 
 def _edges_per_round(v: object) -> str | None:
@@ -77,11 +77,7 @@ def _edges_per_round(v: object) -> str | None:
 
 @declare_algorithm("pfedmac_sh", code=f"{__name__}.algorithm:PFedMacSH",
                    summary="pFedMac-SH: sparse (pFedMac-S) and hierarchical, two-level λ",
-                   caps=Capabilities(hierarchical=True, supports_gamma=False, personalised=True,
-                                     async_edges=True,
-                                     optimizers=False,
-                                     optimizers_why=("its local program is the Moreau-envelope "
-                                                     "program (inner steps per outer step)")),
+                   caps=replace(ENVELOPE, hierarchical=True, async_edges=True),
                    state=StateSize(fixed=1, per_client=1))
 @dataclass(frozen=True)
 class PFedMacSHParams(EdgeRounds):

@@ -29,15 +29,12 @@ from dataclasses import dataclass
 from typing import Literal
 
 from ...config.fields import all_of, at_most, non_negative, positive, spec
-from ..registry import Capabilities, StateSize, declare_algorithm
+from ..registry import ENVELOPE, StateSize, declare_algorithm
 
 
 @declare_algorithm("pfedme", code=f"{__name__}.algorithm:PFedMe",
                    summary="pFedMe (Dinh et al., NeurIPS 2020)",
-                   caps=Capabilities(supports_gamma=False, personalised=True,
-                                     optimizers=False,
-                                     optimizers_why=("its local program is the Moreau-envelope "
-                                                     "program (inner steps per outer step)")),
+                   caps=ENVELOPE,
                    state=StateSize(fixed=1, per_client=1))
 @dataclass(frozen=True)
 class PFedMeParams:
