@@ -405,3 +405,55 @@ def test_lr_decay_and_a_schedule_together_are_refused(tmp_path, capsys):
     assert main(["validate", str(path)]) == 2
     err = capsys.readouterr().err
     assert "train.local" in err and "give lr_decay or lr_schedule, not both" in err, err
+
+
+# ----------------------------------------------------------------------------- per-step lr
+@pytest.mark.parametrize("kind, keys, torch_sched", [
+    ("cosine", {"t_max": 9}, lambda o: torch.optim.lr_scheduler.CosineAnnealingLR(o, 9)),
+    ("step", {"gamma": 0.5, "step_size": 3},
+     lambda o: torch.optim.lr_scheduler.StepLR(o, 3, 0.5)),
+    ("exponential", {"gamma": 0.9}, lambda o: torch.optim.lr_scheduler.ExponentialLR(o, 0.9))])
+def test_per_step_schedule_equals_torch_scheduler_stepped_after_every_step(kind, keys,
+                                                                          torch_sched):
+    """`every: step`: step i of a round with clock offset c has torch's lr after c + i
+    scheduler steps; here round 2 of 17-step rounds (offset 17), momentum SGD per client."""
+    from hierfl.config.schema import ScheduleSpec
+    from hierfl.learn.schedules import StepLR
+    model, start, budgets, plan, full = _problem()
+    spec = ScheduleSpec(kind=kind, every="step", **keys)
+    prog = TermsProgram(model, start, optimizer=SGD(momentum=0.9))
+    res = BatchedExecutor().run(prog, plan, full, torch.from_numpy(budgets),
+                                StepLR(spec, LR, 17, 40), None, 5, measure=False)
+
+    def make(params):
+        opt = torch.optim.SGD(params, lr=LR, momentum=0.9)
+        sched = torch_sched(opt)
+        for _ in range(17):                     # the clock at the round's first step
+            opt.step()
+            sched.step()
+        opt.state.clear()                       # (state: reset: fresh momentum)
+        orig = opt.step
+
+        def step(*a, **k):
+            out = orig(*a, **k)
+            sched.step()
+            return out
+        opt.step = step
+        return opt
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")          # stepping the scheduler without gradients
+        ref = _reference(model, start, budgets, plan, make)
+    assert _rel(res.state[0], ref, start) < 1e-5
+
+
+def test_per_step_schedule_runs_and_needs_fixed_steps(tmp_path, capsys):
+    sched = {"kind": "warmup_cosine", "warmup": 4, "every": "step"}
+    rc, _ = _run(tmp_path, "ok", {"train.rounds": 3, "train.local": {
+        **LOCAL, "lr_schedule": sched, "optimizer": {"name": "sgd", "momentum": 0.9}}})
+    assert rc == 0
+    path = make_scenario(tmp_path / "bad", None, **{"train.local": {
+        "epochs": 1, "lr": 0.01, "batch_size": 10, "lr_schedule": sched}})
+    assert main(["validate", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "every: step needs steps" in err and "Traceback" not in err

@@ -49,6 +49,8 @@ class Capabilities:
     #                                 plain TermsProgram (learn/solver.py) whose steps may be
     #                                 any optimizer's; False: plain SGD only (say why below)
     optimizers_why: str = "its local program is not one objective's gradient steps"
+    local_norm: bool = False        # a stateful model's running statistics stay with each
+    #                                 client (FedBN), not averaged into the server's (exec/carry)
 
 
 # the Moreau-envelope algorithms (pFedMe, pFedMac, pFedMac-SH): one personal model per client,

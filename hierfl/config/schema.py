@@ -141,7 +141,8 @@ def _momentum(v: float) -> str | None:
 class OptimizerSpec:
     """The client's optimizer, torch.optim's rules per client, on the gradient of the local
     objective (the loss plus the algorithm's smooth terms); its state starts from zero every
-    round. Keys left out take torch's defaults; a key of another optimizer is refused."""
+    round (`state: reset`) or is the client's own, kept from its previous round (`keep`).
+    Keys left out take torch's defaults; a key of another optimizer is refused."""
 
     name: Literal["sgd", "adam", "adamw"] = spec("sgd", "sgd (torch.optim.SGD), adam or adamw")
     momentum: float | None = spec(None, "sgd: momentum (default 0)", check=_momentum)
@@ -156,6 +157,10 @@ class OptimizerSpec:
     eps: float | None = spec(None, "adam, adamw: added to the denominator (default 1e-8)",
                              check=positive)
     amsgrad: bool | None = spec(None, "adam, adamw: the AMSGrad variant (default false)")
+    state: Literal["reset", "keep"] = spec(
+        "reset", "reset: momentum / moments start from zero every round (most papers); keep: "
+        "each client's optimizer state is kept across its rounds (checkpointed, N x the state "
+        "in memory)")
 
     KEYS: ClassVar[dict[str, tuple[str, ...]]] = {
         "sgd": ("momentum", "dampening", "nesterov", "weight_decay"),
@@ -218,7 +223,8 @@ class ClipSpec:
 @dataclass(frozen=True)
 class ScheduleSpec:
     """The local learning rate over cloud rounds, torch.optim.lr_scheduler's rules stepped once
-    per round (hierfl/learn/schedules.py gives each formula)."""
+    per round, or once per local step (`every: step`; hierfl/learn/schedules.py gives each
+    formula and the step clock)."""
 
     kind: Literal["step", "exponential", "cosine", "warmup_cosine"] = spec(
         doc="step (StepLR), exponential (ExponentialLR), cosine (CosineAnnealingLR) or "
@@ -230,6 +236,9 @@ class ScheduleSpec:
                              check=positive)
     eta_min: float = spec(0.0, "cosine, warmup_cosine: the lowest lr", check=non_negative)
     warmup: int | None = spec(None, "warmup_cosine: rounds of the linear ramp", check=positive)
+    every: Literal["round", "step"] = spec(
+        "round", "round: one scheduler step per cloud round; step: one per local step (then "
+        "step_size, t_max and warmup count local steps; needs train.local.steps)")
 
     NEEDS: ClassVar[dict[str, tuple[str, ...]]] = {
         "step": ("gamma", "step_size"), "exponential": ("gamma",), "cosine": (),
@@ -281,6 +290,11 @@ class LocalSpec:
         if self.lr_schedule is not None and self.lr_decay != 1.0:
             raise ValueError("give lr_decay or lr_schedule, not both (lr_decay is "
                              "lr_schedule {kind: exponential, gamma: lr_decay})")
+        if self.lr_schedule is not None and self.lr_schedule.every == "step" and \
+                self.steps is None:
+            raise ValueError("lr_schedule every: step needs steps (a fixed number of local "
+                             "steps per round: the step clock; with epochs each client has "
+                             "its own)")
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from typing import Protocol
 import torch
 
 from ..learn.batches import Batch, BatchPlan
-from ..learn.solver import LocalProgram, SolveResult, solve
+from ..learn.solver import LocalProgram, SolveResult, lr_at, solve
 from ..models.functional import Model
 from ..models.threads import one_thread
 from .device import OnDevice
@@ -93,7 +93,7 @@ def solve_alone(program: LocalProgram, plan: BatchPlan, full: Batch, budget: int
     g0 = program.grad_h(s, full) if measure or gamma is not None else None
     steps, checks = budget, 0
     for i in range(budget):
-        s = program.step(s, plan.at(i), lr)
+        s = program.step(s, plan.at(i), lr_at(lr, i))
         done = i + 1
         if gamma is not None and g0 is not None and done % check_every == 0 and done < budget:
             checks += 1

@@ -21,7 +21,7 @@ from ..config.schema import AlgorithmEntry, Scenario
 from ..data.federated import FederatedData
 from ..learn.batches import Batch, full_plan, minibatch_plan, steps_for
 from ..learn.optim import build as build_optimizer, build_clip
-from ..learn.schedules import round_lr
+from ..learn.schedules import StepLR, round_lr
 from ..learn.solver import TermsProgram
 from ..models.functional import Model
 from ..sim import messages
@@ -29,6 +29,7 @@ from ..sim.stragglers import Budgets, RoundPools
 from ..sim.work import ClientRecord, Work
 from ..topology.graph import Topology
 from .asynchronous import AsyncEdgeSteps, fedasync_mix, fedbuff_apply
+from .carry import ClientCarry
 from .edges import (batches_edges, call_groups, close_edges, shares_calls, split,
                     start_rows)
 from .local import Executor
@@ -60,7 +61,12 @@ class RoundRunner(AsyncEdgeSteps):
         self.local = entry.local
         self.optimizer = build_optimizer(self.local.optimizer)   # None: plain SGD
         self.grad_clip = build_clip(self.local.clip)             # None: no train.local.clip
+        opt_spec = self.local.optimizer
+        self.carry = ClientCarry(model, len(data.counts), self.optimizer,
+                                 opt_spec is not None and opt_spec.state == "keep",
+                                 algo.caps.local_norm)
         self.stragglers = entry.stragglers or scenario.stragglers
+        self.algo_edge_rounds = entry.edge_rounds if algo.hierarchical else 1
         self.counts = data.counts
         self.nonfinite: dict[int, list[int]] = {}   # round -> clients whose upload was not finite
         policy = scenario.train.edge_round if algo.hierarchical else \
@@ -83,13 +89,26 @@ class RoundRunner(AsyncEdgeSteps):
     def linear_aggregate(self) -> bool:
         return self.algo.linear_aggregate
 
-    def lr(self, t: int) -> float:
+    def lr(self, t: int, r: int = 0) -> float:
+        """The local lr of round (t, r) (its first step's, under a per-step schedule)."""
+        step = self._step_lr(t, r)
+        if step is not None:
+            return step(0)
         if self.local.lr_schedule is not None:
             return round_lr(self.local.lr_schedule, self.local.lr, t, self.sc.train.rounds)
         return self.local.lr * self.local.lr_decay ** (t - 1)
 
+    def _step_lr(self, t: int, r: int) -> StepLR | None:
+        """An `every: step` schedule's lr of each step of round (t, r) (learn/schedules.py)."""
+        sched = self.local.lr_schedule
+        if sched is None or sched.every != "step":
+            return None
+        per_round = self.algo_edge_rounds * int(self.local.steps)
+        return StepLR(sched, self.local.lr, ((t - 1) * self.algo_edge_rounds + r) *
+                      int(self.local.steps), self.sc.train.rounds * per_round)
+
     def _ctx(self, t: int, r: int = 0) -> RoundCtx:
-        return RoundCtx(t, r, self.lr(t), torch.zeros(0))
+        return RoundCtx(t, r, self.lr(t, r), torch.zeros(0))
 
     def trainees(self, picked: np.ndarray) -> np.ndarray:
         return self.algo.trainees(picked)
@@ -103,8 +122,8 @@ class RoundRunner(AsyncEdgeSteps):
     def down_bytes(self) -> float:
         if self.codec is not None:      # a hierarchical cloud sends to aggregators
             return self.codec.model_bytes("edge_down" if self.hierarchical else "down",
-                                          self.algo.downlink())
-        return tensors_bytes(self.algo.downlink())
+                                          self.algo.downlink()) + self.carry.sent_bytes
+        return tensors_bytes(self.algo.downlink()) + self.carry.sent_bytes
 
     # ------------------------------------------------------------------ training
     def train(self, t: int, r: int, sel: np.ndarray, start: torch.Tensor,
@@ -119,15 +138,18 @@ class RoundRunner(AsyncEdgeSteps):
         clients = torch.from_numpy(sel)
         if self.codec is not None and self.codec.spec.down.active and start.dim() == 1:
             start = self.codec.model("down", start, (t, r), int(sel[0])).decoded
-        ctx = RoundCtx(t, r, self.lr(t), torch.from_numpy(planned))
-        program = self._with_optimizer(self.algo.program(clients, start, ctx))
+        ctx = RoundCtx(t, r, self.lr(t, r), torch.from_numpy(planned))
+        program = self._with_local(self.algo.program(clients, start, ctx), sel, t, r)
         budgets, strag = self._budgets(t, r, sel, planned, program.grad_evals_per_step, sizes,
                                        self._start_evals(program))
         plan = minibatch_plan(self.data.offsets, sel, self.local.batch_size, budgets,
                               self.sc.seed, t, r, self.data.x, self.data.y)
+        step_lr = self._step_lr(t, r)
         res = self.executor.run(program, plan, self._full(sel, program, t),
-                                torch.from_numpy(budgets), ctx.lr, self.local.gamma,
+                                torch.from_numpy(budgets),
+                                ctx.lr if step_lr is None else step_lr, self.local.gamma,
                                 self.local.check_every, measure=self._measure(t))
+        self.carry.finish(sel, res.state, program, doomed)
         up = self.algo.finish(clients, start, res, ctx, doomed)
         finite = finite_rows(up.tensors, len(sel))
         sent = up.tensors                               # (what a codec leaves as it was)
@@ -149,6 +171,10 @@ class RoundRunner(AsyncEdgeSteps):
             up, up_bytes = self._compressed(t, r, sel, ref, up, recs, quiet)
         else:
             up_bytes = self._upload_sizes(up, recs)
+        if self.carry.sent_bytes and not up.silent:        # the statistics travel with it
+            up_bytes = up_bytes + self.carry.sent_bytes
+            for rec in recs:
+                rec.up_bytes += self.carry.sent_bytes
         cluster = self.algo.cluster_of(up)
         if cluster is not None:
             for rec, cl in zip(recs, cluster.tolist()):
@@ -226,6 +252,9 @@ class RoundRunner(AsyncEdgeSteps):
 
     def close_edges(self, t: int, states: list, works: list[Work]) -> list:
         """Every edge of a batched tier round aggregates its arrivals (exec/edges.py)."""
+        for work in works:
+            kept = work.sel[~work.drop]
+            self.carry.arrived(kept, self.counts[kept])
         return close_edges(self, t, states, works)
 
     def note_nonfinite(self, t: int, clients: list[int]) -> None:
@@ -236,17 +265,21 @@ class RoundRunner(AsyncEdgeSteps):
         """The achieved gamma is measured in evaluated rounds (train.eval_every) and the last."""
         return t % self.sc.train.eval_every == 0 or t >= self.sc.train.rounds
 
-    def _with_optimizer(self, program):
-        """The algorithm's program with train.local.optimizer's steps and train.local.clip: the
-        one place they reach a program (the loader refuses them for an algorithm whose program
-        is not a plain TermsProgram: Capabilities.optimizers)."""
-        if self.optimizer is None and self.grad_clip is None:
+    def _with_local(self, program, sel: np.ndarray, t: int, r: int):
+        """The algorithm's program with train.local.optimizer's steps (from the clients' kept
+        state where optimizer.state is keep), train.local.clip and a stateful model's
+        per-client statistics and dropout streams (exec/carry.py): the one place they reach a
+        program (the world refuses them for an algorithm whose program is not a plain
+        TermsProgram: Capabilities.optimizers, run/world.py)."""
+        if self.optimizer is None and self.grad_clip is None and not self.carry.stateful:
             return program
         if type(program) is not TermsProgram:
-            raise TypeError(f"{self.algo.name}: train.local.optimizer and clip need a "
-                            f"TermsProgram, got {type(program).__name__} (declare "
-                            "optimizers=False)")
-        return dataclasses.replace(program, optimizer=self.optimizer, grad_clip=self.grad_clip)
+            raise TypeError(f"{self.algo.name}: train.local.optimizer, clip and stateful "
+                            f"models need a TermsProgram, got {type(program).__name__} "
+                            "(declare optimizers=False)")
+        return dataclasses.replace(program, optimizer=self.optimizer, grad_clip=self.grad_clip,
+                                   **self.carry.program_fields(sel, program.start, self.sc.seed,
+                                                               t, r))
 
     def _full(self, sel: np.ndarray, program, t: int) -> Batch:
         """The clients' full local data, where a gamma target, a measurement or the program's
@@ -335,20 +368,27 @@ class RoundRunner(AsyncEdgeSteps):
     def aggregate(self, t: int, arrived: np.ndarray, work: Work, rows: list[int] | None) -> None:
         """Flat: the cloud aggregates the clients that arrived (rows of `work`; None: all)."""
         self.algo.aggregate(torch.from_numpy(arrived), self._rows(work, rows), self._ctx(t))
+        self.carry.arrived(arrived, self.counts[arrived])
+        self.carry.close()
 
     def partial(self, clients: list[int], rows: list[int], work: Work) -> tuple[Any, float]:
         """A bottom-tier pre-aggregate of some clients' uploads, with its size."""
+        self.carry.arrived(np.asarray(clients), self.counts[clients])
+        return self._partial(clients, rows, work)
+
+    def _partial(self, clients: list[int], rows: list[int], work: Work) -> tuple[Any, float]:
         tensors, weight = self.algo.partial(torch.tensor(clients), self._rows(work, rows))
-        return (tensors, weight), tensors_bytes(tensors) + 4.0   # the sums + their total weight
+        return (tensors, weight), tensors_bytes(tensors) + 4.0 + self.carry.sent_bytes
 
     def partial_bytes(self, work: Work) -> float:
         """The size of an edge's partial sum as `partial` counts it, before one is made: the
         algorithm's partial of its first client (the sums of one client are as large as those
         of many)."""
-        return self.partial([int(work.sel[0])], [0], work)[1]
+        return self._partial([int(work.sel[0])], [0], work)[1]
 
     def aggregate_partials(self, t: int, partials: list[Any]) -> None:
         self.algo.aggregate_partials(list(partials), self._ctx(t))
+        self.carry.close()
 
     def edge_start(self, model: torch.Tensor) -> Any:
         if self.codec is not None and self.codec.spec.edge_down.active:
@@ -366,13 +406,14 @@ class RoundRunner(AsyncEdgeSteps):
         """The model an aggregator broadcasts this round, with its size."""
         start = self.algo.edge_model(self._es(state))
         if self.codec is not None:
-            return start, self.codec.model_bytes("down", (start,))
-        return start, tensors_bytes((start,))
+            return start, self.codec.model_bytes("down", (start,)) + self.carry.sent_bytes
+        return start, tensors_bytes((start,)) + self.carry.sent_bytes
 
     def edge_close(self, t: int, state: Any, work: Work, arrived: np.ndarray,
                    rows: list[int]) -> Any:
         """A bottom-tier aggregator aggregates the clients that arrived."""
         weights = torch.from_numpy(self.counts[arrived].astype(np.float64))
+        self.carry.arrived(arrived, self.counts[arrived])
         return self._wrap(state, self.algo.edge_aggregate(
             self._es(state), torch.from_numpy(arrived), self._rows(work, rows), weights,
             self._ctx(t, work.r)))
@@ -391,8 +432,9 @@ class RoundRunner(AsyncEdgeSteps):
         """What an aggregator sends to its parent, with its size."""
         msg = self.algo.edge_upload(self._es(state))
         if msg is not None and self._edge_wrap:
-            return self.codec.edge_upload(state.ref, msg)
-        return msg, (0.0 if msg is None else tensors_bytes(msg))
+            msg, size = self.codec.edge_upload(state.ref, msg)
+            return msg, size + self.carry.sent_bytes
+        return msg, (0.0 if msg is None else tensors_bytes(msg) + self.carry.sent_bytes)
 
     def async_update(self, work: Work | None, msg: Any = None, weight: float = 0.0) -> Any:
         """An asynchronous update: one client's upload (`work` of one client) or a top
@@ -413,3 +455,4 @@ class RoundRunner(AsyncEdgeSteps):
                     weights: list[float]) -> None:
         self.algo.cloud_aggregate(arrived, [uploads[n] for n in arrived],
                                   torch.tensor(weights, dtype=torch.float64), self._ctx(t))
+        self.carry.close()

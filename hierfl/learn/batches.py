@@ -140,6 +140,26 @@ def client_keys(seed: int, round_: int, edge_round: int, clients: np.ndarray) ->
         return _mix(base ^ _mix((clients.astype(np.uint64) + np.uint64(1)) * _GOLDEN))
 
 
+_DROPOUT = np.uint64(0xD1B54A32D192ED03)
+
+
+def dropout_keys(seed: int, round_: int, edge_round: int, clients: np.ndarray) -> torch.Tensor:
+    """(C, 1) int64: each client's dropout stream of (seed, client, round, edge round), apart
+    from its batch shuffles (another hash of the same key)."""
+    keys = client_keys(seed, round_, edge_round, np.asarray(clients, dtype=np.int64))
+    with np.errstate(over="ignore"):
+        return torch.from_numpy(_mix(keys ^ _DROPOUT).view(np.int64).copy()).unsqueeze(1)
+
+
+def step_seeds(keys: torch.Tensor, steps: torch.Tensor) -> list[int]:
+    """torch.manual_seed values of each client's step: splitmix64 of its key and step counter,
+    63 bits."""
+    k = keys.reshape(-1).numpy().view(np.uint64)
+    n = steps.reshape(-1).numpy().astype(np.uint64)
+    with np.errstate(over="ignore"):
+        return (_mix(k + (n + np.uint64(1)) * _GOLDEN) >> np.uint64(1)).astype(np.int64).tolist()
+
+
 def minibatch_plan(offsets: np.ndarray, clients: np.ndarray, batch_size: int | str,
                    n_steps: np.ndarray, seed: int, round_: int, edge_round: int,
                    x: torch.Tensor, y: torch.Tensor) -> BatchPlan:

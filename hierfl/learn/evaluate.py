@@ -12,16 +12,33 @@ from .batches import full_plan, gather, model_input, weight_dtype
 CHUNK = 65536
 
 
+def _forward(model: Model, w: torch.Tensor, x: torch.Tensor,
+             buffers: torch.Tensor | None) -> torch.Tensor:
+    """Outputs of an evaluation: a stateful model's with its running statistics (eval mode)."""
+    if getattr(model, "stateful", False):
+        return model.forward(w, x, buffers)
+    return model.forward(w, x)
+
+
+def _correct(model: Model, w: torch.Tensor, x: torch.Tensor, y: torch.Tensor,
+             buffers: torch.Tensor | None) -> torch.Tensor:
+    if getattr(model, "stateful", False):
+        return (model.forward(w, x, buffers).argmax(-1) == y).to(torch.float32)
+    return model.correct(w, x, y)
+
+
 @one_thread()            # full-data passes: the numbers of --threads 1 (models/threads.py)
 @torch.no_grad()
-def global_metrics(model: Model, w: torch.Tensor, data: FederatedData) -> tuple[float, float]:
+def global_metrics(model: Model, w: torch.Tensor, data: FederatedData,
+                   buffers: torch.Tensor | None = None) -> tuple[float, float]:
     """(sample-weighted training loss over all clients, test accuracy on the union of tests).
-    For regression the second number is the test MSE (the recorder writes it to test_mse)."""
+    For regression the second number is the test MSE (the recorder writes it to test_mse).
+    `buffers`: a stateful model's running statistics (exec/carry.py: the server's)."""
     w1 = w.unsqueeze(0)
     total = 0.0
     for i in range(0, len(data.x), CHUNK):
         x, y = model_input(data.x[i:i + CHUNK]).unsqueeze(0), data.y[i:i + CHUNK].unsqueeze(0)
-        total += float(model.sample_loss(model.forward(w1, x), y).double().sum())
+        total += float(model.sample_loss(_forward(model, w1, x, buffers), y).double().sum())
     loss = total / max(len(data.x), 1)
     n_test = len(data.x_test)
     if n_test == 0:
@@ -31,18 +48,19 @@ def global_metrics(model: Model, w: torch.Tensor, data: FederatedData) -> tuple[
         x, y = model_input(data.x_test[i:i + CHUNK]).unsqueeze(0), \
             data.y_test[i:i + CHUNK].unsqueeze(0)
         if model.task == "classification":
-            score += float(model.correct(w1, x, y).sum())
+            score += float(_correct(model, w1, x, y, buffers).sum())
         else:
-            score += float(model.sample_loss(model.forward(w1, x), y).double().sum())
+            score += float(model.sample_loss(_forward(model, w1, x, buffers), y).double().sum())
     return loss, score / n_test
 
 
 @one_thread()
 @torch.no_grad()
 def personal_accuracy(model: Model, personal: torch.Tensor, data: FederatedData,
-                      chunk_clients: int = 256) -> float:
+                      chunk_clients: int = 256, buffers: torch.Tensor | None = None) -> float:
     """Each client's personal model on its own test split, sample-weighted over all clients
-    (accuracy; for regression the MSE, written to personal_test_mse)."""
+    (accuracy; for regression the MSE, written to personal_test_mse). `buffers`: a stateful
+    model's running statistics, (Q,) shared or (N, Q) each client's."""
     off, counts = data.test_offsets, data.test_counts
     total, n = 0.0, int(counts.sum())
     if n == 0:
@@ -57,10 +75,12 @@ def personal_accuracy(model: Model, personal: torch.Tensor, data: FederatedData,
         rows = torch.from_numpy(np.where(valid, off[ks][:, None] + pos[None, :], 0))
         x, y = model_input(gather(data.x_test, rows)), gather(data.y_test, rows)
         vm = torch.from_numpy(valid).to(weight_dtype(x))
+        b = buffers[torch.from_numpy(ks)] if buffers is not None and buffers.dim() == 2 \
+            else buffers
         if model.task == "classification":
-            total += float((model.correct(personal[ks], x, y) * vm).sum())
+            total += float((_correct(model, personal[ks], x, y, b) * vm).sum())
         else:
-            total += float((model.sample_loss(model.forward(personal[ks], x), y) * vm).sum())
+            total += float((model.sample_loss(_forward(model, personal[ks], x, b), y) * vm).sum())
     return total / n
 
 

@@ -13,11 +13,18 @@ import torch
 
 from ..models.functional import Model
 from ..models.threads import one_thread
-from .batches import Batch, BatchPlan
+from ..models.torch_model import Run
+from .batches import Batch, BatchPlan, step_seeds
 from .optim import Clip, Optimizer
 from .terms import Term, affine_sum, select_rows
 
 State = tuple[torch.Tensor, ...]
+LR = "float | Callable[[int], float]"     # one lr, or the lr of each step (schedules.StepLR)
+
+
+def lr_at(lr, i: int) -> float:
+    """The lr of step i (from 0) of a round: `lr` itself, or lr(i) for a per-step schedule."""
+    return lr(i) if callable(lr) else lr
 
 
 class LocalProgram(Protocol):
@@ -75,8 +82,14 @@ class TermsProgram(ProgramBase):
     """SGD (or proximal SGD) on h_k(w) = F_k(w) + sum of terms, from `start` (C, P).
 
     `optimizer` (learn/optim.py; None: plain SGD) turns the gradient of the smooth part of h_k
-    (clipped where `clip` says, then by `grad_clip`: train.local.clip) into the step; its state follows w in the State, (w, *opt),
-    from zero at `init`; the proximal terms are applied after it, with lr."""
+    (clipped where `clip` says, then by `grad_clip`: train.local.clip) into the step; its
+    state follows w in the State, (w, *opt), from zero at `init` or from `opt0` (the clients'
+    kept state, train.local.optimizer.state: keep); the proximal terms are applied after it,
+    with lr.
+
+    A stateful model (models/torch_model.py: BatchNorm statistics, dropout) also carries, last
+    in the State, each client's statistics (C, Q), from `buffers0`, and its step counter
+    (C, 1): step n of client k draws its masks from `step_seeds(keys[k], n)`."""
 
     model: Model
     start: torch.Tensor
@@ -85,6 +98,9 @@ class TermsProgram(ProgramBase):
     grad_evals_per_step: int = 1
     optimizer: Optimizer | None = None
     grad_clip: Clip | None = None
+    opt0: tuple[torch.Tensor, ...] | None = None
+    keys: torch.Tensor | None = None          # (C, 1) int64: the clients' dropout streams
+    buffers0: torch.Tensor | None = None      # (C, Q): the clients' starting statistics
 
     @cached_property
     def _smooth(self) -> tuple[Term, ...]:
@@ -102,11 +118,41 @@ class TermsProgram(ProgramBase):
 
     def init(self) -> State:
         w = self.start.clone()
-        return (w,) if self.optimizer is None else (w, *self.optimizer.init(w))
+        opt: State = ()
+        if self.optimizer is not None:
+            opt = tuple(t.clone() for t in self.opt0) if self.opt0 is not None else \
+                self.optimizer.init(w)
+        if self.keys is None:
+            return (w, *opt)
+        return (w, *opt, self.buffers0.clone(),
+                torch.zeros(w.shape[0], 1, dtype=torch.long, device=w.device))
+
+    def select(self, sel: torch.Tensor) -> "TermsProgram":
+        out = super().select(sel)
+        if self.opt0 is None:
+            return out
+        return replace(out, opt0=tuple(select_rows(t, sel) for t in self.opt0))
+
+    def parts(self, s: State) -> tuple[torch.Tensor, State, State]:
+        """(w, optimizer state, model state) of a State of this program."""
+        n = 2 if self.keys is not None else 0
+        return s[0], s[1:len(s) - n], s[len(s) - n:]
+
+    def _grad_run(self, w: torch.Tensor, b: Batch, ms: State) -> tuple[torch.Tensor, State]:
+        """The gradient of a step, and the model state after it (a stateful model's
+        statistics and step counter)."""
+        if not ms:
+            return self._grad(w, b), ms
+        buffers, count = ms
+        run = Run(buffers, step_seeds(self.keys, count))
+        _, g, buffers = self.model.loss_grad_run(w, b.x, b.y, b.m, run)
+        for t in self._smooth:
+            g = g + t.grad(w)
+        return g, (buffers, count + 1)
 
     def step(self, s: State, batch: Batch, lr: float) -> State:
-        w, opt = s[0], s[1:]
-        g = self._grad(w, batch)
+        w, opt, ms = self.parts(s)
+        g, ms = self._grad_run(w, batch, ms)
         if self.clip is not None:
             norm = g.norm(dim=1, keepdim=True).clamp_min(1e-12)
             g = g * torch.clamp(self.clip / norm, max=1.0)
@@ -118,7 +164,7 @@ class TermsProgram(ProgramBase):
             w, opt = self.optimizer.update(g, opt, w, lr)
         for t in self._proxes:
             w = t.prox(w, lr)
-        return (w, *opt)
+        return (w, *opt, *ms)
 
     def grad_h(self, s: State, full: Batch) -> torch.Tensor:
         return self._grad(s[0], full)
@@ -182,14 +228,17 @@ def _spans(plan: BatchPlan, start: int, stop: int):
 def _advance(program: LocalProgram, s: State, plan: BatchPlan, start: int, stop: int,
              lr: float) -> State:
     """Steps start..stop-1 of every client of `program`: fused when the program can
-    (`run_steps`), else one `step` per minibatch."""
+    (`run_steps`; one lr for every step), else one `step` per minibatch."""
+    i = start
     for span in _spans(plan, start, stop):
-        new = program.run_steps(s, span, lr)
+        new = None if callable(lr) else program.run_steps(s, span, lr)
         if new is not None:
             s = new
+            i += span.x.shape[1]
             continue
         for batch in map(Batch, span.x.unbind(1), span.y.unbind(1), span.m.unbind(1)):
-            s = program.step(s, batch, lr)
+            s = program.step(s, batch, lr_at(lr, i))
+            i += 1
     return s
 
 

@@ -61,6 +61,8 @@ def measure(module: nn.Module, input_shape: tuple[int, ...],
                     acts[0] += u.numel()
 
     handles = [m.register_forward_hook(hook) for m in module.modules()]
+    training = module.training
+    module.eval()           # one sample: BatchNorm in training mode refuses it (same FLOPs)
     try:
         # oneDNN's fused RNN kernel is one opaque op; without it nn.LSTM runs as the matrix
         # products FlopCounterMode counts (same values)
@@ -70,6 +72,7 @@ def measure(module: nn.Module, input_shape: tuple[int, ...],
                     FlopCounterMode(display=False) as counter:
                 y = module(x)
     finally:
+        module.train(training)
         for h in handles:
             h.remove()
     return float(counter.get_total_flops()), max(1, acts[0]), getattr(y, "shape", None)

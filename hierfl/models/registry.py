@@ -168,7 +168,6 @@ def _torch_model(module: "nn.Module", shape: tuple[int, ...], task: str,
     """The module behind the stacked interface; a module that fails on one input is a
     ValueError naming the model."""
     from .torch_model import TorchModel     # torch: as build_model
-    _deterministic(module, name)
     try:
         model = TorchModel(module, shape, task, name)
     except ValueError:
@@ -177,28 +176,6 @@ def _torch_model(module: "nn.Module", shape: tuple[int, ...], task: str,
         raise ValueError(f"model {name!r} fails on one input of shape {(1, *shape)}: "
                          f"{type(exc).__name__}: {exc}") from None
     return model
-
-
-def _deterministic(module: "nn.Module", name: str) -> None:
-    """Refuse dropout (a Dropout layer, a recurrent stack's or an attention's, with p > 0):
-    its masks come from torch's global generator, not from a per-client stream of the
-    scenario's seed, so two runs of one scenario differed (and the modules run in training
-    mode, evaluation included: the test accuracy was drawn too); the vmap path cannot draw
-    them at all."""
-    from torch import nn
-    for path, m in module.named_modules():
-        p = 0.0
-        if isinstance(m, nn.modules.dropout._DropoutNd):
-            p = m.p
-        elif isinstance(m, nn.RNNBase) and m.num_layers > 1:
-            p = m.dropout
-        elif isinstance(m, nn.MultiheadAttention):
-            p = m.dropout
-        if p > 0:
-            raise ValueError(f"model {name!r} has dropout {p:g} in {type(m).__name__} at "
-                             f"{path or '(root)'!r}: dropout is not supported (its masks "
-                             "would come from torch's global generator, not the scenario's "
-                             "seed: runs would differ); set it to 0 or remove it")
 
 
 def _check_scores(model: "Model | TorchModel", n_classes: int) -> None:

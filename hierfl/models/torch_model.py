@@ -28,6 +28,17 @@ its per-step copies (W6: 0.78x -> see benchmarks/README.md). The loop path compu
 minibatch only up to its last row of nonzero weight (`real_rows`: a short last batch's padding
 is left out; the vmap path computes it), so its last bits are not the padded batch's.
 
+Per-client model state (`stateful`): BatchNorm layers that track running statistics and dropout
+(a Dropout layer, a multi-layer RNN's or an attention's, p > 0). Such a model always runs on the
+"loop" path, each client's module fed its own running statistics (a (C, Q) row of `buffers`,
+`init_buffers`) and, at each step, torch's generator seeded from the client's own counter-based
+stream (`run.seeds`): the numbers of the module run client by client in plain torch with
+`torch.manual_seed(seed)` before each step, whatever the batching. Its rows are not split into
+chunks (BatchNorm's statistics are the whole minibatch's). Evaluation (`forward` with grad off)
+runs the module in eval mode with given statistics: no dropout, BatchNorm by its running
+statistics. Without a `Run`, a training-mode pass (a gamma check on full data) draws its masks
+from seed 0 and leaves no statistics behind.
+
 FLOPs: `fwd_flops` is counted once from the module itself with
 `torch.utils.flop_counter.FlopCounterMode` on one sample (matrix products and convolutions;
 elementwise work is not counted, as in the closed forms of `functional.Model`)."""
@@ -35,6 +46,7 @@ from __future__ import annotations
 
 import copy
 import math
+from dataclasses import dataclass
 from functools import partial
 from typing import Callable, Literal
 
@@ -50,6 +62,43 @@ Batching = Literal["auto", "loop", "vmap"]
 RowUpdate = Callable[[int], "Callable[[torch.Tensor, torch.Tensor, float], None] | None"]
 VMAP_MAX_FLOPS = 2.0e6      # forward FLOPs per sample below which "auto" batches with vmap
 ACT_BUDGET = 1 << 24        # activation elements of one chunk of rows (64 MiB in float32)
+
+
+@dataclass
+class Run:
+    """The per-client model state of one training pass of C clients: running statistics
+    (C, Q), replaced by the pass's new ones, and each client's dropout seed for the pass."""
+
+    buffers: torch.Tensor
+    seeds: list[int]
+
+
+def random_layers(module: nn.Module) -> list[tuple[str, str, float]]:
+    """(path, layer type, p) of every layer that draws dropout masks (p > 0)."""
+    out = []
+    for path, m in module.named_modules():
+        p = 0.0
+        if isinstance(m, nn.modules.dropout._DropoutNd):
+            p = m.p
+        elif isinstance(m, nn.RNNBase) and m.num_layers > 1:
+            p = m.dropout
+        elif isinstance(m, nn.MultiheadAttention):
+            p = m.dropout
+        if p > 0:
+            out.append((path or "(root)", type(m).__name__, float(p)))
+    return out
+
+
+def stat_buffers(module: nn.Module) -> list[tuple[str, torch.Tensor]]:
+    """(name, buffer) of every running statistic: the buffers of BatchNorm-like layers that
+    track them (running_mean, running_var, num_batches_tracked)."""
+    out = []
+    for path, m in module.named_modules():
+        if isinstance(m, nn.modules.batchnorm._NormBase) and m.track_running_stats:
+            for n, b in m.named_buffers(recurse=False):
+                if b is not None:
+                    out.append((f"{path}.{n}" if path else n, b))
+    return out
 
 
 class TorchModel:
@@ -73,8 +122,19 @@ class TorchModel:
         self.fwd_flops, self.act_per_sample, self.out_shape = _measure(module, self.input_shape,
                                                                         named[0][1])
         recurrent = any(isinstance(m, nn.RNNBase) for m in module.modules())
+        stats = stat_buffers(module)
+        self._blist = [b for _, b in stats]
+        self.buffer_names = [n for n, _ in stats]
+        self.buffer_sizes = [b.numel() for b in self._blist]
+        self.n_buffers = int(sum(self.buffer_sizes))          # Q
+        self._fresh: torch.Tensor | None = None
+        self.random = bool(random_layers(module))
+        self.stateful = self.n_buffers > 0 or self.random
         if batching == "auto":
-            batching = "loop" if recurrent or self.fwd_flops > VMAP_MAX_FLOPS else "vmap"
+            batching = "loop" if recurrent or self.stateful or \
+                self.fwd_flops > VMAP_MAX_FLOPS else "vmap"
+        elif self.stateful:
+            batching = "loop"           # per-client statistics and masks (module doc)
         self.batching = batching
         self.aliases = slot_aliases(module)     # a layer held twice: aliases.py
         self.grouped = GroupedStack.plan(module, self.input_shape)
@@ -84,6 +144,28 @@ class TorchModel:
         """torch's default initialisation of every layer, drawn from `gen` (see `init_values`)."""
         w = init_values(self.module, gen)
         return torch.zeros_like(w) if zeros else w
+
+    def init_buffers(self) -> torch.Tensor:
+        """The running statistics a fresh module starts from (mean 0, variance 1, no batch
+        tracked) as one (Q,) row in the parameters' dtype (a new tensor)."""
+        dt = self._plist[0].dtype
+        if self._fresh is None or self._fresh.dtype != dt:
+            fresh = copy.deepcopy(self.module)
+            for m in fresh.modules():
+                if isinstance(m, nn.modules.batchnorm._NormBase) and m.track_running_stats:
+                    m.reset_running_stats()
+            self._fresh = torch.cat([b.detach().to(dt).reshape(-1)
+                                     for _, b in stat_buffers(fresh)]) if self._blist else \
+                self._plist[0].new_zeros(0)
+        return self._fresh.clone()
+
+    def _load_buffers(self, row: torch.Tensor) -> None:
+        with torch.no_grad():
+            for b, v in zip(self._blist, row.split(self.buffer_sizes)):
+                b.copy_(v.view(b.shape))
+
+    def _read_buffers(self, out: torch.Tensor) -> None:
+        torch.cat([b.detach().to(out.dtype).reshape(-1) for b in self._blist], out=out)
 
     def unflatten(self, w: torch.Tensor) -> dict[str, torch.Tensor]:
         """Views of a (..., P) tensor as the module's parameters, each (..., *shape)."""
@@ -98,6 +180,8 @@ class TorchModel:
         return call(self.module, params, self.aliases, (x.reshape(x.shape[0], *self.input_shape),))
 
     def _chunk(self, clients: int = 1) -> int:
+        if self.n_buffers:
+            return 1 << 62          # BatchNorm: the statistics of the whole minibatch
         return max(1, ACT_BUDGET // max(1, self.act_per_sample * clients))
 
     def _load(self, row: torch.Tensor) -> list[nn.Parameter]:
@@ -115,12 +199,17 @@ class TorchModel:
         return run_pooled(self.module, x.reshape(x.shape[0], *self.input_shape))
 
     # --------------------------------------------------------------------------- forward / loss
-    def forward(self, w: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, w: torch.Tensor, x: torch.Tensor,
+                buffers: torch.Tensor | None = None) -> torch.Tensor:
         """Outputs (C, B, o), client by client, rows in chunks that bound the activations
-        (differentiable in w when w requires a gradient)."""
+        (differentiable in w when w requires a gradient). A stateful model's untraced pass is
+        an evaluation: eval mode, BatchNorm by `buffers` ((Q,) shared or (C, Q); default the
+        fresh statistics)."""
+        traced = w.requires_grad and torch.is_grad_enabled()
+        if self.stateful and not traced:
+            return self._evaluate(w, x, buffers)
         step = self._chunk()
         outs = []
-        traced = w.requires_grad and torch.is_grad_enabled()
         for k in range(w.shape[0]):
             if traced:
                 params = self.unflatten(w[k])
@@ -131,6 +220,25 @@ class TorchModel:
                 parts = [self._run(x[k, i:i + step]).detach()
                          for i in range(0, x.shape[1], step)]
             outs.append(torch.cat(parts) if len(parts) != 1 else parts[0])
+        return torch.stack(outs)
+
+    def _evaluate(self, w: torch.Tensor, x: torch.Tensor,
+                  buffers: torch.Tensor | None) -> torch.Tensor:
+        if buffers is None:
+            buffers = self.init_buffers()
+        step = max(1, ACT_BUDGET // max(1, self.act_per_sample))     # eval: rows independent
+        outs = []
+        self.module.eval()
+        try:
+            for k in range(w.shape[0]):
+                self._load(w[k])
+                if self.n_buffers:
+                    self._load_buffers(buffers[k] if buffers.dim() == 2 else buffers)
+                parts = [self._run(x[k, i:i + step]).detach()
+                         for i in range(0, x.shape[1], step)]
+                outs.append(torch.cat(parts) if len(parts) != 1 else parts[0])
+        finally:
+            self.module.train()
         return torch.stack(outs)
 
     def sample_loss(self, z: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -190,21 +298,44 @@ here than on the vmap path, so there the two paths differ by more than the last 
         return total, acc
 
     def loss_grad_autograd(self, w: torch.Tensor, x: torch.Tensor, y: torch.Tensor,
-                           m: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+                           m: torch.Tensor, run: Run | None = None):
         """The reference: client by client, the row loaded into the module, one autograd pass
-        (rows in chunks, gradients summed), the gradient written into row k of a (C, P)."""
+        (rows in chunks, gradients summed), the gradient written into row k of a (C, P).
+        With `run` (a stateful model's training step, `loss_grad_run`): also the new
+        statistics (C, Q)."""
         c, n = w.shape[0], x.shape[1]
+        new = None if run is None else run.buffers.clone()
         if n == 0:
-            return w.new_zeros(c), w.new_zeros(c, self.n_params)
+            out = w.new_zeros(c), w.new_zeros(c, self.n_params)
+            return out if run is None else (*out, new)
         losses, g = [], w.new_empty(c, self.n_params)
         rows = self.real_rows(m)
-        for k in range(c):
-            self._load(w[k])
-            total, grads = self._module_grads(x[k], y[k], m[k],
-                                              rows=None if rows is None else rows[k])
-            torch.cat([gp.reshape(-1) for gp in grads], out=g[k])
-            losses.append(total)
-        return (torch.stack(losses) if losses else w.new_zeros(0)), g
+        rng = torch.random.get_rng_state() if self.random else None
+        try:
+            for k in range(c):
+                self._load(w[k])
+                if self.n_buffers:
+                    self._load_buffers(run.buffers[k] if run is not None else self._scratch())
+                if self.random:
+                    torch.manual_seed(run.seeds[k] if run is not None else 0)
+                total, grads = self._module_grads(x[k], y[k], m[k],
+                                                  rows=None if rows is None else rows[k])
+                torch.cat([gp.reshape(-1) for gp in grads], out=g[k])
+                losses.append(total)
+                if run is not None and self.n_buffers:
+                    self._read_buffers(new[k])
+        finally:
+            if rng is not None:
+                torch.random.set_rng_state(rng)
+        loss = torch.stack(losses) if losses else w.new_zeros(0)
+        return (loss, g) if run is None else (loss, g, new)
+
+    def _scratch(self) -> torch.Tensor:
+        """Statistics for a pass that keeps none (a measurement): the fresh ones (a training-
+        mode pass normalises by the batch; the running statistics only receive it)."""
+        if self._fresh is None:
+            self.init_buffers()
+        return self._fresh
 
     def _loss_grad_vmap(self, w: torch.Tensor, x: torch.Tensor, y: torch.Tensor,
                         m: torch.Tensor,
@@ -234,6 +365,14 @@ here than on the vmap path, so there the two paths differ by more than the last 
         if self.batching == "vmap" and w.shape[0] > 1:
             return self._loss_grad_vmap(w, x, y, m)
         return self.loss_grad_autograd(w, x, y, m)
+
+    def loss_grad_run(self, w: torch.Tensor, x: torch.Tensor, y: torch.Tensor, m: torch.Tensor,
+                      run: Run) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """`loss_grad` of a stateful model's training step: client k's module holds its
+        statistics run.buffers[k] and draws its masks after torch.manual_seed(run.seeds[k]);
+        also gives the clients' new statistics (C, Q). torch's global generator is restored
+        afterwards (nothing else of hierfl draws from it)."""
+        return self.loss_grad_autograd(w, x, y, m, run)
 
     def grad(self, w: torch.Tensor, x: torch.Tensor, y: torch.Tensor,
              m: torch.Tensor) -> torch.Tensor:

@@ -32,6 +32,10 @@ def checkpoint_arrays(t: int, algo: Algorithm, sim: Simulation, offsets: dict[st
     codec = getattr(sim.runner, "codec", None)        # compression's error-feedback residuals
     if codec is not None:
         arrays.update({f"compress/{k}": v.numpy().copy() for k, v in codec.tensors().items()})
+    carry = getattr(sim.runner, "carry", None)        # kept optimizer state, statistics
+    if carry is not None:
+        arrays.update({f"local/{k}": v.detach().cpu().numpy().copy()
+                       for k, v in carry.tensors().items()})
     if getattr(sim, "asynchronous", False) and getattr(sim, "_a", None) is not None:
         meta["async"], handles = sim.async_state()      # at a quiescent point (async_drain)
         for i, (x, start) in enumerate(handles):        # FedBuff's buffered updates
@@ -62,7 +66,7 @@ def load_checkpoint(path: str) -> tuple[dict, dict[str, torch.Tensor]]:
             state = {k[len("state/"):]: torch.from_numpy(z[k].copy()) for k in z.files
                      if k.startswith("state/")}
             state.update({k: torch.from_numpy(z[k].copy()) for k in z.files
-                          if k.startswith(("compress/", "async/"))})   # apart by their prefix
+                          if k.startswith(("compress/", "async/", "local/"))})   # by prefix
     except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as exc:
         raise ScenarioError.one(path, "--resume", path, f"unreadable checkpoint "
                                 f"({type(exc).__name__}: {exc}); delete it (and this "
@@ -79,6 +83,9 @@ def restore(sim: Simulation, meta: dict, state: dict[str, torch.Tensor] | None =
         n = len(meta["async"]["buffer"])
         sim.async_resume = (meta["async"], [(state[f"async/x{i}"], state[f"async/start{i}"])
                                             for i in range(n)])
+    carry = getattr(sim.runner, "carry", None)
+    if carry is not None and state is not None:
+        carry.load({k[len("local/"):]: v for k, v in state.items() if k.startswith("local/")})
     codec = getattr(sim.runner, "codec", None)
     if codec is not None and state is not None:
         codec.load({k[len("compress/"):]: v for k, v in state.items()

@@ -138,10 +138,13 @@ class RoundRecorder:
         by_time = self._time_to_evaluate()
         evaluate = t % sc.train.eval_every == 0 or t == self.rounds or t == 0 or last or by_time
         bad = not bool(torch.isfinite(w).all()) or float(w.norm()) > sc.train.divergence_bound
-        loss, acc = (global_metrics(world.model, w, world.data) if evaluate and not bad
-                     else (float("nan"), float("nan")))
+        carry = getattr(self.sim.runner, "carry", None)     # a stateful model's statistics
+        loss, acc = (global_metrics(world.model, w, world.data,
+                                    carry.global_buffers() if carry else None)
+                     if evaluate and not bad else (float("nan"), float("nan")))
         personal = self.algo.personal_models()
-        p_acc = (personal_accuracy(world.model, personal, world.data)
+        p_acc = (personal_accuracy(world.model, personal, world.data,
+                                   buffers=carry.personal_buffers() if carry else None)
                  if evaluate and personal is not None and not bad else float("nan"))
         if personal is not None and not bool(torch.isfinite(personal).all()):
             bad = True

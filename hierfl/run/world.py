@@ -8,8 +8,9 @@ import torch
 
 from .. import seeding
 from ..algorithms.base import Algorithm, Setup
-from ..algorithms.registry import get
+from ..algorithms.registry import REGISTRY, get
 from ..algorithms.state_size import check_states
+from ..config.errors import ScenarioError
 from ..config.schema import AlgorithmEntry, Scenario
 from ..data import FederatedData, load_data
 from ..exec.device import resolve as resolve_device
@@ -38,11 +39,39 @@ def build_world(sc: Scenario, graph=None) -> World:
     data = load_data(sc, topo.n_clients)
     model = scenario_model(sc.file, sc.model, data)
     guard(sc, topo, data, model.n_params)                 # before the states are allocated
+    stateful_model_fits(sc, model)
     w0 = model.init(seeding.torch_gen(sc.seed, "model-init"), zeros=sc.model.init == "zeros")
     avail, avail_file = availability_trace(sc, topo)
     world = World(topo, data, model, w0, device.type, avail, avail_file)
     guard_state(sc, world)                      # before any algorithm allocates its state
     return world
+
+
+ASYNC = ("fedasync", "fedbuff")
+
+
+def stateful_model_fits(sc: Scenario, model: Model) -> None:
+    """Refuse (exit 2) a model with per-client state (BatchNorm statistics, dropout) where the
+    algorithm's local program cannot carry it (not a plain TermsProgram: the same algorithms
+    that take no optimizer), and BatchNorm statistics averaged under asynchronous rounds
+    (no rule for mixing them is defined)."""
+    if not getattr(model, "stateful", False):
+        return
+    what = "BatchNorm running statistics" if model.n_buffers else "dropout"
+    for i, entry in enumerate(sc.algorithms):
+        caps = REGISTRY.caps(entry.name)
+        if not caps.optimizers:
+            raise ScenarioError.one(sc.file, f"algorithms[{i}].name", entry.name,
+                                    f"model {sc.model.name!r} has {what} (per-client state "
+                                    f"each local step carries): {entry.name} cannot carry it, "
+                                    f"{caps.optimizers_why}; use a model without them (norm: "
+                                    "group or none, dropout 0)")
+        policies = (entry.round_policy(sc.train).policy, sc.train.edge_round.policy)
+        if model.n_buffers and not caps.local_norm and any(p in ASYNC for p in policies):
+            raise ScenarioError.one(sc.file, f"algorithms[{i}].name", entry.name,
+                                    f"model {sc.model.name!r} has BatchNorm running statistics:"
+                                    " averaging them under asynchronous rounds (fedasync, "
+                                    "fedbuff) is not defined; use norm: group or none")
 
 
 def make_algorithm(sc: Scenario, entry: AlgorithmEntry, world: World) -> Algorithm:

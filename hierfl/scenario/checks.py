@@ -137,7 +137,9 @@ def check_algorithms(p: Problems, entries: list[AlgorithmEntry], rounds: int,
             p.add(f"{key}.local.{which}", getattr(e.local, which), msg)
         sched = e.local.lr_schedule
         if sched is not None and sched.gamma is not None and e.local.lr <= MAX_LR:
-            times = (rounds - 1) // (sched.step_size or 1) + 1    # as lr_decay's rounds - 1
+            clock = rounds if sched.every == "round" else \
+                rounds * e.edge_rounds * (e.local.steps or 1)
+            times = (clock - 1) // (sched.step_size or 1) + 1     # as lr_decay's rounds - 1
             msg = _lr_problem(e.local.lr, sched.gamma, times)
             if msg:
                 p.add(f"{key}.local.lr_schedule.gamma", sched.gamma,
