@@ -231,3 +231,18 @@ def test_a_batchnorm_model_is_refused_where_the_program_cannot_carry_it(tmp_path
     err = capsys.readouterr().err
     assert "algorithms[1].name = 'pfedme'" in err and "BatchNorm running statistics" in err \
         and "Traceback" not in err
+
+
+def test_pause_and_resume_with_kept_optimizer_state_and_statistics_is_bit_identical(tmp_path):
+    """The client tables (kept optimizer state, per-client and server statistics) are in the
+    checkpoint: a run paused after round 2 and resumed equals the uninterrupted run."""
+    f = _scenario(tmp_path, "bn", "bn_cnn_resume", algos=("fedavg", "hierfavg"),
+                  rounds=4)
+    assert main(["run", f, "--out", str(tmp_path / "ref"), "--no-report"]) == 0
+    assert main(["run", f, "--out", str(tmp_path / "cut"), "--no-report",
+                 "--stop-after", "2"]) == 0
+    assert main(["run", f, "--out", str(tmp_path / "cut"), "--no-report", "--resume"]) == 0
+    for algo in ("fedavg", "hierfavg"):
+        for name in ("metrics.csv", "clients.csv"):
+            assert (tmp_path / "ref" / algo / name).read_bytes() == \
+                (tmp_path / "cut" / algo / name).read_bytes(), (algo, name)
