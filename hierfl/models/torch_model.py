@@ -145,6 +145,14 @@ class TorchModel:
         w = init_values(self.module, gen)
         return torch.zeros_like(w) if zeros else w
 
+    def norm_mask(self) -> torch.Tensor:
+        """(P,) True at the entries of BatchNorm layers' parameters (FedBN keeps them local)."""
+        owners = {id(p) for m in self.module.modules()
+                  if isinstance(m, nn.modules.batchnorm._BatchNorm)
+                  for p in m.parameters(recurse=False)}
+        return torch.cat([torch.full((size,), id(p) in owners, dtype=torch.bool)
+                          for p, size in zip(self._plist, self.sizes)])
+
     def init_buffers(self) -> torch.Tensor:
         """The running statistics a fresh module starts from (mean 0, variance 1, no batch
         tracked) as one (Q,) row in the parameters' dtype (a new tensor)."""
