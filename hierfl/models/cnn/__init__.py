@@ -7,7 +7,9 @@ Adapted to the input: convolutions are padded ("same"), so a (C, H, W) input lea
 poolings as (channels[-1], H // 4, W // 4) (28x28 -> 7x7, 32x32 -> 8x8, 8x8 digits -> 2x2).
 A flat input of d = s * s features is read as one s x s channel; d = 3 s^2 as three.
 `channels` (one entry per convolution + pooling stage), `dense` (0: none) and `kernel` are
-options: `model: {name: cnn, channels: [8, 16], dense: 32}`."""
+options: `model: {name: cnn, channels: [8, 16], dense: 32}`; `batch_norm: true` puts a
+BatchNorm after every (then bias-free) convolution and `dropout: p` a dropout before the output
+layer (both per-client state: docs/howto/local-training.md)."""
 from __future__ import annotations
 
 from ..registry import declare_model
@@ -17,4 +19,7 @@ declare_model("cnn", code=f"{__name__}.net:cnn", inputs="images", summary=__doc_
                                    "(default [32, 64])",
                        "dense": "units of the dense ReLU layer before the output (default 512; 0: "
                                 "none)",
-                       "kernel": "odd square kernel size of every convolution (default 5)"})
+                       "kernel": "odd square kernel size of every convolution (default 5)",
+                       "batch_norm": "BatchNorm after every convolution (bias-free "
+                                     "convolutions; default false)",
+                       "dropout": "dropout before the output layer (default 0)"})

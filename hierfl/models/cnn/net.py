@@ -24,7 +24,8 @@ def image_shape(input_shape: tuple[int, ...]) -> tuple[int, int, int]:
 
 
 def cnn(input_shape: tuple[int, ...], num_classes: int, channels: list[int] | None = None,
-        dense: int = 512, kernel: int = 5) -> nn.Module:
+        dense: int = 512, kernel: int = 5, batch_norm: bool = False,
+        dropout: float = 0.0) -> nn.Module:
     channels = [32, 64] if channels is None else list(channels)
     if not channels or any(not isinstance(c, int) or c <= 0 or c > 4096 for c in channels):
         raise ModelOptionError("channels", "channels must be a non-empty list of integers in "
@@ -33,6 +34,11 @@ def cnn(input_shape: tuple[int, ...], num_classes: int, channels: list[int] | No
         raise ModelOptionError("dense", "dense must be an integer in 0..100000 (0: no dense layer)")
     if not isinstance(kernel, int) or kernel <= 0 or kernel % 2 == 0 or kernel > 15:
         raise ModelOptionError("kernel", "kernel must be an odd integer in 1..15")
+    if not isinstance(batch_norm, bool):
+        raise ModelOptionError("batch_norm", "batch_norm must be true or false")
+    if isinstance(dropout, bool) or not isinstance(dropout, (int, float)) or \
+            not 0 <= dropout < 1:
+        raise ModelOptionError("dropout", "dropout must be a number in [0, 1)")
     c_in, h, w = image_shape(input_shape)
     shrink = 2 ** len(channels)
     if h // shrink == 0 or w // shrink == 0:
@@ -41,13 +47,19 @@ def cnn(input_shape: tuple[int, ...], num_classes: int, channels: list[int] | No
     layers: list[nn.Module] = [] if len(input_shape) == 3 else \
         [nn.Flatten(), nn.Unflatten(1, (c_in, h, w))]           # (B, d) or (B, H, W) inputs
     for c_out in channels:
-        layers += [nn.Conv2d(c_in, c_out, kernel, padding=kernel // 2), nn.ReLU(),
-                   nn.MaxPool2d(2)]
+        if batch_norm:          # (no bias before BatchNorm: it would only be cancelled)
+            layers += [nn.Conv2d(c_in, c_out, kernel, padding=kernel // 2, bias=False),
+                       nn.BatchNorm2d(c_out)]
+        else:
+            layers.append(nn.Conv2d(c_in, c_out, kernel, padding=kernel // 2))
+        layers += [nn.ReLU(), nn.MaxPool2d(2)]
         c_in = c_out
     flat = c_in * (h // shrink) * (w // shrink)
     layers.append(nn.Flatten())
     if dense:
         layers += [nn.Linear(flat, dense), nn.ReLU()]
         flat = dense
+    if dropout:
+        layers.append(nn.Dropout(float(dropout)))
     layers.append(nn.Linear(flat, num_classes))
     return nn.Sequential(*layers)
