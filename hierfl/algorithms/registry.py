@@ -49,6 +49,11 @@ class Capabilities:
     #                                 plain TermsProgram (learn/solver.py) whose steps may be
     #                                 any optimizer's; False: plain SGD only (say why below)
     optimizers_why: str = "its local program is not one objective's gradient steps"
+    optimizer_check: Callable[[Any], tuple[str, str] | None] | None = None
+    #                                 optimizers=True but not every one: (key, why) of the
+    #                                 first key of a train.local.optimizer (config.schema
+    #                                 OptimizerSpec) it cannot take ("name" for the optimizer
+    #                                 itself), None when it takes it (FedNova: sgd, momentum)
 
 
 # the Moreau-envelope algorithms (pFedMe, pFedMac, pFedMac-SH): one personal model per client,
@@ -111,6 +116,7 @@ class Info(NamedTuple):
     codes_down: bool = True
     optimizers: bool = True
     optimizers_why: str = ""
+    optimizer_check: Callable[[Any], tuple[str, str] | None] | None = None
 
 
 class AlgorithmRegistry(Registry):
@@ -119,7 +125,8 @@ class AlgorithmRegistry(Registry):
         decl = self.declaration(name)
         caps = decl.facts.caps
         return Info(decl.params, caps.hierarchical, caps.supports_gamma, caps.personalised,
-                    caps.codes_down, caps.optimizers, caps.optimizers_why)
+                    caps.codes_down, caps.optimizers, caps.optimizers_why,
+                    caps.optimizer_check)
 
     def caps(self, name: str) -> Capabilities:
         return self.declaration(name).facts.caps
