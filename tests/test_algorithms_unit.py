@@ -168,6 +168,10 @@ CASES: dict[str, Case] = {
     # fednova, plain SGD, tau = (2, 2): ||a_i||_1 = 2, d_i = (0 - w_i)/2, tau_eff = 2:
     #   w = -2 (0.25 (-0.18) + 0.75 (-0.54)) = 0.9 (FedAvg's); upload w_i and ||a_i||_1.
     "fednova": Case({}, 1, {"w": [0.9]}, [[0.36, 1.08], [2.0, 2.0]]),
+    # moon: a one-layer model's representation is x (no parameter): l_con is constant, the
+    #   steps are GD's (0.36, 1.08), w = 0.9 and the previous models are the clients' w_i.
+    "moon": Case({"mu": 1.0}, 1, {"w": [0.9], "clients.prev": [[0.36], [1.08]]},
+                 [[0.36, 1.08]]),
     # step_size s = 1: prox steps w <- w - 0.1 (2 (w - a) + (w - v)) = 0.7 w + 0.2 a + 0.1 v from
     #   v = 2 x - z_k. Round 1 (x = z = 0): z_half = FedProx's (0.34, 1.02), z = 2 z_half =
     #   (0.68, 2.04) = dz, x = 1.36. Round 2: v = (2.04, 0.68): client 0: 1.832, 1.6864;

@@ -239,10 +239,13 @@ class RoundRunner(AsyncEdgeSteps):
     def _with_optimizer(self, program):
         """The algorithm's program with train.local.optimizer's steps and train.local.clip: the
         one place they reach a program (the loader refuses them for an algorithm whose program
-        is not a plain TermsProgram: Capabilities.optimizers)."""
+        is not a plain TermsProgram: Capabilities.optimizers). A TermsProgram subclass that
+        changes only the gradient (MOON's) says so with `optimizer_steps = True`."""
         if self.optimizer is None and self.grad_clip is None:
             return program
-        if type(program) is not TermsProgram:
+        if type(program) is not TermsProgram and \
+                not (isinstance(program, TermsProgram) and
+                     getattr(type(program), "optimizer_steps", False)):
             raise TypeError(f"{self.algo.name}: train.local.optimizer and clip need a "
                             f"TermsProgram, got {type(program).__name__} (declare "
                             "optimizers=False)")
