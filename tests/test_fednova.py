@@ -124,8 +124,8 @@ def test_a_client_without_a_step_has_zero_weight():
     ctx = RoundCtx(1, 0, 0.1, torch.full((2,), 2))
     clients = torch.tensor([0, 1])
     x = torch.tensor([[0.5], [1.25]], dtype=torch.float64)
-    algo.aggregate(clients, Upload((x, torch.tensor([[0.0], [2.0]], dtype=torch.float64)), header=1),
-                   ctx)
+    a = torch.tensor([[0.0], [2.0]], dtype=torch.float64)
+    algo.aggregate(clients, Upload((x, a), header=1), ctx)
     torch.testing.assert_close(algo.global_model(), torch.tensor([1.25], dtype=torch.float64))
     algo.aggregate(clients, Upload((x, torch.zeros(2, 1, dtype=torch.float64)), header=1), ctx)
     torch.testing.assert_close(algo.global_model(), torch.tensor([1.25], dtype=torch.float64))
