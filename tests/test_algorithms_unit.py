@@ -159,6 +159,19 @@ CASES: dict[str, Case] = {
     "fedadagrad": Case({"server_lr": 1.0, "beta1": 0.5, "tau": 0.2, "v0": 0.19}, 2,
                        {"w": [0.375 + 0.6075 / (1.585225 ** 0.5 + 0.2)], "server.m": [0.6075],
                         "server.v": [1.585225]}, [[0.6, 1.32]]),
+    # fedavgm, beta = 0.5, eta = 0.5 (one edge, one edge round: the mean is FedAvg's).
+    #   Round 1: mean 0.9, Delta = 0 - 0.9, v = -0.9, w = 0 + 0.45 = 0.45. Round 2: uploads
+    #   0.64 * 0.45 + 0.36 a = (0.648, 1.368), mean 1.188, Delta = 0.45 - 1.188 = -0.738,
+    #   v = -0.45 - 0.738 = -1.188, w = 0.45 + 0.594 = 1.044.
+    "fedavgm": Case({"server_lr": 0.5, "server_momentum": 0.5}, 2,
+                    {"w": [1.044], "server.v": [-1.188]}, [[0.648, 1.368]]),
+    # fednova, plain SGD, tau = (2, 2): ||a_i||_1 = 2, d_i = (0 - w_i)/2, tau_eff = 2:
+    #   w = -2 (0.25 (-0.18) + 0.75 (-0.54)) = 0.9 (FedAvg's); upload w_i and ||a_i||_1.
+    "fednova": Case({}, 1, {"w": [0.9]}, [[0.36, 1.08], [2.0, 2.0]]),
+    # moon: a one-layer model's representation is x (no parameter): l_con is constant, the
+    #   steps are GD's (0.36, 1.08), w = 0.9 and the previous models are the clients' w_i.
+    "moon": Case({"mu": 1.0}, 1, {"w": [0.9], "clients.prev": [[0.36], [1.08]]},
+                 [[0.36, 1.08]]),
     # step_size s = 1: prox steps w <- w - 0.1 (2 (w - a) + (w - v)) = 0.7 w + 0.2 a + 0.1 v from
     #   v = 2 x - z_k. Round 1 (x = z = 0): z_half = FedProx's (0.34, 1.02), z = 2 z_half =
     #   (0.68, 2.04) = dz, x = 1.36. Round 2: v = (2.04, 0.68): client 0: 1.832, 1.6864;

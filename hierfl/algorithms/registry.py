@@ -51,6 +51,14 @@ class Capabilities:
     optimizers_why: str = "its local program is not one objective's gradient steps"
     local_norm: bool = False        # a stateful model's running statistics stay with each
     #                                 client (FedBN), not averaged into the server's (exec/carry)
+    model_state: bool = True        # its program carries a stateful model's per-client
+    #                                 statistics and dropout streams (needs optimizers too);
+    #                                 False: such models are refused (MOON's extra passes)
+    optimizer_check: Callable[[Any], tuple[str, str] | None] | None = None
+    #                                 optimizers=True but not every one: (key, why) of the
+    #                                 first key of a train.local.optimizer (config.schema
+    #                                 OptimizerSpec) it cannot take ("name" for the optimizer
+    #                                 itself), None when it takes it (FedNova: sgd, momentum)
 
 
 # the Moreau-envelope algorithms (pFedMe, pFedMac, pFedMac-SH): one personal model per client,
@@ -113,6 +121,7 @@ class Info(NamedTuple):
     codes_down: bool = True
     optimizers: bool = True
     optimizers_why: str = ""
+    optimizer_check: Callable[[Any], tuple[str, str] | None] | None = None
 
 
 class AlgorithmRegistry(Registry):
@@ -121,7 +130,8 @@ class AlgorithmRegistry(Registry):
         decl = self.declaration(name)
         caps = decl.facts.caps
         return Info(decl.params, caps.hierarchical, caps.supports_gamma, caps.personalised,
-                    caps.codes_down, caps.optimizers, caps.optimizers_why)
+                    caps.codes_down, caps.optimizers, caps.optimizers_why,
+                    caps.optimizer_check)
 
     def caps(self, name: str) -> Capabilities:
         return self.declaration(name).facts.caps

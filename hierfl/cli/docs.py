@@ -221,6 +221,8 @@ def _algorithm_section(decl: Any) -> list[str]:
         traits.append("no gamma-inexact stops")
     if not caps.optimizers:
         traits.append("plain SGD local steps only (no train.local.optimizer)")
+    elif caps.optimizer_check is not None:
+        traits.append(f"train.local.optimizer: {caps.optimizers_why}")
     own = getattr(decl.obj, "__doc__", None) if not decl.builtin else None
     doc = own or (mod.__doc__ if mod else "")
     where = (f" Page: [algorithms/{name}.md](algorithms/{name}.md)." if decl.builtin

@@ -270,10 +270,13 @@ class RoundRunner(AsyncEdgeSteps):
         state where optimizer.state is keep), train.local.clip and a stateful model's
         per-client statistics and dropout streams (exec/carry.py): the one place they reach a
         program (the world refuses them for an algorithm whose program is not a plain
-        TermsProgram: Capabilities.optimizers, run/world.py)."""
+        TermsProgram: Capabilities.optimizers, run/world.py). A TermsProgram subclass that
+        changes only the gradient (MOON's) says so with `optimizer_steps = True`."""
         if self.optimizer is None and self.grad_clip is None and not self.carry.stateful:
             return program
-        if type(program) is not TermsProgram:
+        if type(program) is not TermsProgram and \
+                not (isinstance(program, TermsProgram) and
+                     getattr(type(program), "optimizer_steps", False)):
             raise TypeError(f"{self.algo.name}: train.local.optimizer, clip and stateful "
                             f"models need a TermsProgram, got {type(program).__name__} "
                             "(declare optimizers=False)")

@@ -60,12 +60,14 @@ def stateful_model_fits(sc: Scenario, model: Model) -> None:
     what = "BatchNorm running statistics" if model.n_buffers else "dropout"
     for i, entry in enumerate(sc.algorithms):
         caps = REGISTRY.caps(entry.name)
-        if not caps.optimizers:
+        if not caps.optimizers or not caps.model_state:
+            why = caps.optimizers_why if not caps.optimizers else \
+                "its program runs the model outside a client's steps"
             raise ScenarioError.one(sc.file, f"algorithms[{i}].name", entry.name,
                                     f"model {sc.model.name!r} has {what} (per-client state "
                                     f"each local step carries): {entry.name} cannot carry it, "
-                                    f"{caps.optimizers_why}; use a model without them (norm: "
-                                    "group or none, dropout 0)")
+                                    f"{why}; use a model without them (norm: group or none, "
+                                    "dropout 0)")
         policies = (entry.round_policy(sc.train).policy, sc.train.edge_round.policy)
         if model.n_buffers and not caps.local_norm and any(p in ASYNC for p in policies):
             raise ScenarioError.one(sc.file, f"algorithms[{i}].name", entry.name,

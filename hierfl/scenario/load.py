@@ -222,6 +222,14 @@ def _algorithms(raw: dict, p: Problems) -> list[AlgorithmEntry]:
             p.add(where, local_raw.get("optimizer", raw_local.get("optimizer")),
                   f"{name} ({key}) takes plain SGD steps only (optimizer {{name: sgd}}, every "
                   f"key zero): {cls.optimizers_why}")
+        elif cls.optimizer_check is not None and \
+                (bad := cls.optimizer_check(local.optimizer)) is not None:
+            opt_raw = local_raw.get("optimizer", raw_local.get("optimizer"))
+            where = f"{key}.local.optimizer" if "optimizer" in local_raw \
+                else "train.local.optimizer"
+            sub, why = bad
+            p.add(f"{where}.{sub}", opt_raw.get(sub) if isinstance(opt_raw, dict) else opt_raw,
+                  f"{name} ({key}) does not take it: {why}")
         if local.clip is not None and not cls.optimizers:
             where = f"{key}.local.clip" if "clip" in local_raw else "train.local.clip"
             p.add(where, local_raw.get("clip", raw_local.get("clip")),
