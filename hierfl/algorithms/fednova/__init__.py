@@ -42,6 +42,9 @@ def optimizer_check(spec: Any) -> tuple[str, str] | None:
         if spec.value(key):
             return key, (f"sgd's {key} changes the weights a_i of the local gradients; FedNova "
                          "here derives a_i for plain SGD and momentum only")
+    if spec.value("momentum") and getattr(spec, "state", "reset") == "keep":
+        return "state", ("a_i of momentum SGD assumes the buffer starts from zero each round "
+                         "(state: reset)")
     return None
 
 
