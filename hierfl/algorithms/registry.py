@@ -49,6 +49,9 @@ class Capabilities:
     #                                 plain TermsProgram (learn/solver.py) whose steps may be
     #                                 any optimizer's; False: plain SGD only (say why below)
     optimizers_why: str = "its local program is not one objective's gradient steps"
+    local_train: bool = False       # train.local.solver applies: the local program is plain
+    #                                 SGD on F_k (a TermsProgram without terms), which a local
+    #                                 training plugin may replace (learn/plugin_program.py)
 
 
 # the Moreau-envelope algorithms (pFedMe, pFedMac, pFedMac-SH): one personal model per client,

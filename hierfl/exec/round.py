@@ -21,6 +21,7 @@ from ..config.schema import AlgorithmEntry, Scenario
 from ..data.federated import FederatedData
 from ..learn.batches import Batch, full_plan, minibatch_plan, steps_for
 from ..learn.optim import build as build_optimizer, build_clip
+from ..learn.plugin_program import own_local
 from ..learn.schedules import round_lr
 from ..learn.solver import TermsProgram
 from ..models.functional import Model
@@ -121,6 +122,7 @@ class RoundRunner(AsyncEdgeSteps):
             start = self.codec.model("down", start, (t, r), int(sel[0])).decoded
         ctx = RoundCtx(t, r, self.lr(t), torch.from_numpy(planned))
         program = self._with_optimizer(self.algo.program(clients, start, ctx))
+        program = own_local(program, self.local, self.sc.seed, sel, t, r, self.algo.name)
         budgets, strag = self._budgets(t, r, sel, planned, program.grad_evals_per_step, sizes,
                                        self._start_evals(program))
         plan = minibatch_plan(self.data.offsets, sel, self.local.batch_size, budgets,
