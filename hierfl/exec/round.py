@@ -58,7 +58,7 @@ class RoundRunner(AsyncEdgeSteps):
                  data: FederatedData, model: Model, algo: Algorithm, executor: Executor):
         self.sc, self.topo, self.data, self.model = scenario, topo, data, model
         self.algo, self.executor = algo, executor
-        self.local = entry.local
+        self.local, self.label = entry.local, entry.label
         self.optimizer = build_optimizer(self.local.optimizer)   # None: plain SGD
         self.grad_clip = build_clip(self.local.clip)             # None: no train.local.clip
         self.stragglers = entry.stragglers or scenario.stragglers
@@ -122,7 +122,7 @@ class RoundRunner(AsyncEdgeSteps):
             start = self.codec.model("down", start, (t, r), int(sel[0])).decoded
         ctx = RoundCtx(t, r, self.lr(t), torch.from_numpy(planned))
         program = self._with_optimizer(self.algo.program(clients, start, ctx))
-        program = own_local(program, self.local, self.sc.seed, sel, t, r, self.algo.name)
+        program = own_local(program, self.local, self.sc, self.label, sel, t, r)
         budgets, strag = self._budgets(t, r, sel, planned, program.grad_evals_per_step, sizes,
                                        self._start_evals(program))
         plan = minibatch_plan(self.data.offsets, sel, self.local.batch_size, budgets,

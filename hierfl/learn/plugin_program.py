@@ -56,21 +56,31 @@ class LossModel(AutogradModel):
         return self
 
 
-def own_local(program: Any, local: Any, seed: int, clients: Any, t: int, r: int,
-              where: str = "") -> Any:
-    """The round's program with train.local.solver's plugin in place of the plain SGD steps
-    (`program` itself where no solver is named). `where`: the algorithm, for messages."""
+def own_local(program: Any, local: Any, sc: Any, label: str, clients: Any, t: int,
+              r: int) -> Any:
+    """Round (t, r)'s program for `clients` of the algorithm entry `label` of scenario `sc`,
+    with train.local.solver's plugin in place of the plain SGD steps (`program` itself where
+    no solver is named)."""
     if local.solver is None:
         return program
+    key = _key(sc, label, local.solver)
     if type(program) is not TermsProgram or program.terms or program.optimizer is not None \
             or program.grad_clip is not None or program.clip is not None:
-        raise ScenarioError.one("", KEY, local.solver, f"{where}: a local training plugin "
-                                "replaces plain SGD steps on F_k only; this algorithm's local "
-                                f"program is {type(program).__name__} with terms or an "
-                                "optimizer")
+        raise ScenarioError.one(sc.file, key, local.solver, f"{label}: a local training "
+                                "plugin replaces plain SGD steps on F_k only; this algorithm's "
+                                f"local program is {type(program).__name__} with terms or an "
+                                "optimizer (declare Capabilities(local_train=False))")
     return PluginProgram(program.model, program.start, local.solver,
-                         torch.as_tensor(clients, dtype=torch.long), int(t), int(r), int(seed),
-                         local.batch_size, where)
+                         torch.as_tensor(clients, dtype=torch.long), int(t), int(r),
+                         int(sc.seed), local.batch_size, (sc.file, key, label))
+
+
+def _key(sc: Any, label: str, solver: str) -> str:
+    """Where the scenario names the solver: train.local, or the entry's own local:."""
+    if solver == sc.train.local.solver:
+        return KEY
+    i = next((j for j, e in enumerate(sc.algorithms) if e.label == label), None)
+    return KEY if i is None else f"algorithms[{i}].local.solver"
 
 
 @dataclass(frozen=True)
@@ -85,7 +95,8 @@ class PluginProgram(ProgramBase):
     edge_round: int
     seed: int
     batch_size: int | str = 10
-    where: str = ""
+    where: tuple[str, str, str] = ("", KEY, "")     # the scenario file, the solver's key and
+    #                                                 the algorithm's label (for errors)
     grad_evals_per_step: int = 1
 
     def init(self) -> State:
@@ -178,8 +189,9 @@ class PluginProgram(ProgramBase):
         code = getattr(fn, "__code__", None)
         at = f" ({code.co_filename})" if code is not None else ""
         edge = f", edge round {self.edge_round}" if self.edge_round else ""
-        algo = f"{self.where}: " if self.where else ""
-        return ScenarioError.one("", KEY, self.solver, f"{algo}the local training plugin "
+        file, key, label = self.where
+        algo = f"{label}: " if label else ""
+        return ScenarioError.one(file, key, self.solver, f"{algo}the local training plugin "
                                  f"{self.solver!r}{at} {what}, at client {client}, round "
                                  f"{self.round}{edge}; the outputs of the rounds before are "
                                  "kept")
