@@ -147,7 +147,8 @@ CLIENTS = ("round", "edge_round", "client", "steps", "budget", "compute_s", "upl
      "topology.clients.compute_flops": 2.0e4},
     {"train.local.gamma": 0.6, "train.local.check_every": 2, "train.local.steps": 16,
      "train.local.lr": 0.3},
-], ids=["plain", "stragglers-deadline", "gamma"])
+    {"model": {"name": "logreg"}},
+], ids=["plain", "stragglers-deadline", "gamma", "functional-logreg"])
 def test_plain_sgd_plugin_equals_fedavg(tmp_path, capsys, extra):
     """The same losses and accuracies to 1e-6, the same simulated times, bytes, steps and
     compute seconds, client by client, as FedAvg's built-in steps."""
@@ -159,11 +160,10 @@ def test_plain_sgd_plugin_equals_fedavg(tmp_path, capsys, extra):
     _same_run(o.metrics["fedavg"], o.metrics["mine"], TIMES)
     _same_run(o.clients["fedavg"], o.clients["mine"], CLIENTS, close=("gamma",))
     steps = [(int(r["steps"]), int(r["budget"])) for r in o.clients["mine"]]
-    if extra:                       # the budget (or the gamma target) cut some clients short
-        if "train.local.gamma" in extra:
-            assert any(s < b for s, b in steps) and any(s == b for s, b in steps), steps
-        else:       # of 3 epochs of 4 batches: stragglers' 1 or 2 epochs, the deadline's cut
-            assert {b for _, b in steps} >= {4, 8} and max(b for _, b in steps) < 12, steps
+    if "train.local.gamma" in extra:        # the gamma target cut some clients short
+        assert any(s < b for s, b in steps) and any(s == b for s, b in steps), steps
+    if "stragglers" in extra:   # of 3 epochs of 4 batches: stragglers' 1 or 2, the deadline's
+        assert {b for _, b in steps} >= {4, 8} and max(b for _, b in steps) < 12, steps
     loss = [float(r["train_loss"]) for r in o.metrics["mine"]]
     assert loss[-1] < loss[0]
 
@@ -306,7 +306,8 @@ def test_unknown_or_refused_solver_exit_2(tmp_path, capsys):
 
 @pytest.mark.ray
 def test_plugin_runs_on_ray_workers(tmp_path, capsys):
-    """The ray executor's workers import the plugin file and run it: the batched bytes."""
+    """The ray executor's workers import the plugin file and run it: the batched bytes; a
+    plugin raising in a worker is the same error as in this process (exit 2, no traceback)."""
     pytest.importorskip("ray")
     algs = [{"name": "fedavg", "local": {"solver": "momentum"}}]
     runs = {"ray": _scenario(tmp_path, "r", algorithms=algs, **{
@@ -320,3 +321,9 @@ def test_plugin_runs_on_ray_workers(tmp_path, capsys):
     b = outputs_of(str(tmp_path / "batched"), ["fedavg"]).params["fedavg"]
     for key, value in b.items():
         assert np.array_equal(value, a[key])
+    f = _scenario(tmp_path, "e", algorithms=[{"name": "fedavg", "local": {"solver": "raises"}}],
+                  **{"train.executor": {"kind": "ray", "address": "local",
+                                        "clients_per_task": 2}})
+    rc, err = _run(["run", f, "--out", str(tmp_path / "e"), "--quiet", "--no-report"], capsys)
+    assert rc == 2 and "Traceback" not in err, err
+    assert "the local training plugin 'raises'" in err and "RuntimeError: no more" in err

@@ -256,7 +256,13 @@ def _plugin_name(registry: str, name: str) -> str | None:
     """None where `name` is registered in learn/local_train.py's `registry` (torch-free)."""
     from ..learn import local_train
     known = getattr(local_train, registry)
-    return None if name in known else known.unknown(name)
+    if name in known:
+        return None
+    if not known.names(everything=True):
+        deco = "register_local_train" if registry == "LOCAL_TRAINS" else "register_loss"
+        return (f"unknown {known.kind}: none is registered (@hierfl.{deco} in a plugin file "
+                "named by plugins: or --plugin; docs/howto/local-training.md)")
+    return known.unknown(name)
 
 
 @dataclass(frozen=True)
