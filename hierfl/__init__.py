@@ -17,6 +17,11 @@ Public API:
     declare_dataset     -- a data set's declaration: its own spec dataclass, loader and facts
     declare_codec       -- a message codec's declaration (keys, byte rule, encode rule)
     ClientArrays        -- what a data set loader returns per client (x/y train, x/y test)
+    register_local_train -- @register_local_train("name") on fn(model, batches, ctx): one
+                           client's local work in plain torch (train.local.solver)
+    register_loss       -- @register_loss("name") on loss(z, y) -> per-sample losses
+                           (train.local.loss)
+    LocalContext        -- the ctx a local training function receives (lr, budget, round, ...)
     Algorithm           -- the base class of algorithms (hierfl.algorithms.base)
     load_plugins        -- import plugin files (what --plugin and a scenario's plugins: do)
 
@@ -47,6 +52,9 @@ _WHERE = {                  # public name -> (module, attribute)
     "declare_codec": ("hierfl.compress.registry", "declare_codec"),
     "register_dataset": ("hierfl.data.registry", "register_dataset"),
     "ClientArrays": ("hierfl.data.registry", "ClientArrays"),
+    "register_local_train": ("hierfl.learn.local_train", "register_local_train"),
+    "register_loss": ("hierfl.learn.local_train", "register_loss"),
+    "LocalContext": ("hierfl.learn.local_train", "LocalContext"),
     "Algorithm": ("hierfl.algorithms.base", "Algorithm"),
     "load_plugins": ("hierfl.plugins", "load_all"),
 }

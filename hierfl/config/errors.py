@@ -62,7 +62,12 @@ class ScenarioError(Exception):
 
     def __init__(self, problems: list[Problem]):
         self.problems = list(problems)
-        super().__init__("\n".join(str(p) for p in self.problems))
+        # args are the problems: `type(exc)(*exc.args)` (simpy re-raising a process's failure,
+        # sim/tasks.drain) makes the same error, not one problem per character of its text
+        super().__init__(self.problems)
+
+    def __str__(self) -> str:
+        return "\n".join(str(p) for p in self.problems)
 
     def __reduce__(self):
         """Pickled as its problems (a sweep point's error comes back from a worker process)."""

@@ -86,6 +86,9 @@ def solve_alone(program: LocalProgram, plan: BatchPlan, full: Batch, budget: int
     the batched solver is tested against): `budget` steps on plan.at(0), plan.at(1), ...;
     with a gamma target, a check every `check_every` steps before the last one, stopping at
     the first check where ||grad h|| <= gamma ||grad h(start)||."""
+    own = getattr(program, "solve", None)         # a program run per client (a plugin's)
+    if own is not None:
+        return own(plan, full, torch.tensor([budget]), lr, gamma, check_every, measure)
     s = program.init()
     prepare = getattr(program, "prepare", None)
     if prepare is not None:

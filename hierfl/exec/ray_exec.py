@@ -190,4 +190,12 @@ class RayExecutor:
                 futures.append(task.remote(program.select(idx), part.rows, part.weights,
                                            x_ref, y_ref, *rest))
         self.tasks += len(futures)
-        return concat_results(ray.get(futures))
+        try:
+            return concat_results(ray.get(futures))
+        except ScenarioError as exc:    # a user's code failing in a worker (a local training
+            for f in futures:           # plugin's): its problems, without Ray's traceback;
+                try:                    # every chunk's result fetched, so that Ray logs no
+                    ray.get(f)          # failure of another chunk as unhandled
+                except Exception:  # noqa: BLE001 - the first error is the one reported
+                    pass
+            raise ScenarioError(exc.problems) from None

@@ -21,6 +21,7 @@ from ..config.schema import AlgorithmEntry, Scenario
 from ..data.federated import FederatedData
 from ..learn.batches import Batch, full_plan, minibatch_plan, steps_for
 from ..learn.optim import build as build_optimizer, build_clip
+from ..learn.plugin_program import own_local
 from ..learn.schedules import StepLR, round_lr
 from ..learn.solver import TermsProgram
 from ..models.functional import Model
@@ -58,7 +59,7 @@ class RoundRunner(AsyncEdgeSteps):
                  data: FederatedData, model: Model, algo: Algorithm, executor: Executor):
         self.sc, self.topo, self.data, self.model = scenario, topo, data, model
         self.algo, self.executor = algo, executor
-        self.local = entry.local
+        self.local, self.label = entry.local, entry.label
         self.optimizer = build_optimizer(self.local.optimizer)   # None: plain SGD
         self.grad_clip = build_clip(self.local.clip)             # None: no train.local.clip
         opt_spec = self.local.optimizer
@@ -140,6 +141,7 @@ class RoundRunner(AsyncEdgeSteps):
             start = self.codec.model("down", start, (t, r), int(sel[0])).decoded
         ctx = RoundCtx(t, r, self.lr(t, r), torch.from_numpy(planned))
         program = self._with_local(self.algo.program(clients, start, ctx), sel, t, r)
+        program = own_local(program, self.local, self.sc, self.label, sel, t, r)
         budgets, strag = self._budgets(t, r, sel, planned, program.grad_evals_per_step, sizes,
                                        self._start_evals(program))
         plan = minibatch_plan(self.data.offsets, sel, self.local.batch_size, budgets,
@@ -149,7 +151,8 @@ class RoundRunner(AsyncEdgeSteps):
                                 torch.from_numpy(budgets),
                                 ctx.lr if step_lr is None else step_lr, self.local.gamma,
                                 self.local.check_every, measure=self._measure(t))
-        self.carry.finish(sel, res.state, program, doomed)
+        if isinstance(program, TermsProgram):
+            self.carry.finish(sel, res.state, program, doomed)
         up = self.algo.finish(clients, start, res, ctx, doomed)
         finite = finite_rows(up.tensors, len(sel))
         sent = up.tensors                               # (what a codec leaves as it was)

@@ -300,7 +300,13 @@ def solve(program: LocalProgram, plan: BatchPlan, full: Batch, budgets: torch.Te
     Clients advance in lock-step; a client that has used its budget (or met its gamma target)
     leaves the batch: its final state is kept and the others go on with the program, plan and
     data restricted to them (`select`), so no step is spent on finished clients and no mask is
-    applied per step. Minibatches are gathered a chunk of steps at a time."""
+    applied per step. Minibatches are gathered a chunk of steps at a time.
+
+    A program that runs its clients one by one itself (`solve`: a local training plugin,
+    learn/plugin_program.py) is handed the same arguments and keeps the same contract."""
+    own = getattr(program, "solve", None)
+    if own is not None:
+        return own(plan, full, budgets, lr, gamma, check_every, measure)
     s = program.init()
     if program.prepare is not None:
         with one_thread():                 # a full-data pass (models/threads.py)

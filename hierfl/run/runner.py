@@ -2,6 +2,7 @@
 writing its outputs as the run goes."""
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 from collections.abc import Callable, Mapping
@@ -10,6 +11,7 @@ import torch
 
 from ..config.schema import AlgorithmEntry, Scenario
 from ..exec import Executor, RoundRunner, executor_for
+from ..learn.plugin_program import with_loss
 from ..outputs import Background, atomic_npz, read_metrics, write_run_summary
 from ..outputs.manifest import end_manifest, start_manifest
 from ..outputs.columns import metric_columns
@@ -75,6 +77,8 @@ def run_algorithm(sc: Scenario, entry: AlgorithmEntry, world: World, out_dir: st
     paths = output_paths(out_dir)
     if resume and os.path.exists(final_path) and not os.path.exists(ckpt_path):
         return _finished(entry, paths, progress)
+    if entry.local.loss is not None:        # train.local.loss: the model's loss replaced
+        world = dataclasses.replace(world, model=with_loss(world.model, entry.local.loss))
     algo = make_algorithm(sc, entry, world)
     meta = None
     if resume and os.path.exists(ckpt_path):

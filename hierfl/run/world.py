@@ -68,6 +68,12 @@ def stateful_model_fits(sc: Scenario, model: Model) -> None:
                                     f"each local step carries): {entry.name} cannot carry it, "
                                     f"{why}; use a model without them (norm: group or none, "
                                     "dropout 0)")
+        if entry.local.solver is not None:
+            raise ScenarioError.one(sc.file, f"algorithms[{i}].local.solver", entry.local.solver,
+                                    f"model {sc.model.name!r} has {what}: a local training "
+                                    "plugin runs its own copy of the module, whose statistics "
+                                    "and masks would not be the client's (use the built-in "
+                                    "solver, or a model without them)")
         policies = (entry.round_policy(sc.train).policy, sc.train.edge_round.policy)
         if model.n_buffers and not caps.local_norm and any(p in ASYNC for p in policies):
             raise ScenarioError.one(sc.file, f"algorithms[{i}].name", entry.name,

@@ -235,6 +235,8 @@ def _algorithms(raw: dict, p: Problems) -> list[AlgorithmEntry]:
             p.add(where, local_raw.get("clip", raw_local.get("clip")),
                   f"{name} ({key}) takes plain SGD steps only, unclipped: "
                   f"{cls.optimizers_why}")
+        if local.solver is not None:
+            _local_train_problems(p, key, name, local, local_raw, raw_local)
         # the schedule, read once here from the algorithm's hyperparameters
         edge_rounds = params.edge_rounds if isinstance(params, EdgeRounds) else 1
         tier_rounds = params.tier_rounds if isinstance(params, TierRounds) else None
@@ -245,6 +247,28 @@ def _algorithms(raw: dict, p: Problems) -> list[AlgorithmEntry]:
 
 
 ENTRY_KEYS = ("name", "label", "local", "stragglers", "round", "compress", "mobility")
+
+
+def _local_train_problems(p: Problems, key: str, name: str, local: LocalSpec, local_raw: dict,
+                          raw_local: dict) -> None:
+    """A local training plugin (train.local.solver) replaces plain SGD steps on F_k: refused
+    for an algorithm whose local program is another (Capabilities.local_train), and beside an
+    optimizer or clipping of ours (the plugin takes its own steps)."""
+    where = f"{key}.local.solver" if "solver" in local_raw else "train.local.solver"
+    if not REGISTRY.caps(name).local_train:
+        plain = ", ".join(n for n in REGISTRY if REGISTRY.caps(n).local_train)
+        p.add(where, local.solver, f"{name} ({key}) has a local program of its own (terms, "
+              "corrections or inner steps); a local training plugin replaces plain SGD steps "
+              f"on F_k only, which {plain} take")
+    per_step = local.lr_schedule is not None and local.lr_schedule.every == "step"
+    for other, given in (("optimizer", not local.optimizer.plain),
+                         ("clip", local.clip is not None), ("lr_schedule", per_step)):
+        if given:
+            at = f"{key}.local.{other}" if other in local_raw else f"train.local.{other}"
+            p.add(at, local_raw.get(other, raw_local.get(other)),
+                  f"does not apply beside solver {local.solver!r} ({where}): the local training "
+                  "plugin takes its own steps (write the optimizer, clipping or per-step "
+                  "schedule in it; ctx.lr is the round's lr)")
 
 
 def _entry_overrides(raw: dict, a: dict, p: Problems, key: str) -> tuple[Any, Any] | None:
