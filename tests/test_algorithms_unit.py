@@ -165,6 +165,10 @@ CASES: dict[str, Case] = {
     #   v = -0.45 - 0.738 = -1.188, w = 0.45 + 0.594 = 1.044.
     "fedavgm": Case({"server_lr": 0.5, "server_momentum": 0.5}, 2,
                     {"w": [1.044], "server.v": [-1.188]}, [[0.648, 1.368]]),
+    # fedbn: the one-parameter model has no BatchNorm layer (an empty table of them): FedAvg's
+    #   steps and mean; each client's personal model is the global one.
+    "fedbn": Case({}, 1, {"w": [0.9], "clients.bn": []}, [[0.36, 1.08]],
+                  {"personal": [[0.9], [0.9]]}),
     # fednova, plain SGD, tau = (2, 2): ||a_i||_1 = 2, d_i = (0 - w_i)/2, tau_eff = 2:
     #   w = -2 (0.25 (-0.18) + 0.75 (-0.54)) = 0.9 (FedAvg's); upload w_i and ||a_i||_1.
     "fednova": Case({}, 1, {"w": [0.9]}, [[0.36, 1.08], [2.0, 2.0]]),
