@@ -246,3 +246,23 @@ def test_pause_and_resume_with_kept_optimizer_state_and_statistics_is_bit_identi
         for name in ("metrics.csv", "clients.csv"):
             assert (tmp_path / "ref" / algo / name).read_bytes() == \
                 (tmp_path / "cut" / algo / name).read_bytes(), (algo, name)
+
+
+def test_a_minibatch_of_one_row_through_batchnorm_is_named_not_a_traceback(tmp_path, capsys):
+    p = tmp_path / "bn1d.py"
+    p.write_text("import hierfl\nfrom torch import nn\n\n"
+                 "@hierfl.register_model('bn1d_mlp')\n"
+                 "def bn1d_mlp(input_shape, num_classes):\n"
+                 "    return nn.Sequential(nn.Flatten(), nn.Linear(64, 8, bias=False),\n"
+                 "                         nn.BatchNorm1d(8), nn.ReLU(), nn.Linear(8, num_classes))\n")
+    # 8 clients of the 1,437 training digits: sizes 179 / 180; batch 179 leaves 180 % 179 = 1
+    f = make_scenario(tmp_path, name="one", plugins=[str(p)],
+                      data={"name": "digits", "test_fraction": 0.2},
+                      topology={"edges": {"count": 1}, "clients": {"count": 8}},
+                      model={"name": "bn1d_mlp"},
+                      train={"rounds": 2, "clients_per_round": "all",
+                             "local": {"epochs": 1, "batch_size": 179, "lr": 0.05}})
+    assert main(["run", f, "--out", str(tmp_path / "o"), "--no-report"]) == 2
+    err = capsys.readouterr().err
+    assert "train.local.batch_size = 179" in err and "minibatch of one row" in err and \
+        "Traceback" not in err, err

@@ -17,6 +17,7 @@ import torch
 
 from ..algorithms.base import Algorithm, RoundCtx, Upload
 from ..compress import EdgeState, build as build_compressor
+from ..config.errors import ScenarioError
 from ..config.schema import AlgorithmEntry, Scenario
 from ..data.federated import FederatedData
 from ..learn.batches import Batch, full_plan, minibatch_plan, steps_for
@@ -25,6 +26,7 @@ from ..learn.plugin_program import own_local
 from ..learn.schedules import StepLR, round_lr
 from ..learn.solver import TermsProgram
 from ..models.functional import Model
+from ..models.torch_model import OneRowBatch
 from ..sim import messages
 from ..sim.stragglers import Budgets, RoundPools
 from ..sim.work import ClientRecord, Work
@@ -147,10 +149,13 @@ class RoundRunner(AsyncEdgeSteps):
         plan = minibatch_plan(self.data.offsets, sel, self.local.batch_size, budgets,
                               self.sc.seed, t, r, self.data.x, self.data.y)
         step_lr = self._step_lr(t, r)
-        res = self.executor.run(program, plan, self._full(sel, program, t),
-                                torch.from_numpy(budgets),
-                                ctx.lr if step_lr is None else step_lr, self.local.gamma,
-                                self.local.check_every, measure=self._measure(t))
+        try:
+            res = self.executor.run(program, plan, self._full(sel, program, t),
+                                    torch.from_numpy(budgets),
+                                    ctx.lr if step_lr is None else step_lr, self.local.gamma,
+                                    self.local.check_every, measure=self._measure(t))
+        except OneRowBatch as exc:
+            raise self._one_row(t, sel, exc) from None
         if isinstance(program, TermsProgram):
             self.carry.finish(sel, res.state, program, doomed)
         up = self.algo.finish(clients, start, res, ctx, doomed)
@@ -267,6 +272,19 @@ class RoundRunner(AsyncEdgeSteps):
     def _measure(self, t: int) -> bool:
         """The achieved gamma is measured in evaluated rounds (train.eval_every) and the last."""
         return t % self.sc.train.eval_every == 0 or t >= self.sc.train.rounds
+
+    def _one_row(self, t: int, sel: np.ndarray, exc: Exception) -> ScenarioError:
+        """A BatchNorm layer given a minibatch of one row in training (torch refuses it):
+        named with the clients whose sizes leave such a batch."""
+        b = self.local.batch_size
+        odd = [int(k) for k in sel if b == "full" and self.counts[k] == 1 or
+               b != "full" and (int(b) == 1 or self.counts[k] % int(b) == 1)]
+        who = f"client(s) {', '.join(map(str, odd[:5]))}" if odd else "a client"
+        return ScenarioError.one(self.sc.file, "train.local.batch_size", b,
+                                 f"round {t}: {who} of this round trained on a minibatch of one "
+                                 f"row (n_k % batch_size == 1: the last batch of an epoch), "
+                                 f"which BatchNorm cannot normalise in training ({exc}); choose "
+                                 "another batch size, or a model with GroupNorm (norm: group)")
 
     def _with_local(self, program, sel: np.ndarray, t: int, r: int):
         """The algorithm's program with train.local.optimizer's steps (from the clients' kept

@@ -64,6 +64,10 @@ VMAP_MAX_FLOPS = 2.0e6      # forward FLOPs per sample below which "auto" batche
 ACT_BUDGET = 1 << 24        # activation elements of one chunk of rows (64 MiB in float32)
 
 
+class OneRowBatch(ValueError):
+    """BatchNorm in training mode was given a minibatch of one row (torch refuses it)."""
+
+
 @dataclass
 class Run:
     """The per-client model state of one training pass of C clients: running statistics
@@ -326,8 +330,13 @@ here than on the vmap path, so there the two paths differ by more than the last 
                     self._load_buffers(run.buffers[k] if run is not None else self._scratch())
                 if self.random:
                     torch.manual_seed(run.seeds[k] if run is not None else 0)
-                total, grads = self._module_grads(x[k], y[k], m[k],
-                                                  rows=None if rows is None else rows[k])
+                try:
+                    total, grads = self._module_grads(x[k], y[k], m[k],
+                                                      rows=None if rows is None else rows[k])
+                except ValueError as exc:
+                    if self.n_buffers and "more than 1 value per channel" in str(exc):
+                        raise OneRowBatch(str(exc)) from None
+                    raise
                 torch.cat([gp.reshape(-1) for gp in grads], out=g[k])
                 losses.append(total)
                 if run is not None and self.n_buffers:
