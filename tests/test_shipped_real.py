@@ -1,5 +1,5 @@
 """The shipped scenarios on data sets that are not shipped (femnist_cnn, cifar10_dirichlet,
-shakespeare_lstm): without their files `hierfl validate` exits 2 naming `hierfl data fetch`;
+shakespeare_lstm, cifar_resnet): without their files `hierfl validate` exits 2 naming `hierfl data fetch`;
 with small files in the real formats (LEAF JSON, CIFAR binary) where a copy of the scenario
 points, the copy validates and runs a round of every algorithm on a tiny topology, learning
 something (the global model moves, every output is finite)."""
@@ -18,9 +18,10 @@ from conftest import outputs_of
 from datasets_util import femnist_users, leaf_doc, shakespeare_users, write_cifar_set, write_leaf
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-REAL = ["femnist_cnn", "cifar10_dirichlet", "shakespeare_lstm"]
+REAL = ["femnist_cnn", "cifar10_dirichlet", "shakespeare_lstm", "cifar_resnet"]
 FETCH = {"femnist_cnn": "hierfl data fetch leaf", "shakespeare_lstm": "hierfl data fetch leaf",
-         "cifar10_dirichlet": "hierfl data fetch cifar10"}
+         "cifar10_dirichlet": "hierfl data fetch cifar10",
+         "cifar_resnet": "hierfl data fetch cifar10"}
 
 
 def _hierfl(*args: str, cwd: str = ROOT) -> subprocess.CompletedProcess:
@@ -31,7 +32,7 @@ def _hierfl(*args: str, cwd: str = ROOT) -> subprocess.CompletedProcess:
 
 def _files(name: str, folder: str) -> dict:
     """Small files in the real format of the scenario's set; returns its data: overrides."""
-    if name == "cifar10_dirichlet":
+    if name in ("cifar10_dirichlet", "cifar_resnet"):
         write_cifar_set(folder, "cifar10", per_file=12)
         return {"root": folder}
     users = femnist_users(6) if name == "femnist_cnn" else shakespeare_users(6)
