@@ -266,3 +266,17 @@ def test_a_minibatch_of_one_row_through_batchnorm_is_named_not_a_traceback(tmp_p
     err = capsys.readouterr().err
     assert "train.local.batch_size = 179" in err and "minibatch of one row" in err and \
         "Traceback" not in err, err
+
+
+@pytest.mark.parametrize("state, ok", [("reset", True), ("keep", False)])
+def test_kept_optimizer_state_counts_in_the_state_guard(tmp_path, capsys, state, ok):
+    """Adam kept per client is 8 + 2 x 4 P bytes a client: 4 clients x 18 parameters of logreg
+    = 608 B over FedAvg's 72 B model; a budget of 300 B takes reset and refuses keep."""
+    from hierfl.algorithms.state_size import kept_optimizer_bytes
+    from hierfl.scenario.load import load
+    f = make_scenario(tmp_path, name=state, train__max_state_gb=3e-7,
+                      train__local__optimizer={"name": "adam", "state": state})
+    assert kept_optimizer_bytes(load(f).algorithms[0], 4, 18) == (0 if ok else 4 * (8 + 8 * 18))
+    assert main(["validate", f]) == (0 if ok else 2)
+    err = capsys.readouterr().err
+    assert ok or ("kept optimizer state" in err and "Traceback" not in err), err

@@ -25,16 +25,34 @@ def state_problem(sc: Any, index: int, entry: Any, n_clients: int, n_params: int
     budget = (f"half of this machine's {2 * limit_gb:.3g} GB of memory (train."
               f"max_state_gb not set)" if default else f"train.max_state_gb = {limit_gb:g}")
     return Problem(sc.file, f"algorithms[{index}].name", entry.name,
-                   f"its state (the model, server and per-client tensors) for {n_clients} "
+                   f"its state (the model, server and per-client tensors, kept optimizer "
+                   f"state) for {n_clients} "
                    f"clients x {n_params} parameters needs {gb:.3g} GB, more than {budget}: "
                    "fewer clients, a smaller model, or a larger train.max_state_gb")
 
 
+def kept_optimizer_bytes(entry: Any, n_clients: int, n_params: int) -> int:
+    """The client tables of train.local.optimizer.state: keep (exec/carry.py): per client a
+    step count (8 bytes) and one float32 P-vector per momentum buffer / moment (sgd with
+    momentum 1, adam / adamw 2, with amsgrad 3); 0 without keep."""
+    opt = getattr(entry.local, "optimizer", None)
+    if opt is None or opt.state != "keep" or opt.plain:
+        return 0
+    if opt.name == "sgd":
+        vectors = 1 if opt.value("momentum") else 0
+    else:
+        vectors = 3 if opt.value("amsgrad") else 2
+    return n_clients * ((8 if vectors else 0) + 4 * n_params * vectors)
+
+
 def check_states(sc: Any, n_clients: int, n_params: int,
                  size_of: Callable[[Any], float | None]) -> None:
-    """ScenarioError (exit 2) naming every algorithm whose state (`size_of(entry)` bytes) is
-    over the budget."""
-    probs = [state_problem(sc, i, e, n_clients, n_params, size_of(e))
+    """ScenarioError (exit 2) naming every algorithm whose state (`size_of(entry)` bytes, plus
+    its kept optimizer state) is over the budget."""
+    def total(e: Any) -> float | None:
+        size = size_of(e)
+        return None if size is None else size + kept_optimizer_bytes(e, n_clients, n_params)
+    probs = [state_problem(sc, i, e, n_clients, n_params, total(e))
              for i, e in enumerate(sc.algorithms)]
     if any(probs):
         raise ScenarioError([p for p in probs if p is not None])

@@ -62,7 +62,7 @@ def measure(module: nn.Module, input_shape: tuple[int, ...],
 
     handles = [m.register_forward_hook(hook) for m in module.modules()]
     training = module.training
-    module.eval()           # one sample: BatchNorm in training mode refuses it (same FLOPs)
+    module.train(False)     # eval mode: one sample: BatchNorm in training mode refuses it (same FLOPs)
     try:
         # oneDNN's fused RNN kernel is one opaque op; without it nn.LSTM runs as the matrix
         # products FlopCounterMode counts (same values)

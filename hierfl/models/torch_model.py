@@ -240,7 +240,7 @@ class TorchModel:
             buffers = self.init_buffers()
         step = max(1, ACT_BUDGET // max(1, self.act_per_sample))     # eval: rows independent
         outs = []
-        self.module.eval()
+        self.module.train(False)     # eval mode
         try:
             for k in range(w.shape[0]):
                 self._load(w[k])
