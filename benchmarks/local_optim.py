@@ -50,6 +50,48 @@ def workload(name: str, spec: ModelSpec, shape: tuple, c: int, n: int, steps: in
     return name, run
 
 
+def whole_w2(reps: int) -> None:
+    """W2 (benchmarks/run.py, FedAvg only, 100 rounds) run whole through `run_scenario`
+    (simulation, planning, evaluation, outputs), plain SGD against momentum + wd and Adam,
+    alternated; CPU seconds (this process, one torch thread), medians."""
+    import os
+    import sys
+    import tempfile
+
+    import yaml
+
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from run import w2
+
+    from hierfl.run import run_scenario
+    from hierfl.scenario.load import load
+
+    opts = {"plain SGD": None, "SGD momentum + wd": {"name": "sgd", "momentum": 0.9,
+                                                     "weight_decay": 5e-4},
+            "Adam": {"name": "adam"}}
+    times: dict = {k: [] for k in opts}
+    with tempfile.TemporaryDirectory() as tmp:
+        for rep in range(reps + 1):
+            for k, opt in opts.items():
+                doc = w2(100)
+                doc["algorithms"] = [{"name": "fedavg"}]
+                if opt is not None:
+                    doc["train"]["local"]["optimizer"] = opt
+                path = os.path.join(tmp, f"w2_{len(times[k])}_{k[:4]}.yaml")
+                with open(path, "w") as fh:
+                    yaml.safe_dump(doc, fh)
+                sc = load(path, out=os.path.join(tmp, f"out{rep}{k[:4]}"))
+                t = time.process_time()                  # CPU time: steadier here
+                run_scenario(sc, progress=False)
+                if rep:                                   # the first round of runs warms up
+                    times[k].append(time.process_time() - t)
+    base = statistics.median(times["plain SGD"])
+    print("W2 whole run (FedAvg, 100 rounds, run_scenario)")
+    for k, ts in times.items():
+        med = statistics.median(ts)
+        print(f"  {k:24s} {med:8.2f} s   {med / base:5.2f}x plain SGD")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--reps", type=int, default=7)
@@ -60,6 +102,7 @@ def main() -> None:
              workload("digits CNN (20 clients x 10 steps)",
                       ModelSpec(name="cnn", options={"channels": [8, 16], "dense": 32}),
                       (1, 8, 8), 20, 100, 10, 10)]
+    whole_w2(max(3, args.reps // 2))
     for name, run in cases:
         times = {k: [] for k in OPTIMIZERS}
         for opt in OPTIMIZERS.values():

@@ -89,14 +89,22 @@ class Adam:
                 g = g.add(w, alpha=self.weight_decay)
         m = m.lerp(g, 1 - self.beta1)
         v = v.mul(self.beta2).addcmul_(g, g, value=1 - self.beta2)
-        step_size = (lr / (1 - self.beta1 ** steps)).to(w.dtype)
-        bc2_sqrt = ((1 - self.beta2 ** steps) ** 0.5).to(w.dtype)
         rest: OptState = ()
         top = v
         if self.amsgrad:
             top = torch.maximum(s[3], v)
             rest = (top,)
-        denom = (top.sqrt() / bc2_sqrt).add_(self.eps)
+        # torch's bias corrections, in double precision (its step is a Python float); one
+        # scalar when every client is at the same step (the usual lock-step), else per client
+        lo, hi = steps.aminmax()
+        if bool(lo == hi):
+            k = float(lo)
+            step_size = lr / (1 - self.beta1 ** k)
+            denom = top.sqrt().div_((1 - self.beta2 ** k) ** 0.5).add_(self.eps)
+            return w.addcdiv(m, denom, value=-step_size), (steps, m, v, *rest)
+        step_size = (lr / (1 - self.beta1 ** steps)).to(w.dtype)
+        bc2_sqrt = ((1 - self.beta2 ** steps) ** 0.5).to(w.dtype)
+        denom = top.sqrt().div_(bc2_sqrt).add_(self.eps)
         return w - step_size * (m / denom), (steps, m, v, *rest)
 
 
