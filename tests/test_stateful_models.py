@@ -92,13 +92,18 @@ def _rel(a: torch.Tensor, b: torch.Tensor) -> float:
 
 @pytest.mark.parametrize("opt_name, keep", [("sgd", False), ("sgd", True), ("adam", True),
                                             ("adamw", False)])
-@pytest.mark.parametrize("executor", ["batched", "sequential"])
+@pytest.mark.parametrize("executor", ["batched", "sequential", "plain-model"])
 def test_bn_and_dropout_clients_equal_torch_client_by_client(opt_name, keep, executor):
+    """("plain-model": the same CNN without BatchNorm and dropout on the per-client loop path,
+    whose optimizer steps run in place inside `client_steps`: TermsProgram.run_steps.)"""
     torch.manual_seed(0)
     offsets, x, y = _data()
-    base = _module().double()
-    model = TorchModel(copy.deepcopy(base), (1, 8, 8), "classification", "bn")
-    assert model.stateful and model.batching == "loop" and model.n_buffers == (4 + 4 + 1) + (12 + 12 + 1)
+    plain = executor == "plain-model"
+    base = (_module(dropout=0.0, bn=False) if plain else _module()).double()
+    model = TorchModel(copy.deepcopy(base), (1, 8, 8), "classification", "bn",
+                       batching="loop")
+    assert model.stateful != plain and model.batching == "loop"
+    assert plain or model.n_buffers == (4 + 4 + 1) + (12 + 12 + 1)
     lr = 0.05
     ours, make = {
         "sgd": (SGD(momentum=0.9, weight_decay=5e-4),
@@ -114,12 +119,14 @@ def test_bn_and_dropout_clients_equal_torch_client_by_client(opt_name, keep, exe
     ref_b = model.init_buffers().expand(4, -1).clone()
     w, b = ref_w.clone(), ref_b.clone()
     opt_state = None
-    run = (BatchedExecutor() if executor == "batched" else SequentialExecutor()).run
+    run = (SequentialExecutor() if executor == "sequential" else BatchedExecutor()).run
     for t, budgets in enumerate(BUDGETS, start=1):
         plan = minibatch_plan(offsets, clients, 5, np.array(budgets), SEED, t, 0, x, y)
         keys = dropout_keys(SEED, t, 0, clients)
-        program = TermsProgram(model, w.clone(), optimizer=ours, keys=keys, buffers0=b.clone(),
+        program = TermsProgram(model, w.clone(), optimizer=ours, keys=None if plain else keys,
+                               buffers0=None if plain else b.clone(),
                                opt0=opt_state if keep else None)
+        assert plain == (program.run_steps(program.init(), plan.span(0, 1), lr) is not None)
         res = run(program, plan, full_plan(offsets, clients, x, y).at(0),
                   torch.tensor(budgets), lr, None, 5, measure=False)
         w_new, opt_new, ms = program.parts(res.state)
@@ -131,13 +138,15 @@ def test_bn_and_dropout_clients_equal_torch_client_by_client(opt_name, keep, exe
                                               budgets[k], lr)
         assert res.steps.tolist() == budgets
         assert _rel(w_new, ref_w) < 1e-5, (t, _rel(w_new, ref_w))
-        assert _rel(ms[0], ref_b) < 1e-5, (t, _rel(ms[0], ref_b))
-        assert ms[1].view(-1).tolist() == budgets          # each client's step counter
+        if not plain:
+            assert _rel(ms[0], ref_b) < 1e-5, (t, _rel(ms[0], ref_b))
+            assert ms[1].view(-1).tolist() == budgets      # each client's step counter
         # the next round: every client from the mean model, its own statistics and optimizer
         mean = w_new.mean(0)
-        w, b, opt_state = mean.expand(4, -1).clone(), ms[0].clone(), opt_new
+        w, opt_state = mean.expand(4, -1).clone(), opt_new
+        b = b if plain else ms[0].clone()
         ref_w = mean.expand(4, -1).clone()
-    assert not torch.equal(b[0], b[2])                      # the statistics are per client
+    assert plain or not torch.equal(b[0], b[2])             # the statistics are per client
 
 
 def test_dropout_masks_come_from_the_seed_not_the_global_generator():

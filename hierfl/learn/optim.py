@@ -28,6 +28,8 @@ class Optimizer(Protocol):
     def update(self, g: torch.Tensor, s: OptState, w: torch.Tensor,
                lr: float) -> tuple[torch.Tensor, OptState]: ...
 
+    def step_(self, g: torch.Tensor, s: OptState, w: torch.Tensor, lr: float) -> None: ...
+
 
 def _counter(w: torch.Tensor) -> torch.Tensor:
     """A per-client step counter, (C, 1), in float64 (torch keeps its step as a float; the bias
@@ -60,6 +62,23 @@ class SGD:
         buf = torch.where(steps > 0, later, g)
         d = g.add(buf, alpha=self.momentum) if self.nesterov else buf
         return w.add(d, alpha=-lr), (steps + 1, buf)
+
+    def step_(self, g: torch.Tensor, s: OptState, w: torch.Tensor, lr: float) -> None:
+        """`update` of ONE client in place: w (1, P), its state rows `s` (views it owns) and
+        its gradient g (overwritten): the same operations, no new tensors (a per-client loop's
+        step, models/torch_model.client_steps)."""
+        if self.weight_decay:
+            g.add_(w, alpha=self.weight_decay)
+        if not self.momentum:
+            w.add_(g, alpha=-lr)
+            return
+        steps, buf = s
+        if float(steps) > 0:
+            buf.mul_(self.momentum).add_(g, alpha=1 - self.dampening)
+        else:
+            buf.copy_(g)
+        steps.add_(1)
+        w.add_(g.add_(buf, alpha=self.momentum) if self.nesterov else buf, alpha=-lr)
 
 
 @dataclass(frozen=True)
@@ -106,6 +125,25 @@ class Adam:
         bc2_sqrt = ((1 - self.beta2 ** steps) ** 0.5).to(w.dtype)
         denom = top.sqrt().div_(bc2_sqrt).add_(self.eps)
         return w - step_size * (m / denom), (steps, m, v, *rest)
+
+    def step_(self, g: torch.Tensor, s: OptState, w: torch.Tensor, lr: float) -> None:
+        """`update` of ONE client in place (see SGD.step_)."""
+        steps, m, v = s[0], s[1], s[2]
+        steps.add_(1)
+        if self.weight_decay:
+            if self.decoupled:
+                w.mul_(1 - lr * self.weight_decay)
+            else:
+                g.add_(w, alpha=self.weight_decay)
+        m.lerp_(g, 1 - self.beta1)
+        v.mul_(self.beta2).addcmul_(g, g, value=1 - self.beta2)
+        top = v
+        if self.amsgrad:
+            torch.maximum(s[3], v, out=s[3])
+            top = s[3]
+        k = float(steps)
+        denom = top.sqrt().div_((1 - self.beta2 ** k) ** 0.5).add_(self.eps)
+        w.addcdiv_(m, denom, value=-lr / (1 - self.beta1 ** k))
 
 
 def build(spec: Any) -> Optimizer | None:

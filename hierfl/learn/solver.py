@@ -184,11 +184,39 @@ class TermsProgram(ProgramBase):
                 w.copy_(t.prox(w, lr))
         return update
 
+    def _opt_row_step(self, opt: State):
+        """Client k's `step` with the optimizer, in place on its (1, P) iterate and on its rows
+        of `opt` (the program's own copies): the per-client loop's fused steps."""
+        def factory(k: int) -> Callable[[torch.Tensor, torch.Tensor, float], None]:
+            sel = torch.tensor([k])
+            smooth = tuple(t.select(sel) for t in self._smooth)
+            proxes = tuple(t.select(sel) for t in self._proxes)
+            rows = tuple(t[k:k + 1] for t in opt)
+
+            def update(w: torch.Tensor, g: torch.Tensor, lr: float) -> None:
+                for t in smooth:
+                    g = g + t.grad(w)
+                if self.grad_clip is not None:
+                    g = self.grad_clip(g)
+                self.optimizer.step_(g, rows, w, lr)
+                for t in proxes:
+                    w.copy_(t.prox(w, lr))
+            return update
+        return factory
+
     def run_steps(self, s: State, span: Batch, lr: float) -> State | None:
         """Several steps at once, span = x (C, T, B, d), y (C, T, B), m (C, T, B): the model's
         fused SGD (`Model.sgd_steps`) when the step is plain SGD on F_k plus terms that are all
-        affine (`Term.affine`); None otherwise, and the solver takes the steps one by one.
+        affine (`Term.affine`); on a per-client loop model (`client_steps`) any optimizer,
+        stepped in place; None otherwise, and the solver takes the steps one by one.
         A subclass that changes `step` must override this too."""
+        if self.optimizer is not None and self.clip is None and self.keys is None:
+            own = getattr(self.model, "client_steps", None)
+            if own is None or getattr(self.model, "batching", None) != "loop":
+                return None
+            opt = tuple(t.clone() for t in s[1:])
+            w = own(s[0], span.x, span.y, span.m, lr, self._opt_row_step(opt))
+            return None if w is None else (w, *opt)
         if len(s) != 1 or self.clip is not None or self.optimizer is not None or \
                 self.grad_clip is not None:
             return None
