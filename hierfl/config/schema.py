@@ -261,19 +261,6 @@ class ScheduleSpec:
                              "apply to it")
 
 
-def _plugin_name(registry: str, name: str) -> str | None:
-    """None where `name` is registered in learn/local_train.py's `registry` (torch-free)."""
-    from ..learn import local_train
-    known = getattr(local_train, registry)
-    if name in known:
-        return None
-    if not known.names(everything=True):
-        deco = "register_local_train" if registry == "LOCAL_TRAINS" else "register_loss"
-        return (f"unknown {known.kind}: none is registered (@hierfl.{deco} in a plugin file "
-                "named by plugins: or --plugin; docs/howto/local-training.md)")
-    return known.unknown(name)
-
-
 @dataclass(frozen=True)
 class LocalSpec:
     steps: int | None = spec(None, "local steps per round (HierFAVG's kappa1)",
@@ -298,12 +285,10 @@ class LocalSpec:
                                             "lr_decay; docs/howto/local-training.md)")
     solver: str | None = spec(None, "a local training plugin (@hierfl.register_local_train) "
                               "that runs each client's local work in plain torch instead of "
-                              "the built-in SGD steps (docs/howto/local-training.md)",
-                              check=lambda v: _plugin_name("LOCAL_TRAINS", v))
+                              "the built-in SGD steps (docs/howto/local-training.md)")
     loss: str | None = spec(None, "a per-sample loss plugin (@hierfl.register_loss) in place "
                             "of the model's cross-entropy / squared error, also the train "
-                            "loss reported (docs/howto/local-training.md)",
-                            check=lambda v: _plugin_name("LOSSES", v))
+                            "loss reported (docs/howto/local-training.md)")
 
     def __post_init__(self) -> None:
         if self.steps is not None and self.epochs is not None:

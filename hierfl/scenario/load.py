@@ -25,6 +25,7 @@ from ..algorithms.registry import REGISTRY, EdgeRounds, TierRounds
 from ..config.topology import TopologySpec
 from ..data.check import build_data, data_problems
 from ..data.registry import DATASETS, Shape, is_registered
+from ..learn import local_train
 from ..models.registry import MODELS, option_problems
 from ..registry import broken_note, code_problem
 from ..topology.check import check_spec
@@ -158,6 +159,7 @@ def _algorithms(raw: dict, p: Problems) -> list[AlgorithmEntry]:
     raw_local = train.get("local") if isinstance(train.get("local"), dict) else {}
     train_local_ok = _part(LocalSpec, raw_local) is not None
     entries: list[AlgorithmEntry] = []
+    named: set = set()          # (key, plugin name) reported once, not once per entry
     labels: dict[str, int] = {}
     known = ", ".join(sorted(REGISTRY))
     for i, a in enumerate(items):
@@ -235,6 +237,13 @@ def _algorithms(raw: dict, p: Problems) -> list[AlgorithmEntry]:
             p.add(where, local_raw.get("clip", raw_local.get("clip")),
                   f"{name} ({key}) takes plain SGD steps only, unclipped: "
                   f"{cls.optimizers_why}")
+        for field, registry in (("solver", "LOCAL_TRAINS"), ("loss", "LOSSES")):
+            value = getattr(local, field)
+            where = f"{key}.local.{field}" if field in local_raw else f"train.local.{field}"
+            msg = None if value is None else _plugin_name(registry, value)
+            if msg and (where, value) not in named:
+                named.add((where, value))
+                p.add(where, value, msg)
         if local.solver is not None:
             _local_train_problems(p, key, name, local, local_raw, raw_local)
         # the schedule, read once here from the algorithm's hyperparameters
@@ -247,6 +256,19 @@ def _algorithms(raw: dict, p: Problems) -> list[AlgorithmEntry]:
 
 
 ENTRY_KEYS = ("name", "label", "local", "stragglers", "round", "compress", "mobility")
+
+
+def _plugin_name(registry: str, name: str) -> str | None:
+    """None where `name` is registered in learn/local_train.py's `registry` (torch-free),
+    else the problem (a close match, or how to register one)."""
+    known = getattr(local_train, registry)
+    if name in known:
+        return None
+    if not known.names(everything=True):
+        deco = "register_local_train" if registry == "LOCAL_TRAINS" else "register_loss"
+        return (f"unknown {known.kind}: none is registered (@hierfl.{deco} in a plugin file "
+                "named by plugins: or --plugin; docs/howto/local-training.md)")
+    return known.unknown(name)
 
 
 def _local_train_problems(p: Problems, key: str, name: str, local: LocalSpec, local_raw: dict,
