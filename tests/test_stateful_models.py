@@ -289,3 +289,24 @@ def test_kept_optimizer_state_counts_in_the_state_guard(tmp_path, capsys, state,
     assert main(["validate", f]) == (0 if ok else 2)
     err = capsys.readouterr().err
     assert ok or ("kept optimizer state" in err and "Traceback" not in err), err
+
+
+@pytest.mark.ray
+@pytest.mark.parametrize("kind", ["sequential", "ray"])
+def test_batchnorm_dropout_and_kept_state_give_the_same_bytes_on_every_executor(tmp_path, kind):
+    """The statistics, the dropout streams and the kept optimizer state do not depend on where
+    the clients run: the sequential executor and a local Ray cluster write the batched one's
+    metrics and models."""
+    if kind == "ray":
+        pytest.importorskip("ray")
+    ex = {"kind": kind} if kind == "sequential" else \
+        {"kind": "ray", "address": "local", "clients_per_task": 2}
+    f = _scenario(tmp_path, "e", "bn_cnn_on_" + kind, rounds=2)
+    g = _scenario(tmp_path, "g", "bn_cnn_on_" + kind, rounds=2, executor=ex)
+    assert main(["run", f, "--out", str(tmp_path / "a"), "--no-report"]) == 0
+    assert main(["run", g, "--out", str(tmp_path / "b"), "--no-report"]) == 0
+    for name in ("metrics.csv", "clients.csv"):
+        a = read_csv(tmp_path / "a" / "fedavg" / name)
+        b = read_csv(tmp_path / "b" / "fedavg" / name)
+        cols = [c for c in a[0] if c not in ("elapsed_s", "wall_s")]
+        assert [[r[c] for c in cols] for r in a] == [[r[c] for c in cols] for r in b], name

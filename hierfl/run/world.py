@@ -66,8 +66,8 @@ def stateful_model_fits(sc: Scenario, model: Model) -> None:
             raise ScenarioError.one(sc.file, f"algorithms[{i}].name", entry.name,
                                     f"model {sc.model.name!r} has {what} (per-client state "
                                     f"each local step carries): {entry.name} cannot carry it, "
-                                    f"{why}; use a model without them (norm: group or none, "
-                                    "dropout 0)")
+                                    f"{why}; use a model without them (GroupNorm or no norm: "
+                                    "resnet norm: group, cnn batch_norm: false; dropout 0)")
         if entry.local.solver is not None:
             raise ScenarioError.one(sc.file, f"algorithms[{i}].local.solver", entry.local.solver,
                                     f"model {sc.model.name!r} has {what}: a local training "
@@ -79,7 +79,8 @@ def stateful_model_fits(sc: Scenario, model: Model) -> None:
             raise ScenarioError.one(sc.file, f"algorithms[{i}].name", entry.name,
                                     f"model {sc.model.name!r} has BatchNorm running statistics:"
                                     " averaging them under asynchronous rounds (fedasync, "
-                                    "fedbuff) is not defined; use norm: group or none")
+                                    "fedbuff) is not defined; use GroupNorm or no norm (resnet "
+                                    "norm: group, cnn batch_norm: false)")
 
 
 def make_algorithm(sc: Scenario, entry: AlgorithmEntry, world: World) -> Algorithm:
