@@ -195,6 +195,27 @@ CORPUS: dict[str, tuple[list[str], int]] = {
                                "rows"], 1),
     "npz_bool_labels.yaml": (["y_0 (bool, shape (10,)) holds booleans"], 1),
     "npz_huge_features.yaml": (["x_3 holds values up to 1e+308, beyond float32's range"], 1),
+    # local training (issue 41): optimizers, clipping, schedules, losses, the new algorithms
+    "optimizer_three_betas.yaml": (["optimizer_three_betas.yaml:8:", "train.local.optimizer",
+                                    "betas must be two numbers [beta1, beta2]"], 1),
+    "clip_both_kinds.yaml": (["train.local.clip", "give max_norm (and norm_type) or max_value, "
+                              "one of them"], 1),
+    "optimizer_misspelt.yaml": (["train.local.optimizer.name = 'adma'", "did you mean 'adam'?"],
+                                1),
+    "optimizer_state_unknown.yaml": (["train.local.optimizer.state = 'forever'",
+                                      "expected one of 'reset', 'keep'"], 1),
+    "loss_unregistered.yaml": (["train.local.loss = 'focal'", "unknown loss: none is "
+                                "registered"], 1),
+    "schedule_per_step_with_epochs.yaml": (["train.local = ", "lr_schedule every: step needs "
+                                            "steps"], 1),
+    "fedavgm_momentum_one.yaml": (["fedavgm_momentum_one.yaml:10:",
+                                   "algorithms[0].server_momentum = 1.0", "must be in [0, 1)"],
+                                  1),
+    "moon_temperature_zero.yaml": (["algorithms[0].temperature = 0", "must be > 0"], 1),
+    "fedbn_hyperparameter.yaml": (["algorithms[0].mu = 0.1", "fedbn has no hyperparameters"],
+                                  1),
+    "fednova_adam.yaml": (["train.local.optimizer.name = 'adam'", "fednova (algorithms[0]) "
+                           "does not take it"], 1),
 }
 
 
