@@ -117,5 +117,9 @@ def state_bytes(sc: Scenario, entry: AlgorithmEntry, world: World) -> float | No
 def guard_state(sc: Scenario, world: World) -> None:
     """Refuse (exit 2), before any state is allocated, an algorithm whose state exceeds
     train.max_state_gb (default: half of this machine's memory), naming its size."""
-    check_states(sc, world.topo.n_clients, world.model.n_params,
-                 lambda entry: state_bytes(sc, entry, world))
+    stats = 4 * int(getattr(world.model, "n_buffers", 0)) * (world.topo.n_clients + 1)
+
+    def size(entry: AlgorithmEntry) -> float | None:      # + BatchNorm statistics per client
+        b = state_bytes(sc, entry, world)
+        return None if b is None else b + stats
+    check_states(sc, world.topo.n_clients, world.model.n_params, size)
