@@ -511,3 +511,121 @@ def test_a_lazy_declaration_whose_code_is_missing_or_raises_is_named(tmp_path, c
     finally:
         sys.path.remove(str(tmp_path))
         sys.modules.pop("lazy_code_that_raises", None)
+
+
+# --------------------------------------------------------------------- a plugin's hooks failing
+BROKEN = '''\
+from dataclasses import dataclass, replace
+
+import torch
+
+import hierfl
+from hierfl.algorithms.base import Capabilities, stack_start, Upload
+from hierfl.algorithms.registry import EdgeRounds
+from hierfl.learn.solver import TermsProgram
+
+
+@dataclass(frozen=True)
+class P:
+    at: int = 2
+
+
+class Flat(hierfl.Algorithm):
+    """FedAvg whose hook fails in round `at` (by its label's kind)."""
+    name = "broken_flat"
+    Params = P
+    caps = Capabilities(linear_aggregate=True)
+    how = ""
+
+    def local(self, state, clients, start, ctx):
+        if self.how == "local" and ctx.round == self.p.at:
+            raise KeyError("no such term")
+        return TermsProgram(self.setup.model, stack_start(start, len(clients)))
+
+    def client_update(self, state, clients, start, res, ctx):
+        if self.how == "upload" and ctx.round == self.p.at:
+            return state, Upload((res.state[0][:, :-1],))
+        return state, Upload((res.state[0],))
+
+    def server_update(self, state, clients, up, ctx):
+        if self.how == "raise" and ctx.round == self.p.at:
+            return helper(state)
+        if self.how == "shape" and ctx.round == self.p.at:
+            return replace(state, w=torch.zeros(3))
+        return super().server_update(state, clients, up, ctx)
+
+
+def helper(state):
+    return 1 / 0
+
+
+class Raise(Flat):
+    name = "broken_raise"
+    how = "raise"
+
+
+class Shape(Flat):
+    name = "broken_shape"
+    how = "shape"
+
+
+class Up(Flat):
+    name = "broken_upload"
+    how = "upload"
+
+
+class Local(Flat):
+    name = "broken_local"
+    how = "local"
+
+
+@dataclass(frozen=True)
+class HP(EdgeRounds):
+    pass
+
+
+class Hier(hierfl.Algorithm):
+    name = "broken_edge"
+    Params = HP
+    caps = Capabilities(hierarchical=True, linear_aggregate=True)
+
+    def local(self, state, clients, start, ctx):
+        return TermsProgram(self.setup.model, stack_start(start, len(clients)))
+
+    def edge_aggregate(self, es, clients, up, weights, ctx):
+        if ctx.round == 2:
+            raise ValueError("edge sums disagree")
+        return super().edge_aggregate(es, clients, up, weights, ctx)
+
+
+for cls in (Raise, Shape, Up, Local, Hier):
+    hierfl.register_algorithm(cls)
+'''
+
+
+@pytest.mark.parametrize("name, hook, says", [
+    ("broken_raise", "server_update", "raised ZeroDivisionError: division by zero (at {p}:{div})"),
+    ("broken_shape", "server_update", "returned a State whose model w has shape (3,), not (18,)"),
+    ("broken_upload", "client_update", "returned a wrong upload: broken_upload: upload of "
+     "[(4, 17)]"),
+    ("broken_local", "local", "raised KeyError: 'no such term' (at {p}:{key})"),
+    ("broken_edge", "edge_aggregate", "raised ValueError: edge sums disagree (at {p}:"),
+])
+def test_a_failing_plugin_hook_is_exit_2_naming_it_and_keeps_the_rounds_before(
+        tmp_path, capsys, name, hook, says):
+    """A plugin algorithm's hook that raises or returns a tensor of the wrong shape: exit 2
+    naming the plugin, its file, the hook, the round and its own line; round 1 stays written."""
+    p = _plugin(tmp_path, "broken.py", BROKEN)
+    f = _scenario(tmp_path, plugins=[p], algorithms=[{"name": name}])
+    rc, _, err = _run(["run", f, "--out", str(tmp_path / "o"), "--quiet", "--no-report"],
+                      capsys)
+    assert rc == 2 and "Traceback" not in err, err
+    assert f"algorithms[0].name = {name!r}: {name}: the algorithm plugin {name!r} ({p}): its " \
+        f"{hook} " in err, err
+    lines = BROKEN.splitlines()
+    at = {w: 1 + next(i for i, t in enumerate(lines) if s in t)
+          for w, s in (("div", "1 / 0"), ("key", "raise KeyError"))}
+    assert says.format(p=p, **at) in err and "in round 2; the outputs of the rounds before are " \
+        "kept" in err, err
+    rows = read_csv(str(tmp_path / "o" / name / "metrics.csv"))
+    assert [r["round"] for r in rows] == ["0", "1"]
