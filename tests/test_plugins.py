@@ -422,6 +422,44 @@ def test_register_algorithm_checks(tmp_path):
     assert REGISTRY["fine_one"] is Fine
 
 
+@pytest.mark.parametrize("second", [
+    'def blobs(n_clients, seed, rows: int = 30):\n    return []\n',     # the same def name
+    'def other(n_clients, seed):\n    return []\n',
+])
+def test_a_data_set_registered_twice_under_one_name_is_refused(tmp_path, capsys, second):
+    """A second loader under a taken name was silently put in the first's place (where the
+    two functions had the same name); the same file imported again stays a no-op."""
+    text = ('import hierfl\n\n@hierfl.register_dataset("twice", classes=3)\n'
+            'def blobs(n_clients, seed, rows: int = 20):\n    return []\n\n'
+            '@hierfl.register_dataset("twice", classes=3)\n' + second)
+    p = _plugin(tmp_path, "twice.py", text)
+    f = _scenario(tmp_path, plugins=[p], data={"name": "twice"})
+    rc, _, err = _run(["validate", f], capsys)
+    assert rc == 2 and "Traceback" not in err, err
+    assert "data set name 'twice' is taken by blobs (" + p + ":3)" in err and \
+        f"(at {p}:7)" in err, err
+    one = _plugin(tmp_path, "once.py", text.split("\n\n@")[0] + "\n")
+    plugins.load_file(one)
+    plugins._LOADED.clear()
+    plugins.load_file(one)                                      # imported anew: a no-op
+    assert "twice" in DATASETS
+
+
+def test_a_plugin_data_set_under_a_built_in_name_is_refused_before_the_scan(tmp_path, capsys):
+    """Loaded before the built-ins were listed, it took the name and the built-in's own
+    declaration failed later with a traceback."""
+    p = _plugin(tmp_path, "digits.py", 'import hierfl\n\n@hierfl.register_dataset("digits")\n'
+                'def digits(n_clients, seed):\n    return []\n')
+    import subprocess
+    r = subprocess.run([sys.executable, "-c", "import hierfl, sys\n"
+                        "from hierfl.config.errors import ScenarioError\n"
+                        f"try:\n    hierfl.load_plugins([{p!r}])\n"
+                        "except ScenarioError as e:\n    sys.exit(str(e))\n"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
+    assert "data set name 'digits' is taken by hierfl.data.real:load_digits" in r.stderr
+
+
 # --------------------------------------------------------------------- other processes
 def test_local_sweep_workers_load_the_command_line_plugin(tmp_path, capsys):
     """The plugin is named only by --plugin: the spawned worker processes import it from the
