@@ -177,6 +177,7 @@ def test_handover_rate_statistics_and_neighbours():
     ("1,client0,edge1\n1,client0,edge0\n", 3, "moves twice"),
     ("1,client0,edge0\n1,client0,edge1\n", 3, "moves twice"),   # the first line moves nothing
     ("abc,client0,edge1\n", 2, "expected a number"),
+    ("1,client0,edge1\n2,client0,edge0,9\n", 3, "4 columns, more than the header's 3"),
 ])
 def test_bad_moves_lines_name_file_and_line(tmp_path, body, line, needle):
     path = tmp_path / "moves.csv"
