@@ -16,6 +16,7 @@ import os
 import numpy as np
 
 from ..config.errors import Problem, ScenarioError
+from ..config.paths import not_a_file
 from ..config.limits import MAX_BYTES
 
 MAX_TRACE_BYTES = 20 * MAX_BYTES        # a trace of a million clients is a few hundred MB no more
@@ -28,6 +29,10 @@ class TraceRows:
         """`more`: the header may name further columns (the caller checks them); a line
         never holds more cells than its header names (a cell was dropped silently)."""
         self.path, self.key, self.columns = path, key, columns
+        kind = not_a_file(path)
+        if kind:
+            raise ScenarioError.one(path, key, path, f"the trace file is {kind}, not a "
+                                    "regular file")
         if not os.path.isfile(path):
             raise ScenarioError.one(path, key, path, "trace file not found")
         if os.path.getsize(path) > MAX_TRACE_BYTES:
