@@ -21,6 +21,7 @@ import sys
 import traceback
 
 from .config.errors import ScenarioError
+from .config.paths import not_a_file
 
 _LOADED: dict[str, str] = {}            # absolute path -> source text, in load order
 
@@ -41,6 +42,10 @@ def load_file(path: str, file: str = "", key: str = "--plugin") -> None:
     path = os.path.abspath(path)
     if path in _LOADED:
         return
+    kind = not_a_file(path)
+    if kind:
+        raise ScenarioError.one(file, key, path, f"the plugin file is {kind}, not a regular "
+                                "file")
     if not os.path.isfile(path):
         raise ScenarioError.one(file, key, path, "no such plugin file")
     if not path.endswith(".py"):

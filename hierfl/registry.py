@@ -77,6 +77,8 @@ class Registry(MutableMapping):
     def declare(self, decl: Declaration) -> Declaration:
         """Add `decl`; the same thing declared again (a plugin module imported anew) replaces
         it, another thing under a taken name is a ValueError."""
+        if not decl.builtin:        # a plugin's name checked against every built-in's
+            self._builtins()
         have = self._decls.get(decl.name)
         if have is not None and not _same(have, decl):
             raise ValueError(f"{self.kind} name {decl.name!r} is taken by {_where(have)}; "
@@ -244,13 +246,34 @@ def _key(decl: Declaration) -> str:
 def _same(a: Declaration, b: Declaration) -> bool:
     """The same thing declared twice: the same code, or the same module and qualified name
     (a plugin module imported anew in this process defines its class again)."""
-    if a.obj is not None and b.obj is not None and a.obj is b.obj:
-        return True
+    if a.obj is not None and b.obj is not None:
+        if a.obj is b.obj:
+            return True
+        sa, sb = _site(a.obj), _site(b.obj)
+        if sa is not None and sb is not None and sa != sb:
+            return False        # two definitions of one name (a second `def blobs`)
     return _key(a) == _key(b) or (bool(a.code) and a.code == _key(b)) or \
         (bool(b.code) and b.code == _key(a))
 
 
+def _site(obj: Any) -> tuple | None:
+    """Where `obj` is defined: a function's file and first line, a class's methods' (the
+    same definition imported anew has the same site; a second one under the same name in the
+    same module has another)."""
+    code = getattr(obj, "__code__", None)
+    if code is not None:
+        return (code.co_filename, code.co_firstlineno)
+    if isinstance(obj, type):
+        lines = sorted((f.__code__.co_filename, f.__code__.co_firstlineno)
+                       for f in vars(obj).values() if hasattr(f, "__code__"))
+        return tuple(lines) if lines else None
+    return None
+
+
 def _where(decl: Declaration) -> str:
+    site = _site(decl.obj) if decl.obj is not None else None
+    if site and isinstance(site[0], str):       # a function: its own file and line
+        return f"{getattr(decl.obj, '__qualname__', '?')} ({site[0]}:{site[1]})"
     return _key(decl) or decl.origin or "?"
 
 

@@ -142,3 +142,31 @@ def test_a_scenario_error_crosses_processes_whole():
     assert back.problems[1].value is NO_VALUE
     assert str(back) == str(exc) == "p.yaml:5: model.name = 'm': gives (1, 6)\n" \
         "p.yaml:2: seed: is required"
+
+
+@pytest.mark.parametrize("role", ["scenario", "plugin", "trace", "data"])
+@pytest.mark.parametrize("kind, says", [("dir", "a directory"), ("fifo", "a FIFO (named pipe)"),
+                                        ("loop", "a symlink loop")])
+def test_a_directory_fifo_or_symlink_loop_is_named_not_missing(tmp_path, capsys, role, kind,
+                                                               says):
+    """Each was 'not found'; now it says what is there, for every kind of input file (and
+    never opens the FIFO, which would block)."""
+    from conftest import make_scenario
+    from hierfl import cli
+    odd = tmp_path / f"odd.{ {'scenario': 'yaml', 'plugin': 'py', 'trace': 'csv'}.get(role, 'npz') }"
+    if kind == "dir":
+        odd.mkdir()
+    elif kind == "fifo":
+        os.mkfifo(odd)
+    else:
+        os.symlink(tmp_path / "loop_b", tmp_path / "loop_a")
+        os.symlink(tmp_path / "loop_a", tmp_path / "loop_b")
+        os.symlink(tmp_path / "loop_a", odd)
+    keys = {"plugin": {"plugins": [odd.name]},
+            "trace": {"topology.availability": {"kind": "trace", "path": odd.name}},
+            "data": {"data": {"name": "npz", "path": odd.name}}}.get(role, {})
+    path = str(odd) if role == "scenario" else make_scenario(tmp_path, **keys)
+    assert cli.main(["validate", path]) == 2
+    err = capsys.readouterr().err
+    assert f"is {says}, not a regular file" in err and "not found" not in err, err
+    assert odd.name in err and "Traceback" not in err, err

@@ -152,6 +152,8 @@ def _validate(path) -> tuple[int, str]:
     ("clients.idle_w", 5e6, "milliwatts"),
     ("profiles.devices.phone.power_w", {"dist": "uniform", "low": -1.0, "high": 2.0},
      "uniform low must be >= 0"),
+    ("edges.link.tx_w", 2.5, "clients' links only"),        # was accepted and ignored
+    ("edges.link.rx_w", 1.5, "clients' links only"),
 ])
 def test_bad_powers_are_scenario_errors(tmp_path, key, value, why):
     doc = _doc(tmp_path, [{"name": "fedavg"}], mix=True)

@@ -68,11 +68,12 @@ def test_edge_rounds_average_at_the_edge_before_the_server_step(tmp_path):
 @pytest.mark.parametrize("edges", [1, 2])
 def test_no_momentum_and_a_large_v0_is_fedavg_in_the_first_round(tmp_path, edges):
     """beta1 = 0, tau = 0, v0 = 1e12, eta = 1e6 (eta / sqrt(v0) = 1): x_1 = x_0 + Delta_0,
-    FedAvg's model, to the size of Delta^2 / v0. fedadam keeps v = v0 with beta2 = 1 (with
-    beta2 < 1 its v would shrink to beta2 v0); fedyogi and fedadagrad change v by Delta^2."""
+    FedAvg's model, to the size of Delta^2 / v0. fedadam keeps v = v0 (1 - 1e-9) with beta2 =
+    1 - 1e-9 (beta2 1, which kept v0 exactly, is refused: v would never move); fedyogi and
+    fedadagrad change v by Delta^2."""
     data = lsq_data()
     same = {"server_lr": 1e6, "beta1": 0.0, "tau": 0.0, "v0": 1e12}
-    algos = [{"name": "fedavg"}, {"name": "fedadam", **same, "beta2": 1.0},
+    algos = [{"name": "fedavg"}, {"name": "fedadam", **same, "beta2": 1 - 1e-9},
              {"name": "fedyogi", **same}, {"name": "fedadagrad", **same}]
     out = run_outputs(lsq_scenario(tmp_path, data, algos, steps=STEPS, lr=LR, rounds=1,
                                    edges=edges, name=f"avg{edges}"))
@@ -82,3 +83,23 @@ def test_no_momentum_and_a_large_v0_is_fedavg_in_the_first_round(tmp_path, edges
     assert np.abs(fa).max() > 0.1
     for label in ("fedadam", "fedyogi", "fedadagrad"):
         np.testing.assert_allclose(out.final(label), fa, rtol=1e-5, atol=1e-7, err_msg=label)
+
+
+@pytest.mark.parametrize("name, keys, needle", [
+    ("fedadam", {"tau": 0.0}, "algorithms[0].tau = 0.0: must be > 0"),
+    ("fedyogi", {"tau": 0}, "algorithms[0].tau = 0: must be > 0"),
+    ("fedadagrad", {"tau": 0.0, "v0": 0.0}, "algorithms[0].tau = 0.0: must be > 0"),
+    ("fedadam", {"beta2": 1.0}, "algorithms[0].beta2 = 1.0: must be in [0, 1)"),
+    ("fedyogi", {"beta2": 1}, "algorithms[0].beta2 = 1: must be in [0, 1)"),
+])
+def test_a_zero_tau_or_a_unit_beta2_is_refused(tmp_path, capsys, name, keys, needle):
+    """tau 0 with v0 0 (its default, tau^2) gave 0 / 0 = NaN where a pseudo-gradient
+    coordinate was 0; beta2 1 never moved v. Both were accepted; tau 0 with v0 > 0 stays."""
+    from conftest import make_scenario
+    from hierfl import cli
+    path = make_scenario(tmp_path, algorithms=[{"name": name, **keys}])
+    assert cli.main(["validate", path]) == 2
+    err = capsys.readouterr().err
+    assert needle in err and "Traceback" not in err, err
+    ok = make_scenario(tmp_path, name="ok", algorithms=[{"name": name, "tau": 0.0, "v0": 1.0}])
+    assert cli.main(["validate", ok]) == 0, capsys.readouterr().err

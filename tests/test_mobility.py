@@ -177,6 +177,7 @@ def test_handover_rate_statistics_and_neighbours():
     ("1,client0,edge1\n1,client0,edge0\n", 3, "moves twice"),
     ("1,client0,edge0\n1,client0,edge1\n", 3, "moves twice"),   # the first line moves nothing
     ("abc,client0,edge1\n", 2, "expected a number"),
+    ("1,client0,edge1\n2,client0,edge0,9\n", 3, "4 columns, more than the header's 3"),
 ])
 def test_bad_moves_lines_name_file_and_line(tmp_path, body, line, needle):
     path = tmp_path / "moves.csv"
@@ -280,3 +281,36 @@ def test_too_many_markov_handovers_is_a_work_guard_error(tmp_path):
         "kind": "markov", "handover_rate_per_s": 1e15}})
     with pytest.raises(ScenarioError, match="handovers, more than 1e"):
         load(path)
+
+
+def test_resumed_transfers_that_can_never_finish_are_refused_within_seconds(tmp_path):
+    """rate 2/s, handover_s 1: each handover delays a transfer 1 s, in which it meets two more
+    on average: the round never ended (a hang). Refused at validate and run, naming the keys;
+    run in a subprocess with a timeout so that a regression cannot hang the tests."""
+    bad = {"kind": "markov", "handover_rate_per_s": 2.0, "on_handover": "resume",
+           "handover_s": 1.0}
+    path = make_scenario(tmp_path, topology=TOPO, algorithms=[HIER],
+                         **{"train.rounds": 2, "topology.mobility": bad})
+    for cmd in (["validate", path], ["run", path, "--out", str(tmp_path / "out"), "--quiet"]):
+        r = subprocess.run([sys.executable, "-m", "hierfl", *cmd], capture_output=True,
+                           text=True, timeout=60)
+        assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+        assert "topology.mobility" in r.stderr and "handover_rate_per_s x handover_s = " \
+            "2 x 1 = 2 >= 1" in r.stderr and "never arrives" in r.stderr, r.stderr
+
+
+def test_a_transfer_meeting_too_many_handovers_is_an_error_not_a_hang(tmp_path, monkeypatch):
+    """rate x handover_s < 1 finishes; the run-time guard (handovers met by one transfer)
+    names the keys where that count is exceeded (here made small)."""
+    import hierfl.sim.mobility as sim_mobility
+    ok = {"kind": "markov", "handover_rate_per_s": 2.0, "on_handover": "resume",
+          "handover_s": 0.4}
+    out, lab, ev = _run(tmp_path / "a", HIER, ok)
+    assert any(e[2] == "handover" for e in ev)
+    monkeypatch.setattr(sim_mobility, "MAX_TRANSFER_HANDOVERS", 1)
+    algo = {**HIER, "mobility": {**ok, "handover_s": 0.45}}
+    with pytest.raises(ScenarioError) as err:
+        _run(tmp_path / "b", algo, None)
+    msg = str(err.value)
+    assert "algorithms[0].mobility.handover_s = 0.45" in msg and "met more than 1 " \
+        "handovers (work guard)" in msg, msg

@@ -422,6 +422,44 @@ def test_register_algorithm_checks(tmp_path):
     assert REGISTRY["fine_one"] is Fine
 
 
+@pytest.mark.parametrize("second", [
+    'def blobs(n_clients, seed, rows: int = 30):\n    return []\n',     # the same def name
+    'def other(n_clients, seed):\n    return []\n',
+])
+def test_a_data_set_registered_twice_under_one_name_is_refused(tmp_path, capsys, second):
+    """A second loader under a taken name was silently put in the first's place (where the
+    two functions had the same name); the same file imported again stays a no-op."""
+    text = ('import hierfl\n\n@hierfl.register_dataset("twice", classes=3)\n'
+            'def blobs(n_clients, seed, rows: int = 20):\n    return []\n\n'
+            '@hierfl.register_dataset("twice", classes=3)\n' + second)
+    p = _plugin(tmp_path, "twice.py", text)
+    f = _scenario(tmp_path, plugins=[p], data={"name": "twice"})
+    rc, _, err = _run(["validate", f], capsys)
+    assert rc == 2 and "Traceback" not in err, err
+    assert "data set name 'twice' is taken by blobs (" + p + ":3)" in err and \
+        f"(at {p}:7)" in err, err
+    one = _plugin(tmp_path, "once.py", text.split("\n\n@")[0] + "\n")
+    plugins.load_file(one)
+    plugins._LOADED.clear()
+    plugins.load_file(one)                                      # imported anew: a no-op
+    assert "twice" in DATASETS
+
+
+def test_a_plugin_data_set_under_a_built_in_name_is_refused_before_the_scan(tmp_path, capsys):
+    """Loaded before the built-ins were listed, it took the name and the built-in's own
+    declaration failed later with a traceback."""
+    p = _plugin(tmp_path, "digits.py", 'import hierfl\n\n@hierfl.register_dataset("digits")\n'
+                'def digits(n_clients, seed):\n    return []\n')
+    import subprocess
+    r = subprocess.run([sys.executable, "-c", "import hierfl, sys\n"
+                        "from hierfl.config.errors import ScenarioError\n"
+                        f"try:\n    hierfl.load_plugins([{p!r}])\n"
+                        "except ScenarioError as e:\n    sys.exit(str(e))\n"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
+    assert "data set name 'digits' is taken by hierfl.data.real:load_digits" in r.stderr
+
+
 # --------------------------------------------------------------------- other processes
 def test_local_sweep_workers_load_the_command_line_plugin(tmp_path, capsys):
     """The plugin is named only by --plugin: the spawned worker processes import it from the
@@ -511,3 +549,121 @@ def test_a_lazy_declaration_whose_code_is_missing_or_raises_is_named(tmp_path, c
     finally:
         sys.path.remove(str(tmp_path))
         sys.modules.pop("lazy_code_that_raises", None)
+
+
+# --------------------------------------------------------------------- a plugin's hooks failing
+BROKEN = '''\
+from dataclasses import dataclass, replace
+
+import torch
+
+import hierfl
+from hierfl.algorithms.base import Capabilities, stack_start, Upload
+from hierfl.algorithms.registry import EdgeRounds
+from hierfl.learn.solver import TermsProgram
+
+
+@dataclass(frozen=True)
+class P:
+    at: int = 2
+
+
+class Flat(hierfl.Algorithm):
+    """FedAvg whose hook fails in round `at` (by its label's kind)."""
+    name = "broken_flat"
+    Params = P
+    caps = Capabilities(linear_aggregate=True)
+    how = ""
+
+    def local(self, state, clients, start, ctx):
+        if self.how == "local" and ctx.round == self.p.at:
+            raise KeyError("no such term")
+        return TermsProgram(self.setup.model, stack_start(start, len(clients)))
+
+    def client_update(self, state, clients, start, res, ctx):
+        if self.how == "upload" and ctx.round == self.p.at:
+            return state, Upload((res.state[0][:, :-1],))
+        return state, Upload((res.state[0],))
+
+    def server_update(self, state, clients, up, ctx):
+        if self.how == "raise" and ctx.round == self.p.at:
+            return helper(state)
+        if self.how == "shape" and ctx.round == self.p.at:
+            return replace(state, w=torch.zeros(3))
+        return super().server_update(state, clients, up, ctx)
+
+
+def helper(state):
+    return 1 / 0
+
+
+class Raise(Flat):
+    name = "broken_raise"
+    how = "raise"
+
+
+class Shape(Flat):
+    name = "broken_shape"
+    how = "shape"
+
+
+class Up(Flat):
+    name = "broken_upload"
+    how = "upload"
+
+
+class Local(Flat):
+    name = "broken_local"
+    how = "local"
+
+
+@dataclass(frozen=True)
+class HP(EdgeRounds):
+    pass
+
+
+class Hier(hierfl.Algorithm):
+    name = "broken_edge"
+    Params = HP
+    caps = Capabilities(hierarchical=True, linear_aggregate=True)
+
+    def local(self, state, clients, start, ctx):
+        return TermsProgram(self.setup.model, stack_start(start, len(clients)))
+
+    def edge_aggregate(self, es, clients, up, weights, ctx):
+        if ctx.round == 2:
+            raise ValueError("edge sums disagree")
+        return super().edge_aggregate(es, clients, up, weights, ctx)
+
+
+for cls in (Raise, Shape, Up, Local, Hier):
+    hierfl.register_algorithm(cls)
+'''
+
+
+@pytest.mark.parametrize("name, hook, says", [
+    ("broken_raise", "server_update", "raised ZeroDivisionError: division by zero (at {p}:{div})"),
+    ("broken_shape", "server_update", "returned a State whose model w has shape (3,), not (18,)"),
+    ("broken_upload", "client_update", "returned a wrong upload: broken_upload: upload of "
+     "[(4, 17)]"),
+    ("broken_local", "local", "raised KeyError: 'no such term' (at {p}:{key})"),
+    ("broken_edge", "edge_aggregate", "raised ValueError: edge sums disagree (at {p}:"),
+])
+def test_a_failing_plugin_hook_is_exit_2_naming_it_and_keeps_the_rounds_before(
+        tmp_path, capsys, name, hook, says):
+    """A plugin algorithm's hook that raises or returns a tensor of the wrong shape: exit 2
+    naming the plugin, its file, the hook, the round and its own line; round 1 stays written."""
+    p = _plugin(tmp_path, "broken.py", BROKEN)
+    f = _scenario(tmp_path, plugins=[p], algorithms=[{"name": name}])
+    rc, _, err = _run(["run", f, "--out", str(tmp_path / "o"), "--quiet", "--no-report"],
+                      capsys)
+    assert rc == 2 and "Traceback" not in err, err
+    assert f"algorithms[0].name = {name!r}: {name}: the algorithm plugin {name!r} ({p}): its " \
+        f"{hook} " in err, err
+    lines = BROKEN.splitlines()
+    at = {w: 1 + next(i for i, t in enumerate(lines) if s in t)
+          for w, s in (("div", "1 / 0"), ("key", "raise KeyError"))}
+    assert says.format(p=p, **at) in err and "in round 2; the outputs of the rounds before are " \
+        "kept" in err, err
+    rows = read_csv(str(tmp_path / "o" / name / "metrics.csv"))
+    assert [r["round"] for r in rows] == ["0", "1"]

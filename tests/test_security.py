@@ -134,8 +134,8 @@ def test_device_files_are_not_read(tmp_path, target):
     (tmp_path / "s.yaml").write_text(GOOD.format(path="t.yaml", data="d.npz"))
     rc, _, err = cli("validate", str(tmp_path / "s.yaml"))
     assert rc == 2
-    assert "topology = 't.yaml': topology file is not a regular file" in err
-    assert "data.path = 'd.npz': not a regular file" in err
+    assert "topology = 't.yaml': topology file is a character device, not a regular file" in err
+    assert "data.path = 'd.npz': " in err and "d.npz is a character device, not a regular file" in err
 
 
 def test_oversized_yaml_is_refused_unread(tmp_path):

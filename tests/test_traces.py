@@ -72,6 +72,7 @@ def test_a_round_with_nobody_available_lasts_until_someone_may_be_back(tmp_path,
     ("client0,3,2\n", 2, "ends after it starts"),
     ("client0,abc,2\n", 2, "expected a number"),
     ("client0,1\n", 2, "missing"),
+    ("client0,1,2,7\n", 2, "an extra column"),
 ])
 def test_bad_trace_lines_exit_2_naming_file_and_line(tmp_path, body, line, needle):
     path = _scenario(tmp_path, "client,start_s,end_s\n" + body)

@@ -64,7 +64,7 @@ CORPUS: dict[str, tuple[list[str], int]] = {
                                     "topology = 'topologies/nowhere.yaml'",
                                     "topology file not found"], 1),
     "topology_is_directory.yaml": (["topology = 'a_directory'",
-                                    "topology file is not a regular file"], 1),
+                                    "topology file is a directory, not a regular file"], 1),
     "missing_npz.yaml": (["missing_npz.yaml:6:", "data.path = 'nothing.npz'",
                           "file not found"], 1),
     "npz_is_directory.yaml": (["data.path = 'a_directory'", "not a regular file"], 1),

@@ -34,6 +34,15 @@ def seed_range(v: Any) -> str | None:
     return None if 0 <= v < 2 ** 32 else "must be in 0..4294967295 (streams are keyed by 32 bits)"
 
 
+class FieldError(ValueError):
+    """A cross-field check of a dataclass's __post_init__ that is about one key (`build`
+    names that key and its value, not the whole mapping)."""
+
+    def __init__(self, key: str, msg: str):
+        super().__init__(msg)
+        self.key = key
+
+
 def positive(v: Any) -> str | None:
     return None if v > 0 else "must be > 0"
 
@@ -310,7 +319,12 @@ def build(cls: type, raw: dict, problems: Problems, prefix: str = "") -> Any:
     try:
         obj = cls(**kwargs)
     except (ValueError, TypeError) as exc:  # cross-field checks in __post_init__
-        problems.add(prefix, raw, str(exc))
+        key = getattr(exc, "key", None)     # a FieldError names the key it is about
+        if key is not None:
+            problems.add(f"{prefix}.{key}" if prefix else key, raw.get(key, kwargs.get(key)),
+                         str(exc))
+        else:
+            problems.add(prefix, raw, str(exc))
         return _FAIL
     return obj
 

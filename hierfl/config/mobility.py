@@ -49,6 +49,30 @@ class MobilitySpec:
                              "lost at the handover)")
         if self.kind == "trace" and not self.path:
             raise ValueError("kind trace needs path: (a CSV of time_s,client,node)")
+        why = self.stall()
+        if why:
+            raise ValueError(why)
+
+    def stall(self) -> str | None:
+        """Why a resumed transfer would never finish (markov, resume), or None. Each handover
+        a transfer meets delays it handover_s, during which it meets rate x handover_s more on
+        average: the delays add up to a finite time (transfer / (1 - rate handover_s) on
+        average) only where rate x handover_s < 1, i.e. the expected time between handovers
+        (1 / rate) exceeds handover_s."""
+        rate, h = float(self.handover_rate_per_s), float(self.handover_s)
+        if self.kind != "markov" or self.on_handover != "resume" or rate * h < 1.0:
+            return None
+        return (f"handover_rate_per_s x handover_s = {rate:g} x {h:g} = {rate * h:g} >= 1: "
+                f"the expected time between handovers (1 / {rate:g} = {1 / rate:.3g} s) is not "
+                f"longer than the handover_s ({h:g} s) each one adds to a transfer in flight, so "
+                "a resumed transfer meets new handovers faster than it can finish and never "
+                "arrives; make handover_rate_per_s x handover_s < 1 (or on_handover: drop)")
+
+    def stretch(self) -> float:
+        """How much longer resumed transfers take on average (1 / (1 - rate x handover_s))."""
+        if self.kind != "markov" or self.on_handover != "resume":
+            return 1.0
+        return 1.0 / max(1.0 - float(self.handover_rate_per_s) * float(self.handover_s), 1e-12)
 
     @property
     def active(self) -> bool:
@@ -60,9 +84,10 @@ def mobility_problem(spec: MobilitySpec | None, n_clients: int, sim_s: float,
     """Why Markov mobility would draw too many handovers over the run (work guard), or None."""
     if spec is None or spec.kind != "markov":
         return None
+    sim_s *= spec.stretch()         # resumed transfers wait handover_s per handover they meet
     events = n_clients * float(spec.handover_rate_per_s) * sim_s
     if events <= limit:
         return None
     return (f"{n_clients} clients x {spec.handover_rate_per_s:g} handovers/s x about "
             f"{sim_s:.3g} simulated s = {events:.3g} handovers, more than {limit:g} (work "
-            "guard): use a lower rate")
+            "guard, handover_s delays counted): use a lower rate")

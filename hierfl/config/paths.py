@@ -63,3 +63,33 @@ def figure_problem(path: str, suffixes: tuple[str, ...] = (".png", ".svg", ".pdf
     if os.path.isdir(path):
         return "is a folder"
     return output_problem(folder, "figure folder")
+
+
+def not_a_file(path: str) -> str | None:
+    """What `path` is where it exists but is no regular file ("a directory", "a FIFO (named
+    pipe)", "a symlink loop", ...), or None (a regular file, or nothing there: the caller says
+    "not found"). Every input file (scenario, topology, data, trace, plugin) is checked with it,
+    so that none of them says "not found" of something that is there."""
+    import errno
+    import stat
+
+    try:
+        mode = os.stat(path).st_mode
+    except ValueError:                  # a NUL in the path: nothing there
+        return None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return "a symlink loop"
+        if os.path.islink(path):
+            return f"a dangling symlink (to {os.readlink(path)})"
+        if exc.errno in (errno.ENOENT, errno.ENOTDIR):
+            return None
+        return f"unreadable ({exc.strerror})"
+    if stat.S_ISREG(mode):
+        return None
+    for test, what in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
+                       (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device")):
+        if test(mode):
+            return what
+    return "not a regular file"

@@ -20,6 +20,7 @@ MAX_ROUND_STEPS = 1e6           # one client, one cloud round
 MAX_CLIENT_STEPS = 1e10         # the whole run
 MAX_WORK_FLOPS = 1e17           # the whole run (about 11 days at 100 GFLOP/s)
 MAX_AVAILABILITY_EVENTS = 1e8   # Markov on/off switches drawn over the run
+MAX_TRANSFER_HANDOVERS = 1e5    # handovers one resumed transfer meets (sim/mobility.py)
 
 
 def steps_per_round(local: Any, rows_per_client: float, schedule: int) -> tuple[float, float]:

@@ -13,6 +13,7 @@ import yaml
 
 from .errors import NO_VALUE, Problem, Problems, ScenarioError, line_of
 from .limits import MAX_ALIASES, MAX_BYTES, MAX_DEPTH, MAX_NODES
+from .paths import not_a_file
 
 
 # ============================================================================ safe YAML
@@ -121,6 +122,9 @@ class Doc(NamedTuple):
 
 
 def check_file(path: str, what: str) -> None:
+    kind = not_a_file(path)
+    if kind:
+        raise ScenarioError.one(path, "", path, f"{what} is {kind}, not a regular file")
     try:
         exists = os.path.exists(path)
     except (ValueError, OSError):

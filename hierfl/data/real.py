@@ -13,6 +13,7 @@ from .. import seeding
 from ..config.errors import ScenarioError
 from ..config.fields import spec
 from ..config.limits import memory_limit
+from ..config.paths import not_a_file
 from ..config.schema import HeldOut, PartitionSpec, Partitioned
 from .federated import FederatedData, split_train_test
 from .registry import DatasetFacts, Found, Shape, declare_dataset
@@ -158,6 +159,9 @@ def npz_problem(path: str, limit: float) -> str | None:
     """Why the npz file at `path` cannot be used, judged without loading it (exists, is a zip of
     .npy members, unpacks to at most `limit` bytes), or None."""
     try:
+        kind = not_a_file(path)
+        if kind:
+            return f"{path} is {kind}, not a regular file"
         if not os.path.exists(path):
             return f"file not found: {path}"
         if not os.path.isfile(path):

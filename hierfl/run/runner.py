@@ -44,9 +44,13 @@ def make_simulation(sc: Scenario, entry: AlgorithmEntry, world: World, algo, exe
     failures = (Failures.from_spec(spec, sc.seed, world.availability) if spec is not None
                 else None)
     runner = RoundRunner(sc, entry, world.topo, world.data, world.model, algo, executor)
-    return Simulation(sc, entry, world.topo, runner, trace, failures,
-                      getattr(spec, "link_sharing", "fifo"), start_time=start_time,
-                      mobility=entry_mobility(sc, entry, world.topo))
+    sim = Simulation(sc, entry, world.topo, runner, trace, failures,
+                     getattr(spec, "link_sharing", "fifo"), start_time=start_time,
+                     mobility=entry_mobility(sc, entry, world.topo))
+    plugin = getattr(algo, "plugin_guard", None)
+    if plugin is not None:                  # a plugin's errors name the engine's round
+        plugin.round_of = lambda: sim.round
+    return sim
 
 
 def entry_mobility(sc: Scenario, entry: AlgorithmEntry, topo) -> Mobility | None:

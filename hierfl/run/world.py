@@ -8,6 +8,7 @@ import torch
 
 from .. import seeding
 from ..algorithms.base import Algorithm, Setup
+from ..algorithms.guard import guard as guard_plugin
 from ..algorithms.registry import REGISTRY, get
 from ..algorithms.state_size import check_states
 from ..config.errors import ScenarioError
@@ -89,6 +90,8 @@ def make_algorithm(sc: Scenario, entry: AlgorithmEntry, world: World) -> Algorit
                   torch.from_numpy(world.data.counts.astype(np.float64)), entry.local, sc.seed,
                   world.topo.n_edges)
     algo = cls(entry.params, setup)
+    if not REGISTRY.declaration(entry.name).builtin:    # a plugin's hooks: errors named
+        guard_plugin(algo, sc.file, _entry_key(sc, entry), entry.label)
     algo.init(world.w0)
     return algo
 
@@ -123,3 +126,11 @@ def guard_state(sc: Scenario, world: World) -> None:
         b = state_bytes(sc, entry, world)
         return None if b is None else b + stats
     check_states(sc, world.topo.n_clients, world.model.n_params, size)
+
+
+def _entry_key(sc: Scenario, entry: AlgorithmEntry) -> str:
+    """algorithms[i].name of `entry` in the scenario."""
+    i = next((j for j, e in enumerate(sc.algorithms) if e is entry), None)
+    if i is None and entry in sc.algorithms:
+        i = sc.algorithms.index(entry)
+    return "algorithms.name" if i is None else f"algorithms[{i}].name"

@@ -26,6 +26,8 @@ import heapq
 import numpy as np
 
 from .. import seeding
+from ..config.errors import ScenarioError
+from ..config.work import MAX_TRANSFER_HANDOVERS
 from .links import Link
 
 
@@ -147,6 +149,25 @@ class MobileRounds:
                 self.trace, self.ledger, self.failures)
         return link if link is not None else self.links[src, dst]
 
+    def _stalled(self, k: int, t0: float, met: int) -> ScenarioError:
+        """A resumed transfer that meets handovers faster than it can finish (the loader
+        refuses markov's rate x handover_s >= 1; a moves file may still be that dense)."""
+        spec, sc, entry = self.mobility.spec, self.sc, self.entry
+        if getattr(entry, "mobility", None) is not None:
+            file, key = sc.file, f"algorithms[{sc.algorithms.index(entry)}].mobility"
+        elif sc.topology_file == sc.file:
+            file, key = sc.file, "topology.mobility"
+        else:
+            file, key = sc.topology_file, "mobility"
+        what = f"{spec.kind} moves" if spec.kind == "trace" else \
+            f"handover_rate_per_s {spec.handover_rate_per_s:g}"
+        return ScenarioError.one(file, f"{key}.handover_s", spec.handover_s,
+                                 f"{self.entry.label}: client {self.topo.clients[k]}'s transfer "
+                                 f"started at {t0:.6g} s met more than {met - 1} handovers "
+                                 f"(work guard): with {what} each handover_s delay meets the "
+                                 "next handover before the transfer can finish; lower "
+                                 "handover_s or the handover rate (or on_handover: drop)")
+
     def hop(self, src: str, dst: str, nbytes: float, k: int):
         """Generator: a transfer between client k and an edge; the arrival time or None."""
         mob = self.mobility
@@ -169,11 +190,14 @@ class MobileRounds:
                 self.trace.add(env.now, dst, "lost", src, nbytes)
                 self.ledger.wasted += nbytes
                 return None
-            end = env.now + delay
+            end, met = env.now + delay, 0
             while h is not None and h < end:
                 end += mob.spec.handover_s
                 delay += mob.spec.handover_s
                 h = mob.next_move(k, h)
+                met += 1
+                if met > MAX_TRANSFER_HANDOVERS:
+                    raise self._stalled(k, t0, met)
         yield env.timeout(delay)
         if self.failures.lost(src, dst, start, env.now):
             self.trace.add(env.now, dst, "lost", src, nbytes)

@@ -155,6 +155,15 @@ def check_spec(spec: Any, p: Problems, prefix: str = "") -> None:
                   "<name><i>), and not 'cloud' or 'client'")
         elif name in names[:i]:
             p.add(key, name, f"tier names must be unique (also tiers[{names.index(name)}])")
+    shorthand = getattr(spec, "tiers", None) is None
+    for i, t in enumerate(tiers):
+        for w in ("tx_w", "rx_w"):
+            v = getattr(getattr(t, "link", None), w, 0.0)
+            if v is not None and v != 0.0:
+                where = "edges.link" if shorthand else f"tiers[{i}].link"
+                p.add(_join(prefix, f"{where}.{w}"), v, "a radio power applies to clients' "
+                      "links only (clients.link, or profiles.links named by clients.mix): an "
+                      "aggregator's link is not counted in the energy; remove it")
     parents = 1
     for i, t in enumerate(tiers):
         check_assignment(getattr(t, "assignment", None), t.count, parents, names[i],

@@ -16,6 +16,7 @@ import os
 import numpy as np
 
 from ..config.errors import Problem, ScenarioError
+from ..config.paths import not_a_file
 from ..config.limits import MAX_BYTES
 
 MAX_TRACE_BYTES = 20 * MAX_BYTES        # a trace of a million clients is a few hundred MB no more
@@ -24,8 +25,14 @@ MAX_TRACE_BYTES = 20 * MAX_BYTES        # a trace of a million clients is a few 
 class TraceRows:
     """The rows of one trace file, with the checks every trace shares."""
 
-    def __init__(self, path: str, key: str, columns: tuple[str, ...]):
+    def __init__(self, path: str, key: str, columns: tuple[str, ...], more: bool = False):
+        """`more`: the header may name further columns (the caller checks them); a line
+        never holds more cells than its header names (a cell was dropped silently)."""
         self.path, self.key, self.columns = path, key, columns
+        kind = not_a_file(path)
+        if kind:
+            raise ScenarioError.one(path, key, path, f"the trace file is {kind}, not a "
+                                    "regular file")
         if not os.path.isfile(path):
             raise ScenarioError.one(path, key, path, "trace file not found")
         if os.path.getsize(path) > MAX_TRACE_BYTES:
@@ -40,7 +47,15 @@ class TraceRows:
         if head[:len(columns)] != list(columns):
             raise ScenarioError([Problem(path, "header", ",".join(head),
                                          f"the first line must be {','.join(columns)}", 1)])
+        if not more and len(head) > len(columns):
+            raise ScenarioError([Problem(path, "header", ",".join(head),
+                                         f"the first line must be {','.join(columns)} (no "
+                                         "further columns)", 1)])
         self.body = [(i, r) for i, r in enumerate(self.rows[1:], 2) if any(c.strip() for c in r)]
+        for i, r in self.body:
+            if len(r) > len(head) and any(c.strip() for c in r[len(head):]):
+                raise self.fail(i, "line", ",".join(r), f"{len(r)} columns, more than the "
+                                f"header's {len(head)} ({','.join(head)}): an extra column")
 
     def fail(self, line: int, column: str, value: object, why: str) -> ScenarioError:
         return ScenarioError([Problem(self.path, column, value, why, line)])
@@ -103,7 +118,7 @@ def read_devices(path: str, key: str = "clients.trace") -> dict[str, np.ndarray 
     """Per client (ids 0..N-1, each once, in any order): compute_flops, uplink_Bps,
     downlink_Bps, latency_s and, where the columns `device` / `link` follow, the class names
     (clients.csv, the report's breakdown by class)."""
-    t = TraceRows(path, key, DEVICE_COLUMNS)
+    t = TraceRows(path, key, DEVICE_COLUMNS, more=True)
     head = [c.strip() for c in t.rows[0]]
     extra = head[len(DEVICE_COLUMNS):]
     if extra not in ([], ["device"], ["device", "link"]):

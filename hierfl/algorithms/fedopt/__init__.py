@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ...config.fields import non_negative, positive, spec, unit_interval
+from ...config.fields import FieldError, non_negative, positive, spec
 from ..registry import Capabilities, StateSize, TierRounds, declare_algorithm
 
 
@@ -37,6 +37,11 @@ def momentum(v: Any) -> str | None:
     return None if 0 <= v < 1 else "must be in [0, 1) (1 keeps m at 0: the model never moves)"
 
 
+def second_moment(v: Any) -> str | None:
+    return None if 0 <= v < 1 else "must be in [0, 1) (1 keeps v at v0: the second moment " \
+        "never moves)"
+
+
 @declare_algorithm("fedadagrad", code=f"{__name__}.algorithm:FedAdagrad",
                    summary="FedAdagrad: FedOpt with Adagrad's server step",
                    **FEDOPT)
@@ -45,8 +50,15 @@ class FedAdagradParams(TierRounds):
     server_lr: float = spec(0.1, "server step size eta", check=positive)
     beta1: float = spec(0.9, "momentum of the pseudo-gradient m, in [0, 1)",
                         check=momentum)
-    tau: float = spec(1e-3, "adaptivity tau: x += eta m / (sqrt(v) + tau)", check=non_negative)
+    tau: float = spec(1e-3, "adaptivity tau: x += eta m / (sqrt(v) + tau); > 0 (0 only with "
+                      "v0 > 0)", check=non_negative)
     v0: float | None = spec(None, "initial v (default tau^2, the paper's)", check=non_negative)
+
+    def __post_init__(self) -> None:
+        if self.tau == 0 and not self.v0:
+            raise FieldError("tau", "must be > 0 (with tau 0 and v0 unset, tau^2, or 0, a "
+                             "coordinate whose pseudo-gradient is 0 gives m / (sqrt(v) + tau) "
+                             "= 0 / 0: NaN parameters); tau 0 needs v0 > 0")
 
 
 @declare_algorithm("fedadam", code=f"{__name__}.algorithm:FedAdam",
@@ -57,4 +69,4 @@ class FedAdagradParams(TierRounds):
                    **FEDOPT)
 @dataclass(frozen=True)
 class FedAdamParams(FedAdagradParams):
-    beta2: float = spec(0.99, "decay of the second moment v", check=unit_interval)
+    beta2: float = spec(0.99, "decay of the second moment v, in [0, 1)", check=second_moment)
