@@ -6,6 +6,7 @@ import argparse
 import os
 
 from ..config.errors import ScenarioError
+from ..outputs.lock import output_lock
 from ..report import compare_runs, write_report
 from .checks import check_report_args, check_run_folder
 
@@ -14,6 +15,12 @@ def cmd_report(args: argparse.Namespace) -> int:
     check_report_args(args.target, args.timeline_round)
     if not os.path.isdir(args.out):
         raise ScenarioError.one("", "OUT", args.out, "no such folder")
+    with output_lock(args.out, key="OUT"):   # a run still writing there: refused, named
+        _report(args)
+    return 0
+
+
+def _report(args: argparse.Namespace) -> None:
     check_run_folder(args.out)
     try:
         path = write_report(args.out, os.path.basename(args.out.rstrip('/')), args.target,
@@ -24,7 +31,6 @@ def cmd_report(args: argparse.Namespace) -> int:
     except (KeyError, ValueError, IndexError) as exc:       # a saved file edited by hand
         raise ScenarioError.one("", "OUT", args.out, f"cannot read the run's files "
                                 f"(corrupted?): {type(exc).__name__}: {exc}") from None
-    return 0
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
@@ -40,7 +46,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
         seen[real] = p
     out = args.out or os.path.join(os.path.dirname(os.path.normpath(args.runs[0])), "compare")
     try:
-        path = compare_runs(args.runs, out, args.target, timeline_round=args.timeline_round)
+        with output_lock(out, key="--out"):
+            path = compare_runs(args.runs, out, args.target, timeline_round=args.timeline_round)
     except FileNotFoundError as exc:
         raise ScenarioError.one("", "RUN", args.runs, str(exc)) from None
     print(f"report: {path}\nhtml: {os.path.join(out, 'report.html')}")

@@ -9,6 +9,7 @@ import sys
 
 from ..config.errors import ScenarioError
 from ..outputs import read_run
+from ..outputs.lock import output_lock
 from ..outputs.manifest import MANIFEST, clear_out, conflict, scenario_hash
 from ..outputs.tb_cli import check_logdir, tensorboard_done, write_tensorboard
 from ..run import run_scenario
@@ -26,6 +27,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.threads:
         ex = dataclasses.replace(sc.train.executor, threads=args.threads)
         sc = dataclasses.replace(sc, train=dataclasses.replace(sc.train, executor=ex))
+    with output_lock(sc.output, sc.file):   # one writer: the checks, the run, its report
+        return _run(sc, args)
+
+
+def _run(sc, args: argparse.Namespace) -> int:
     if args.resume:               # refuse a changed run before saying what will run
         check_resume(sc, run_fingerprint(sc))
         if not os.path.isfile(os.path.join(sc.output, MANIFEST)) and not args.quiet:

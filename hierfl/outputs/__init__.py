@@ -7,7 +7,8 @@ file writing they share. The report reads runs through this package only.
     metrics  -- read_metrics -> Series, load_run -> Run, read_clients
     trace    -- read_round, read_round_columns: one cloud round of trace.csv
     summary  -- write_run_summary / read_summary (summary.json, scenario.yaml, topology.yaml)
-    manifest -- run.json: scenario hash, labels in order, versions, start / end, finished"""
+    manifest -- run.json: scenario hash, labels in order, versions, start / end, finished
+    lock     -- output_lock: one writer per output folder (OUT/.hierfl-lock, names the holder)"""
 from .columns import CLIENT_COLUMNS, METRIC_COLUMNS, TRACE_COLUMNS, client_lines
 from .files import Background, CsvLog, atomic_npz, atomic_text, atomic_write, fmt
 from .metrics import CLIENT_FIELDS, Run, Series, concat_clients, load_run, read_clients, \

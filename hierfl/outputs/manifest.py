@@ -17,6 +17,7 @@ import time
 from importlib.metadata import version
 from typing import Any
 
+from ..config.errors import NO_VALUE, ScenarioError
 from .files import atomic_text, same_file
 from .summary import SCENARIO_COPY, SUMMARY, TOPOLOGY_COPY, scenario_dict
 from .summary_columns import NAME as SUMMARY_COLUMNS
@@ -65,14 +66,26 @@ def _now() -> str:
 
 
 def read_manifest(out: str) -> dict | None:
-    """OUT/run.json, or None when absent or unreadable."""
+    """OUT/run.json, or None when absent. A damaged one (not JSON, not an object, not UTF-8) is
+    a ScenarioError naming it, with the line and column where JSON parsing stopped: a report
+    would otherwise show the folder's results unchecked, a resume rewrite it unseen."""
     p = os.path.join(out, MANIFEST)
-    try:
-        with open(p) as fh:
-            m = json.load(fh)
-    except (OSError, ValueError):
+    if not os.path.exists(p):
         return None
-    return m if isinstance(m, dict) else None
+    try:
+        with open(p, encoding="utf-8") as fh:
+            m = json.load(fh)
+    except json.JSONDecodeError as exc:
+        raise ScenarioError.one(p, "", NO_VALUE, f"not valid JSON at line {exc.lineno} column "
+                                f"{exc.colno}: {exc.msg} (a damaged {MANIFEST}: restore it, or "
+                                "start the run again in a new folder)", exc.lineno) from None
+    except (OSError, ValueError) as exc:
+        raise ScenarioError.one(p, "", NO_VALUE, f"unreadable ({exc}): a damaged "
+                                f"{MANIFEST}") from None
+    if not isinstance(m, dict):
+        raise ScenarioError.one(p, "", NO_VALUE, f"a {MANIFEST} holds a JSON object, not "
+                                f"{type(m).__name__} (damaged?)", 1)
+    return m
 
 
 def manifest_labels(out: str) -> list[str] | None:
@@ -118,7 +131,10 @@ def _result_folders(out: str) -> list[str]:
 def conflict(out: str, h: str) -> str | None:
     """Why OUT may not receive a run of the scenario with hash `h` (None: it may): it holds
     results of another scenario, or results without a manifest."""
-    m = read_manifest(out)
+    try:
+        m = read_manifest(out)
+    except ScenarioError as exc:        # --force may clear it
+        return f"its {MANIFEST} is damaged ({exc.problems[0].message})"
     found = _result_folders(out)
     if m is None:
         if not found:

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..config.errors import ScenarioError
 from .cells import decimals, read_columns
 from .columns import SCORES
 from .manifest import manifest_labels
@@ -113,15 +114,30 @@ def _num(v: str | None) -> float | None:
 
 def read_metrics(path: str, label: str, seed: int | None = None, run: str = "") -> Series:
     """A metrics.csv's rows. A last line without its newline is a row torn by a killed run (a
-    resume truncates it): not a round."""
+    resume truncates it): not a round. Every column is a number (an empty cell: nan); a cell
+    that is not one (a damaged or hand-edited file) is a ScenarioError naming the file, the
+    line and the column."""
     rows = []
     with open(path, newline="") as fh:
         text = fh.read()
     if text and not text.endswith("\n"):
         text = text[:text.rfind("\n") + 1]
-    for r in csv.DictReader(io.StringIO(text)):
-        row = {k: _num(v) for k, v in r.items() if k is not None}
-        rows.append({k: v for k, v in row.items() if v is not None})
+    reader = csv.reader(io.StringIO(text))
+    header = next(reader, [])
+    for cells in reader:
+        if not cells:                   # (a blank line, as csv.DictReader skips it)
+            continue
+        row = {}
+        for i, (k, v) in enumerate(zip(header, cells)):
+            x = _num(v)
+            if x is None:
+                raise ScenarioError.one(path, k, v, f"column {i + 1} of metrics.csv is a number "
+                                        "(or empty): the file is damaged or was edited",
+                                        reader.line_num)
+            row[k] = x
+        for k in header[len(cells):]:       # a short row's missing cells: nan (as DictReader)
+            row[k] = math.nan
+        rows.append(row)
     return Series(label, rows, seed, run, os.path.dirname(path))
 
 

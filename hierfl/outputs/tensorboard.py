@@ -28,6 +28,8 @@ import struct
 import time
 from typing import Any, Iterable
 
+from .lock import output_lock
+
 FILE_VERSION = "brain.Event:2"
 SUFFIX = ".hierfl"
 SKIP = ("round", "diverged")      # the step itself; a flag, not a curve
@@ -192,15 +194,17 @@ def series_events(rows: list[dict[str, float]]) -> list[bytes]:
 def write_events(folder: str, events: list[bytes]) -> str:
     """DIR/<run>/events.out.tfevents.<time>.<host>.hierfl (earlier *.hierfl files removed)."""
     os.makedirs(folder, exist_ok=True)
-    for f in os.listdir(folder):
-        if f.startswith("events.out.tfevents.") and f.endswith(SUFFIX):
-            os.unlink(os.path.join(folder, f))
-    host = "".join(c if c.isalnum() or c in "-_" else "-" for c in socket.gethostname()) or "host"
-    path = os.path.join(folder, f"events.out.tfevents.{int(time.time())}.{host}{SUFFIX}")
-    tmp = path + ".tmp"
-    with open(tmp, "wb") as fh:
-        fh.write(b"".join(record(e) for e in events))
-    os.replace(tmp, path)
+    with output_lock(folder, key="--tensorboard", wait=True):   # two exports: one after the other
+        for f in os.listdir(folder):
+            if f.startswith("events.out.tfevents.") and f.endswith(SUFFIX):
+                os.unlink(os.path.join(folder, f))
+        host = "".join(c if c.isalnum() or c in "-_" else "-"
+                       for c in socket.gethostname()) or "host"
+        path = os.path.join(folder, f"events.out.tfevents.{int(time.time())}.{host}{SUFFIX}")
+        tmp = path + ".tmp"
+        with open(tmp, "wb") as fh:
+            fh.write(b"".join(record(e) for e in events))
+        os.replace(tmp, path)
     return path
 
 

@@ -19,7 +19,7 @@ from ..outputs.columns import class_cells
 from ..outputs.stability import Stability
 from ..sim.engine import RoundInfo, Simulation
 from ..sim.trace import Trace
-from .checkpoint import save_checkpoint
+from .checkpoint import Prefix, save_checkpoint
 from .progress import Progress
 from .world import World
 
@@ -45,7 +45,11 @@ class OutputFiles:
     """OUT/<label>/{metrics,clients,trace}.csv, appended as the run goes (continued on resume)."""
 
     def __init__(self, paths: dict[str, str], append: bool,
-                 metric_columns: list[str] = METRIC_COLUMNS):
+                 metric_columns: list[str] = METRIC_COLUMNS,
+                 prefixes: dict[str, Prefix] | None = None):
+        self.paths = paths
+        # the sha256 of each file's first bytes (a resumed run: of what its checkpoint vouched)
+        self.prefixes = prefixes if append and prefixes else {k: Prefix() for k in paths}
         self.metrics = CsvLog(paths["metrics"], metric_columns, append=append)
         self.clients = CsvLog(paths["clients"], CLIENT_COLUMNS, append=append)
         self.trace = open(paths["trace"], "a" if append else "w", newline="")
@@ -59,6 +63,13 @@ class OutputFiles:
             fh.flush()
             os.fsync(fh.fileno())
         return self.offsets()
+
+    def vouched(self) -> tuple[dict[str, int], dict[str, str]]:
+        """What a checkpoint vouches for: the files' lengths (synced_offsets) and the sha256
+        of each file's first that many bytes (only what was appended since is read back)."""
+        offsets = self.synced_offsets()
+        return offsets, {k: self.prefixes[k].advance(self.paths[k], n)
+                         for k, n in offsets.items()}
 
     def offsets(self) -> dict[str, int]:
         return {"metrics": self.metrics.fh.tell(), "clients": self.clients.fh.tell(),
@@ -215,8 +226,9 @@ class RoundRecorder:
         every, rounds = self.sc.train.checkpoint_every, self.rounds
         pause = self.stop_after is not None and t >= self.stop_after and t < rounds
         if ((every and t % every == 0) or pause) and 0 < t < rounds and self.sim.quiescent:
-            save_checkpoint(self.ckpt_path, t, self.algo, self.sim,
-                            self.files.synced_offsets(), self.writer, self.fingerprint)
+            offsets, digests = self.files.vouched()
+            save_checkpoint(self.ckpt_path, t, self.algo, self.sim, offsets, self.writer,
+                            self.fingerprint, digests)
             if pause:
                 self.result.paused_at = t
                 return False
@@ -229,8 +241,9 @@ class RoundRecorder:
         if not (self.sc.train.checkpoint_every or pause) or not 0 < t < self.rounds:
             return True
         sim.trace.flush_to(self.files.trace)        # the events so far belong before the cut
-        save_checkpoint(self.ckpt_path, t, self.algo, sim, self.files.synced_offsets(),
-                        self.writer, self.fingerprint)
+        offsets, digests = self.files.vouched()
+        save_checkpoint(self.ckpt_path, t, self.algo, sim, offsets, self.writer,
+                        self.fingerprint, digests)
         if pause:
             self.result.paused_at = t
         return not pause

@@ -13,15 +13,17 @@ from ..config.schema import AlgorithmEntry, Scenario
 from ..exec import Executor, RoundRunner, executor_for
 from ..learn.plugin_program import with_loss
 from ..outputs import Background, atomic_npz, read_metrics, write_run_summary
-from ..outputs.manifest import end_manifest, start_manifest
+from ..outputs.manifest import end_manifest, read_manifest, start_manifest
 from ..outputs.columns import metric_columns
+from ..outputs.lock import output_lock
 from ..scenario.checks import mobility_moves
 from ..sim.engine import Simulation
 from ..sim.failures import Failures
 from ..sim.mobility import Mobility
 from ..sim.trace import Trace
 from ..allocator import keep_freed_memory
-from .checkpoint import CHECKPOINT, cut_to, load_checkpoint, remove_stale_temps, restore
+from .checkpoint import (CHECKPOINT, Prefix, check_outputs, cut_to, load_checkpoint,
+                         remove_stale_temps, restore)
 from .fingerprint import (check_resume, differences, read_fingerprint, refuse, run_fingerprint,
                           write_fingerprint)
 from .overrides import write_scenario_copy
@@ -65,11 +67,13 @@ def entry_mobility(sc: Scenario, entry: AlgorithmEntry, topo) -> Mobility | None
 def run_algorithm(sc: Scenario, entry: AlgorithmEntry, world: World, out_dir: str,
                   progress: bool = True, keep_trace: bool = True,
                   resume: bool = False, stop_after: int | None = None,
-                  executor: Executor | None = None, fingerprint: dict | None = None) -> AlgoResult:
+                  executor: Executor | None = None, fingerprint: dict | None = None,
+                  checked: dict[str, Prefix] | None = None) -> AlgoResult:
     """Simulate one algorithm entry, writing OUT/<label>/. With `resume`, continue from the
     checkpoint left by an interrupted run (refused if the run's fingerprint changed);
     `stop_after` pauses after that round (leaving a checkpoint, as an interruption would).
-    `executor`: default, the scenario's (train.executor)."""
+    `executor`: default, the scenario's (train.executor). `checked`: the output files'
+    digests as `check_checkpoints` found them (else read again here)."""
     torch.set_num_threads(sc.train.executor.threads)
     keep_freed_memory()
     os.makedirs(out_dir, exist_ok=True)
@@ -90,6 +94,7 @@ def run_algorithm(sc: Scenario, entry: AlgorithmEntry, world: World, out_dir: st
         changed = differences(meta["fingerprint"], fp) if "fingerprint" in meta else []
         if changed:
             raise refuse(sc, ckpt_path, changed)
+        checked = checked or check_outputs(paths, meta)
         algo.load_state_tensors(state)
         cut_to(paths, meta["offsets"], meta["round"])
     trace = Trace(keep=keep_trace)
@@ -98,7 +103,7 @@ def run_algorithm(sc: Scenario, entry: AlgorithmEntry, world: World, out_dir: st
     if meta:
         restore(sim, meta, state)
     files = OutputFiles(paths, append=meta is not None,
-                        metric_columns=metric_columns(sim.ledger.levels))
+                        metric_columns=metric_columns(sim.ledger.levels), prefixes=checked)
     result = AlgoResult(entry.label, trace=trace)
     if meta:
         result.rows = read_metrics(paths["metrics"], entry.label).rows
@@ -125,6 +130,20 @@ def run_algorithm(sc: Scenario, entry: AlgorithmEntry, world: World, out_dir: st
     return result
 
 
+def check_checkpoints(sc: Scenario) -> dict[str, dict[str, Prefix]]:
+    """Every algorithm's checkpoint in OUT checked (its arrays' checksums, the output files it
+    vouches for): a resume refuses a changed one before it rewrites anything. Returns, per
+    label, the output files' digests to go on from."""
+    out = {}
+    for entry in sc.algorithms:
+        folder = os.path.join(sc.output, entry.label)
+        ckpt = os.path.join(folder, CHECKPOINT)
+        if os.path.isfile(ckpt):
+            meta, _ = load_checkpoint(ckpt, note=True)
+            out[entry.label] = check_outputs(output_paths(folder), meta)
+    return out
+
+
 def run_scenario(sc: Scenario, progress: bool = True, graph=None,
                  resume: bool = False, stop_after: int | None = None,
                  keep_trace: bool = True, executor: Executor | None = None,
@@ -136,12 +155,24 @@ def run_scenario(sc: Scenario, progress: bool = True, graph=None,
     default, the scenario's (train.executor). `borrowed`: {label: fill} for the algorithms
     another run has run with the same numbers (a sweep's points, sweep/reuse.py): fill(folder)
     puts that run's OUT/<label>/ there instead of running it again (no result is returned
-    for it)."""
+    for it). OUT is locked for the whole run (outputs/lock.py): a run while another process
+    writes to OUT is refused, a ScenarioError naming that process."""
     world = build_world(sc, graph)
     fp = run_fingerprint(sc, world)
-    os.makedirs(sc.output, exist_ok=True)
-    if resume:
-        check_resume(sc, fp)          # before anything in OUT is rewritten
+    with output_lock(sc.output, sc.file, "output"):       # one writer per output folder
+        return _run_locked(sc, world, fp, progress, resume, stop_after, keep_trace, executor,
+                           borrowed)
+
+
+def _run_locked(sc: Scenario, world: World, fp: dict, progress: bool, resume: bool,
+                stop_after: int | None, keep_trace: bool, executor: Executor | None,
+                borrowed: Mapping[str, Callable[[str], object]] | None
+                ) -> dict[str, AlgoResult]:
+    checked = {}
+    if resume:                        # before anything in OUT is rewritten:
+        check_resume(sc, fp)          # the same run,
+        read_manifest(sc.output)      # its manifest readable,
+        checked = check_checkpoints(sc)     # its checkpoints and outputs as they were written
         remove_stale_temps(sc.output)
     if not (resume and read_fingerprint(sc.output) is not None):
         write_run_summary(sc, world)  # OUT/scenario.yaml, OUT/summary.json for the report
@@ -157,6 +188,6 @@ def run_scenario(sc: Scenario, progress: bool = True, graph=None,
         results[entry.label] = run_algorithm(sc, entry, world, folder, progress,
                                              keep_trace=keep_trace, resume=resume,
                                              stop_after=stop_after, executor=executor,
-                                             fingerprint=fp)
+                                             fingerprint=fp, checked=checked.get(entry.label))
     end_manifest(sc.output, all(r.paused_at is None for r in results.values()))
     return results

@@ -11,7 +11,6 @@ import dataclasses
 import json
 import math
 import multiprocessing
-import fcntl
 import os
 import shutil
 import sys
@@ -23,6 +22,7 @@ from typing import Any, Callable
 
 from ..config.errors import ScenarioError
 from ..outputs import atomic_text
+from ..outputs.lock import output_lock
 from ..plugins import bundle, ensure
 from ..report import write_report
 from ..run import run_scenario
@@ -46,21 +46,22 @@ def execute_point(text: str, folder: str, report: bool = True, plugins: tuple = 
     t0 = time.time()
     os.makedirs(folder, exist_ok=True)
     f = os.path.join(folder, POINT_FILE)
-    atomic_text(f, text)
-    try:
-        sc = load(f, out=folder)
-        run_scenario(sc, progress=False, keep_trace=False,
-                     borrowed={lb: filler(src) for lb, (_, src) in (borrowed or {}).items()})
-        if report:
-            write_report(folder, sc.name, sc.report.target_accuracy, folder_name=name)
-    except ScenarioError as exc:
-        if shown is None:
-            raise
-        raise ScenarioError([dataclasses.replace(p, file=shown) if p.file == f else p
-                             for p in exc.problems]) from None
-    info = {"wall_s": time.time() - t0, "host": os.uname().nodename, "pid": os.getpid(),
-            "reused": {lb: owner for lb, (owner, _) in (borrowed or {}).items()}}
-    atomic_text(os.path.join(folder, DONE), json.dumps(info) + "\n")
+    with output_lock(folder, shown or f, "output"):     # the point's run, report and DONE
+        atomic_text(f, text)
+        try:
+            sc = load(f, out=folder)
+            run_scenario(sc, progress=False, keep_trace=False,
+                         borrowed={lb: filler(src) for lb, (_, src) in (borrowed or {}).items()})
+            if report:
+                write_report(folder, sc.name, sc.report.target_accuracy, folder_name=name)
+        except ScenarioError as exc:
+            if shown is None:
+                raise
+            raise ScenarioError([dataclasses.replace(p, file=shown) if p.file == f else p
+                                 for p in exc.problems]) from None
+        info = {"wall_s": time.time() - t0, "host": os.uname().nodename, "pid": os.getpid(),
+                "reused": {lb: owner for lb, (owner, _) in (borrowed or {}).items()}}
+        atomic_text(os.path.join(folder, DONE), json.dumps(info) + "\n")
     return info
 
 
@@ -119,22 +120,6 @@ def _check_resume(sw: Sweep) -> None:
                                 f"holds finished point(s) of a different scenario ({stale[0]}"
                                 f"{' and more' if len(stale) > 1 else ''}): the base or the "
                                 "grid changed; choose another output or delete those folders")
-
-
-class _Lock:
-    """One sweep driver per output folder (the lock dies with the process)."""
-
-    def __init__(self, out: str, file: str):
-        self.fh = open(os.path.join(out, ".lock"), "w")
-        try:
-            fcntl.flock(self.fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            self.fh.close()
-            raise ScenarioError.one(file, "output", out,
-                                    "another sweep is running on this folder") from None
-
-    def close(self) -> None:
-        self.fh.close()
 
 
 def _log(progress: bool, msg: str) -> None:
@@ -311,46 +296,47 @@ def run_sweep(sw: Sweep, backend: str = "local", address: str = "local",
     if backend == "ray":
         from ..exec.ray_exec import require_ray     # ray: the ray backend only
         require_ray("--backend")
-    os.makedirs(sw.output, exist_ok=True)
-    lock = _Lock(sw.output, sw.file)
-    try:
-        _check_resume(sw)
-        staging = os.path.join(sw.output, STAGING)
-        todo = _salvage(sw, staging, [pt for pt in sw.points if not is_done(sw.output, pt)])
-        shutil.rmtree(staging, ignore_errors=True)
-        os.makedirs(staging)
-        n_done = len(sw.points) - len(todo)
-        _log(progress, f"sweep {sw.file}: {len(sw.points)} points, {n_done} already finished, "
-             f"{len(todo)} to run on {backend} -> {sw.output}")
-        count = [n_done]
+    with output_lock(sw.output, sw.file, "output"):     # one driver per output folder
+        return _sweep(sw, backend, address, workers, progress)
 
-        def done(pt: Point, info: dict) -> None:
-            count[0] += 1
-            by_owner: dict[str, list[str]] = {}
-            for lb, o in (info.get("reused") or {}).items():
-                by_owner.setdefault(o, []).append(lb)
-            _log(progress, f"[{count[0]}/{len(sw.points)}] {pt.name} done in "
-                 f"{info.get('wall_s', math.nan):.1f}s" + "".join(
-                     f"; {', '.join(lbs)} copied from {o}" for o, lbs in by_owner.items()))
 
-        failed: dict[str, str] = {}
-        ready = _Ready(sw, todo, failed, pack=backend == "ray")
-        if todo:
-            if backend == "local":
-                _run_local(sw, ready, min(workers or os.cpu_count() or 1, len(todo)), staging,
-                           done, failed)
-            else:
-                _run_ray(sw, ready, workers, address, staging, done, failed)
-        for pt in ready.waiting:
-            failed.setdefault(pt.name, "not run (the worker pool broke twice)")
-        shutil.rmtree(staging, ignore_errors=True)
-        for name, err in failed.items():
-            _log(True, f"point {name} failed: {err}")
-        kept = [n for n in failed if os.path.isdir(os.path.join(sw.output, n))]
-        if kept:
-            _log(True, f"failed points keep their folder, without {DONE} ({sw.output}/<point>: "
-                 f"{POINT_FILE} and what it wrote); a rerun of the sweep runs them again")
-        summarize(sw)
-        return failed
-    finally:
-        lock.close()
+def _sweep(sw: Sweep, backend: str, address: str, workers: int | None,
+           progress: bool) -> dict[str, str]:
+    _check_resume(sw)
+    staging = os.path.join(sw.output, STAGING)
+    todo = _salvage(sw, staging, [pt for pt in sw.points if not is_done(sw.output, pt)])
+    shutil.rmtree(staging, ignore_errors=True)
+    os.makedirs(staging)
+    n_done = len(sw.points) - len(todo)
+    _log(progress, f"sweep {sw.file}: {len(sw.points)} points, {n_done} already finished, "
+         f"{len(todo)} to run on {backend} -> {sw.output}")
+    count = [n_done]
+
+    def done(pt: Point, info: dict) -> None:
+        count[0] += 1
+        by_owner: dict[str, list[str]] = {}
+        for lb, o in (info.get("reused") or {}).items():
+            by_owner.setdefault(o, []).append(lb)
+        _log(progress, f"[{count[0]}/{len(sw.points)}] {pt.name} done in "
+             f"{info.get('wall_s', math.nan):.1f}s" + "".join(
+                 f"; {', '.join(lbs)} copied from {o}" for o, lbs in by_owner.items()))
+
+    failed: dict[str, str] = {}
+    ready = _Ready(sw, todo, failed, pack=backend == "ray")
+    if todo:
+        if backend == "local":
+            _run_local(sw, ready, min(workers or os.cpu_count() or 1, len(todo)), staging,
+                       done, failed)
+        else:
+            _run_ray(sw, ready, workers, address, staging, done, failed)
+    for pt in ready.waiting:
+        failed.setdefault(pt.name, "not run (the worker pool broke twice)")
+    shutil.rmtree(staging, ignore_errors=True)
+    for name, err in failed.items():
+        _log(True, f"point {name} failed: {err}")
+    kept = [n for n in failed if os.path.isdir(os.path.join(sw.output, n))]
+    if kept:
+        _log(True, f"failed points keep their folder, without {DONE} ({sw.output}/<point>: "
+             f"{POINT_FILE} and what it wrote); a rerun of the sweep runs them again")
+    summarize(sw)
+    return failed
