@@ -47,3 +47,24 @@ def test_many_curves_are_told_apart_and_their_legend_is_outside(n):
     for (c1, s1, m1), (c2, s2, m2) in itertools.combinations(looks, 2):
         if (s1, m1) == (s2, m2):
             assert sum((a - b) ** 2 for a, b in zip(rgb[c1], rgb[c2])) ** 0.5 > 0.25
+
+
+def _evaluated_every(k: int, label: str, slope: float) -> Series:
+    nan = float("nan")
+    return Series(label, [{"round": float(t), "sim_time_s": float(t), "bytes_up": 10.0 * t,
+                           "bytes_down": 10.0 * t,
+                           "test_acc": min(0.95, 0.1 + slope * t) if t % k == 0 else nan}
+                          for t in range(13)])
+
+
+def test_the_report_says_when_most_to_target_cells_are_bounds(tmp_path):
+    from hierfl.report.build import build
+    from hierfl.report.markdown import render_md
+    from hierfl.outputs import Run
+
+    def text(k: int) -> str:
+        run = Run("r", str(tmp_path), [_evaluated_every(k, f"a{i}", 0.1 + 0.05 * i)
+                                       for i in range(4)])
+        return render_md(build(str(tmp_path / f"rep{k}"), [run], "t", 0.6, prefix=False))
+    assert "Most time/bytes-to-target cells are upper bounds (4 of 4 runs" in text(3)
+    assert "Most time/bytes-to-target cells" not in text(1)

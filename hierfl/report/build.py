@@ -21,7 +21,7 @@ from .breakdown import add_breakdowns
 from .energy import add_energy
 from .model import NO_NOTES, Figure, Report, Section, sections, summary_rows
 from .stats import Group, add_totals, check_options, groups_of, target_of, target_text
-from .tables import TABLE_NOTE, num, size, table_rows, task_of
+from .tables import TABLE_NOTE, bounds_text, num, size, table_rows, task_of
 
 
 def _clients(folder: str) -> dict[str, np.ndarray]:
@@ -284,7 +284,7 @@ def _build(out: str, runs: list[Run], title: str, target: float | None, prefix: 
     sec["scenario"].facts = _facts(runs)
     sec["table"].head, sec["table"].rows, sec["table"].owners = table_rows(groups, tgt,
                                                                           cut_short(runs))
-    sec["table"].text = TABLE_NOTE
+    sec["table"].text = " ".join(t for t in (bounds_text(groups, tgt), TABLE_NOTE) if t)
     colours = plots.palette(g.label for g in groups)
     p = lambda name: os.path.join(out, name)  # noqa: E731
     if len(runs) == 1 and runs[0].summary:

@@ -139,6 +139,27 @@ def _to_target(v: dict[str, list[float]], n: int, pre: str = "") -> list[str]:
             le + pm(rounds, lambda x: num(x, ".0f") if n == 1 else num(x, ".1f"))]
 
 
+def bounds_text(groups: list[Group], target: float) -> str:
+    """A sentence when most of the table's time/bytes-to-target cells say little: a bound (the
+    target crossed between two evaluations) or reached at the first evaluation after round 0
+    (how much earlier is unknown); '' otherwise. Counted per algorithm and seed."""
+    reached = weak = 0
+    for g in groups:
+        v = group_numbers(g, target)
+        for r, a in zip(v["rounds_to_target"], v["target_after_round"]):
+            if not (math.isfinite(r) and math.isfinite(a)):
+                continue
+            reached += 1
+            weak += r - a > 1 or a == 0
+    if reached < 2 or 2 * weak <= reached:
+        return ""
+    return (f"Most time/bytes-to-target cells are upper bounds ({weak} of {reached} runs that "
+            f"reached the target {num(target)} crossed it between two evaluations or at the "
+            "first one): they do not tell the algorithms apart. Evaluate more often "
+            "(train.eval_every) or choose a higher target (report.target_accuracy, or "
+            "--target).")
+
+
 def table_rows(groups: list[Group], target: float,
                cut: dict[tuple[str, str], str] | None = None
                ) -> tuple[list[str], list[list[str]], list[Group]]:
