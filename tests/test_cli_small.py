@@ -269,3 +269,21 @@ def test_a_graphml_edge_without_a_source_is_refused(tmp_path, capsys):
     (tmp_path / "net.graphml").write_text(text[:i] + '<edge target="client0"/>\n' + text[i:])
     assert main(["topology", str(tmp_path / "net.graphml")]) == 2
     assert "needs a source and a target" in capsys.readouterr().err
+
+
+def test_misspelt_entry_key_lists_entry_keys_and_overrides_are_shown(tmp_path, capsys):
+    """Issue 42 item 9: "allowed:" names the entry keys besides the hyperparameters, and the
+    summary shows an entry's own train.local / stragglers settings."""
+    scen = make_scenario(tmp_path, algorithms=[{"name": "scaffold", "lable": "s"}])
+    assert main(["validate", scen]) == 2
+    err = capsys.readouterr().err
+    assert "did you mean 'label'?" in err
+    assert "option, server_lr" in err and "label, local, stragglers, round, compress" in err
+    scen = make_scenario(tmp_path, algorithms=[{"name": "fedavg"},
+                                               {"name": "fedavg", "label": "hot",
+                                                "local": {"lr": 50.0}}])
+    assert main(["validate", scen]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    hot = next(x for x in lines if "algorithm hot:" in x)
+    assert "overrides local: lr=50.0 (train.local: " in hot
+    assert "overrides" not in next(x for x in lines if "algorithm fedavg:" in x)

@@ -110,3 +110,26 @@ def test_leaf_prints_how_and_help(capsys):
 
 def test_snippet():
     assert snippet("cifar100", "/data/c") == "data: {name: cifar100, root: /data/c}"
+
+
+def test_offline_accepts_plain_idx_files_the_loader_reads(tmp_path, capsys):
+    """Unpacked IDX files (as `mnist` reads them) are checked as the loader checks them, not
+    refused for lacking the gzipped file's MD5; a damaged one is still exit 2 naming it."""
+    import numpy as np
+
+    from hierfl.data.idx import write_idx
+    root = tmp_path / "mn"
+    root.mkdir()
+    g = np.random.default_rng(0)
+    for stem, n in (("train", 12), ("t10k", 5)):
+        write_idx(str(root / f"{stem}-images-idx3-ubyte"), g.integers(0, 255, (n, 28, 28)))
+        write_idx(str(root / f"{stem}-labels-idx1-ubyte"), g.integers(0, 10, n))
+    assert main(["data", "fetch", "mnist", "--root", str(root), "--offline"]) == 0
+    out = capsys.readouterr().out
+    assert "train-images-idx3-ubyte: not gzipped" in out
+    assert "read as the mnist set reads them, ok" in out
+    with open(root / "t10k-images-idx3-ubyte", "ab") as f:
+        f.write(b"x")
+    assert main(["data", "fetch", "mnist", "--root", str(root), "--offline"]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "t10k-images-idx3-ubyte: too long" in err

@@ -523,3 +523,20 @@ def test_steps_vs_speed_of_clients_that_never_trained_is_no_figure(tmp_path):
     some = {"fedavg": {"client": np.array([0.0, 1.0]), "steps": np.array([3.0, 5.0])}}
     assert steps_speed_figure([g], {"fedavg": "C0"}, some, summary,
                               str(tmp_path / "s.png")) is not None
+
+
+def test_compare_marks_an_interrupted_run_in_the_table(runs, tmp_path):
+    """Issue 42 item 7: a run paused (run.json: finished false) before its planned rounds is
+    marked in the table's algorithm cell, and its note names the run folder; a finished run's
+    row of the same report is unmarked."""
+    root, s0, _ = runs
+    scen = tmp_path / "tiny4.yaml"
+    scen.write_text(SCENARIO.replace("  rounds: 2\n", "  rounds: 4\n  checkpoint_every: 1\n"))
+    cut = tmp_path / "cut"
+    assert main(["run", str(scen), "--out", str(cut), "--quiet", "--stop-after", "2"]) == 0
+    out = tmp_path / "cmp"
+    assert main(["compare", str(s0), str(cut), "--out", str(out)]) == 0
+    md = (out / "report.md").read_text()
+    row = md_row(md, "cut/hierfavg (interrupted)")
+    assert row[-1] == f"interrupted at round 2 of 4 (or still running): run folder {cut}"
+    assert md_row(md, "s0/fedavg")[-1] == ""

@@ -55,3 +55,21 @@ def test_a_rising_loss_is_flagged_and_a_healthy_one_not(tmp_path):
     notes = md.split("## Divergence and failures")[1]
     assert "rising: unstable" in notes and "rounds 3–6 (still at the end)" in notes
     assert "healthy" not in notes
+
+
+def test_a_rise_between_evaluations_is_flagged_every_round(tmp_path):
+    """Issue 42 item 11: evaluated every 5 rounds, the rising run is flagged at round 3 (its
+    third high round, judged on round_loss: a fixed sample of the training rows between
+    evaluations), not after a third high evaluation (round 15); the healthy one never is.
+    Evaluated rounds keep train_loss as round_loss."""
+    doc = _doc(tmp_path)
+    doc["train"].update(rounds=8, eval_every=5)
+    o = run_outputs(make_scenario(tmp_path, doc), out=tmp_path / "out")
+    rising = o.metrics["rising"]
+    losses = [float(r["round_loss"]) for r in rising]
+    assert [round(b / a, 6) for a, b in zip(losses, losses[1:])] == [4.0] * 8
+    assert [r["train_loss"] != "" for r in rising] == [True] + [False] * 4 + [True] + \
+        [False] * 2 + [True]
+    assert all(r["round_loss"] == r["train_loss"] for r in rising if r["train_loss"])
+    assert [r["unstable"] for r in rising] == ["0"] * 3 + ["1"] * 6
+    assert all(r["unstable"] == "0" for r in o.metrics["healthy"])

@@ -98,3 +98,24 @@ def test_progress_line_shows_the_last_evaluated_score(capsys):
     err = capsys.readouterr().err.splitlines()
     assert "acc 0.500" in err[0] and "acc 0.500 (round 1)" in err[1] and "nan" not in err[1]
     assert "mse 0.250" in err[2]
+
+
+def test_progress_of_a_duration_capped_run_shows_sim_time_against_the_duration(tmp_path,
+                                                                                capsys):
+    """Issue 42 item 8: a run capped by train.duration_s ends at the duration, not at its
+    planned rounds: its line shows simulated time against the duration and its last line
+    says it ended (no 'ETA' for a run that is over)."""
+    bar = Progress("a", 400, True, duration_s=100.0)
+    bar.update(10, {"sim_time_s": 50.0, "test_acc": 0.5}, final=True)
+    capsys.readouterr()
+    bar.last = 0.0
+    bar.update(20, {"sim_time_s": 50.0, "test_acc": 0.5})
+    mid = capsys.readouterr().err
+    assert "round 20 (of at most 400)  sim 50.0s/100s" in mid and "ETA" in mid
+    scen = make_scenario(tmp_path, **{
+        "train.rounds": 1000, "train.duration_s": 3e-5, "train.clients_per_round": 2,
+        "train.round": {"policy": "fedasync", "alpha": 0.5}})
+    assert main(["run", scen, "--out", str(tmp_path / "o"), "--no-report"]) == 0
+    last = [x for x in capsys.readouterr().err.splitlines() if x.startswith("[fedavg]")][-1]
+    assert "(of at most 1000)" in last and "s/3e-05s" in last
+    assert last.endswith("ended") and "ETA" not in last

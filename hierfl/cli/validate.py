@@ -1,7 +1,8 @@
 """`hierfl validate`: the checks `hierfl run` makes before anything runs, without training
 (no torch for the stacked built-in models: the world is checked, not built, by
 scenario/checks.check_world), then what it prints: the system, the data, the model, the
-schedule and each algorithm entry (with its codecs)."""
+schedule and each algorithm entry (with its codecs and what it overrides of train.local,
+scenario.stragglers, train.round and the topology's mobility)."""
 from __future__ import annotations
 
 import argparse
@@ -55,6 +56,32 @@ def validated(sc: Any, world: Any, path: str) -> list[str]:
              f"  rounds: {sc.train.rounds}, clients per round: {sc.train.clients_per_round}"]
     for e in sc.algorithms:
         codec = described(dataclasses.asdict(e.compress)) if e.compress is not None else ""
+        over = overrides(e, sc)
         lines.append(f"  algorithm {e.label}: {e.name} {e.params}" +
-                     (f"; compress {codec}" if codec else ""))
+                     (f"; compress {codec}" if codec else "") +
+                     (f"; overrides {over}" if over else ""))
     return lines
+
+
+def _short(value: Any) -> str:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return "{" + ", ".join(f"{k}={_short(v)}" for k, v in dataclasses.asdict(value).items()
+                               if v is not None) + "}"
+    return repr(value) if isinstance(value, str) else str(value)
+
+
+def overrides(e: Any, sc: Any) -> str:
+    """What entry `e` sets differently from the scenario's shared settings: 'local: lr=50.0
+    (train.local: 0.3), stragglers {...}', or ''."""
+    parts = []
+    local = [f"{f.name}={_short(getattr(e.local, f.name))} (train.local: "
+             f"{_short(getattr(sc.train.local, f.name))})"
+             for f in dataclasses.fields(e.local)
+             if getattr(e.local, f.name) != getattr(sc.train.local, f.name)]
+    if local:
+        parts.append("local: " + ", ".join(local))
+    for key in ("stragglers", "round", "mobility"):
+        value = getattr(e, key)
+        if value is not None:
+            parts.append(f"{key} {_short(value)}")
+    return "; ".join(parts)

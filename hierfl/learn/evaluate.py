@@ -10,6 +10,7 @@ from ..models.threads import one_thread
 from .batches import full_plan, gather, model_input, weight_dtype
 
 CHUNK = 65536
+SAMPLE_ROWS = 512        # the rows of sample_loss: a round's check costs a forward pass of these
 
 
 def _forward(model: Model, w: torch.Tensor, x: torch.Tensor,
@@ -25,6 +26,23 @@ def _correct(model: Model, w: torch.Tensor, x: torch.Tensor, y: torch.Tensor,
     if getattr(model, "stateful", False):
         return (model.forward(w, x, buffers).argmax(-1) == y).to(torch.float32)
     return model.correct(w, x, y)
+
+
+@one_thread()
+@torch.no_grad()
+def sample_loss(model: Model, w: torch.Tensor, data: FederatedData,
+                buffers: torch.Tensor | None = None, rows: int = SAMPLE_ROWS) -> float:
+    """The training loss of global model `w` on a fixed sample of the training rows: `rows`
+    rows evenly spaced over all of them (every row when there are fewer), so every round's
+    value is on the same rows; no random draw. The instability check of a round that is not
+    evaluated (outputs/stability.py)."""
+    n = len(data.x)
+    if n == 0:
+        return float("nan")
+    idx = np.unique(np.linspace(0, n - 1, min(n, rows)).round().astype(np.int64))
+    x, y = model_input(data.x[idx]).unsqueeze(0), data.y[idx].unsqueeze(0)
+    out = _forward(model, w.unsqueeze(0), x, buffers)
+    return float(model.sample_loss(out, y).double().mean())
 
 
 @one_thread()            # full-data passes: the numbers of --threads 1 (models/threads.py)

@@ -15,7 +15,10 @@ METRIC_COLUMNS = ["round", "sim_time_s", "bytes_up", "bytes_down", "bytes_client
                   "stragglers", "mean_gamma", "dissimilarity_B", "grad_variance",
                   "bytes_up_client_edge", "bytes_down_client_edge", "bytes_up_edge_cloud",
                   "bytes_down_edge_cloud", "diverged", "test_mse", "personal_test_mse",
-                  "unstable", "energy_j", "energy_total_j"]
+                  "unstable", "energy_j", "energy_total_j", "round_loss"]
+# round_loss: the training loss of the global model every round, the instability rule's input
+# (outputs/stability.py): train_loss where the round is evaluated, else the loss on a fixed
+# sample of the training rows (learn/evaluate.sample_loss)
 # energy (sim/energy.py, docs/energy.md): energy_j the round's client joules, energy_total_j
 # their running total (cumulative, like the byte columns)
 # classification scores test_acc / personal_test_acc (higher is better); regression (the linear

@@ -1,10 +1,17 @@
 """Instability of a run that has not diverged: the training loss of the global model rising for a
-sustained stretch. metrics.csv's `unstable` column, and the report's note, follow one rule:
+sustained stretch. metrics.csv's `unstable` column, and the report's note, follow one rule,
+judged every round on metrics.csv's `round_loss` (the training loss of the global model: on
+every training row where the round is evaluated, as `train_loss`, else on a fixed sample of
+them, learn/evaluate.sample_loss), so a run evaluated every 5 rounds is flagged 3 rounds into a
+rise, not 15:
 
-    an evaluation is *high* when its training loss exceeds RISE_FACTOR x the lowest training
-    loss of every evaluation so far (round 0 included) by more than MIN_RISE; the run is
-    unstable from the RISE_EVALS-th consecutive high evaluation on, until an evaluation that
-    is not high. Rounds without an evaluation keep the flag of the last evaluation.
+    a round is *high* when its training loss exceeds RISE_FACTOR x the lowest training loss of
+    every round so far (round 0 included) by more than MIN_RISE; the run is unstable from the
+    RISE_ROUNDS-th consecutive high round on, until a round that is not high. A round without
+    a loss (a file written before round_loss: only evaluated rounds have one) keeps the flag.
+
+With eval_every: 1 every round_loss is the evaluation's train_loss: the flags are those of the
+rule judged on evaluations only, as before.
 
 The run is not stopped (divergence, a non-finite value or a norm above the bound, still is)."""
 from __future__ import annotations
@@ -14,7 +21,7 @@ from dataclasses import dataclass
 from typing import Iterable
 
 RISE_FACTOR = 2.0       # a loss above twice its running minimum ...
-RISE_EVALS = 3          # ... in this many evaluations in a row
+RISE_ROUNDS = 3         # ... in this many rounds in a row
 MIN_RISE = 1e-3         # and above it by more than this (losses near zero are not flagged)
 
 
@@ -22,27 +29,35 @@ MIN_RISE = 1e-3         # and above it by more than this (losses near zero are n
 class Stability:
     """The rule, one metrics row at a time."""
 
-    low: float = math.inf       # lowest evaluated training loss so far
-    high_run: int = 0           # consecutive high evaluations up to now
+    low: float = math.inf       # lowest training loss so far
+    high_run: int = 0           # consecutive high rounds up to now
     flag: int = 0
 
     def update(self, loss: float) -> int:
-        """The `unstable` value of a row whose training loss is `loss` (nan: not evaluated)."""
+        """The `unstable` value of a row whose training loss is `loss` (nan: none)."""
         if not math.isfinite(loss):
             return self.flag
         self.low = min(self.low, loss)
         high = loss > RISE_FACTOR * self.low and loss - self.low > MIN_RISE
         self.high_run = self.high_run + 1 if high else 0
-        self.flag = int(self.high_run >= RISE_EVALS)
+        self.flag = int(self.high_run >= RISE_ROUNDS)
         return self.flag
 
     @classmethod
     def replay(cls, losses: Iterable[float]) -> "Stability":
-        """The state after these rows (a resumed run continues from its metrics.csv)."""
+        """The state after rows of these losses (a resumed run continues from its metrics.csv:
+        see row_loss)."""
         s = cls()
         for v in losses:
             s.update(v)
         return s
+
+
+def row_loss(row: dict) -> float:
+    """A metrics row's loss for the rule: round_loss, else (a file written before it)
+    train_loss."""
+    v = row.get("round_loss", math.nan)
+    return v if isinstance(v, float) and math.isfinite(v) else row.get("train_loss", math.nan)
 
 
 def unstable_flags(losses: Iterable[float]) -> list[int]:

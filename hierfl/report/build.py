@@ -21,7 +21,7 @@ from .breakdown import add_breakdowns
 from .energy import add_energy
 from .model import NO_NOTES, Figure, Report, Section, sections, summary_rows
 from .stats import Group, add_totals, check_options, groups_of, target_of, target_text
-from .tables import TABLE_NOTE, num, size, table_rows, task_of
+from .tables import TABLE_NOTE, bounds_text, num, size, table_rows, task_of
 
 
 def _clients(folder: str) -> dict[str, np.ndarray]:
@@ -207,6 +207,24 @@ def _series_notes(s: Series, who: str, planned: Any, finished: bool = False) -> 
     return notes
 
 
+def cut_short(runs: list[Run]) -> dict[tuple[str, str], str]:
+    """(run, label) -> why, for every series of a run whose run.json says it did not finish
+    (interrupted, or still running) that ends before the planned rounds without diverging:
+    its numbers are those of a partial run ("interrupted at round 12 of 400, run folder X")."""
+    out = {}
+    for r in runs:
+        m = read_manifest(r.path)
+        planned = ((r.summary or {}).get("scenario") or {}).get("train", {}).get("rounds")
+        if m is None or m.get("finished") or not isinstance(planned, int):
+            continue
+        for s in r.series:
+            last = int(s.rows[-1]["round"]) if s.rows else 0
+            if last < planned and s.diverged_at is None:
+                out[(s.run, s.label)] = (f"interrupted at round {last} of {planned} (or still "
+                                         f"running): run folder {r.path}")
+    return out
+
+
 def _failure_notes(groups: list[Group], runs: list[Run]) -> list[str]:
     planned = {r.name: ((r.summary or {}).get("scenario") or {}).get("train", {}).get("rounds")
                for r in runs}
@@ -264,8 +282,9 @@ def _build(out: str, runs: list[Run], title: str, target: float | None, prefix: 
                  groups)
     sec = {s.key: s for s in rep.sections}
     sec["scenario"].facts = _facts(runs)
-    sec["table"].head, sec["table"].rows, sec["table"].owners = table_rows(groups, tgt)
-    sec["table"].text = TABLE_NOTE
+    sec["table"].head, sec["table"].rows, sec["table"].owners = table_rows(groups, tgt,
+                                                                          cut_short(runs))
+    sec["table"].text = " ".join(t for t in (bounds_text(groups, tgt), TABLE_NOTE) if t)
     colours = plots.palette(g.label for g in groups)
     p = lambda name: os.path.join(out, name)  # noqa: E731
     if len(runs) == 1 and runs[0].summary:

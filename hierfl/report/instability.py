@@ -6,7 +6,8 @@ from __future__ import annotations
 import math
 
 from ..outputs import Series
-from ..outputs.stability import RISE_EVALS, RISE_FACTOR, unstable_flags, unstable_stretches
+from ..outputs.stability import RISE_FACTOR, RISE_ROUNDS, row_loss, unstable_flags, \
+    unstable_stretches
 from .stats import Group
 from .tables import num
 
@@ -14,7 +15,7 @@ from .tables import num
 def _flags(s: Series) -> list[float]:
     if any("unstable" in r for r in s.rows):
         return [r.get("unstable", math.nan) for r in s.rows]
-    return [float(f) for f in unstable_flags(r.get("train_loss", math.nan) for r in s.rows)]
+    return [float(f) for f in unstable_flags(row_loss(r) for r in s.rows)]
 
 
 def series_note(s: Series, who: str) -> str | None:
@@ -29,7 +30,7 @@ def series_note(s: Series, who: str) -> str | None:
               if math.isfinite(r.get("train_loss", math.nan))]
     low, at = min(losses)
     return (f"{who}: unstable: the training loss stayed above {RISE_FACTOR:g}× its lowest value "
-            f"so far for {RISE_EVALS} or more evaluations in a row ({where}); lowest "
+            f"so far for {RISE_ROUNDS} or more rounds in a row ({where}); lowest "
             f"{num(low, '.4g')} at round {at}, last {num(losses[-1][0], '.4g')}. The run was "
             "not stopped.")
 

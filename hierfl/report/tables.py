@@ -139,24 +139,51 @@ def _to_target(v: dict[str, list[float]], n: int, pre: str = "") -> list[str]:
             le + pm(rounds, lambda x: num(x, ".0f") if n == 1 else num(x, ".1f"))]
 
 
-def table_rows(groups: list[Group], target: float
+def bounds_text(groups: list[Group], target: float) -> str:
+    """A sentence when most of the table's time/bytes-to-target cells say little: a bound (the
+    target crossed between two evaluations) or reached at the first evaluation after round 0
+    (how much earlier is unknown); '' otherwise. Counted per algorithm and seed."""
+    reached = weak = 0
+    for g in groups:
+        v = group_numbers(g, target)
+        for r, a in zip(v["rounds_to_target"], v["target_after_round"]):
+            if not (math.isfinite(r) and math.isfinite(a)):
+                continue
+            reached += 1
+            weak += r - a > 1 or a == 0
+    if reached < 2 or 2 * weak <= reached:
+        return ""
+    return (f"Most time/bytes-to-target cells are upper bounds ({weak} of {reached} runs that "
+            f"reached the target {num(target)} crossed it between two evaluations or at the "
+            "first one): they do not tell the algorithms apart. Evaluate more often "
+            "(train.eval_every) or choose a higher target (report.target_accuracy, or "
+            "--target).")
+
+
+def table_rows(groups: list[Group], target: float,
+               cut: dict[tuple[str, str], str] | None = None
                ) -> tuple[list[str], list[list[str]], list[Group]]:
     """The time/bytes-to-accuracy table: head, rows of cells (a second row for the
-    personalised models of a personalised algorithm) and each row's group."""
+    personalised models of a personalised algorithm) and each row's group. `cut`: (run,
+    label) -> why, for series of runs that did not finish: the row's algorithm cell says
+    "(interrupted)" and its note why, naming the run folder."""
     multi = any(g.n > 1 for g in groups)
     rows, owners = [], []
     for g in groups:
         v = group_numbers(g, target)
         notes = [f"diverged at round {t}" + (f" (seed {s.seed})" if g.n > 1 else "")
                  for s, t in g.diverged]
+        short = [(s, (cut or {}).get((s.run, s.label))) for s in g.members]
+        notes += [why + (f" (seed {s.seed})" if g.n > 1 else "") for s, why in short if why]
+        label = g.label + (" (interrupted)" if any(why for _, why in short) else "")
         common = [pm(v["sim_time_s"], lambda x: num(x, ".1f")), pm(v["bytes_client_edge"], size),
                   pm(v["bytes_edge_cloud"], size)]
         seeds = [", ".join("?" if s is None else str(s) for s in g.seeds)] if multi else []
-        rows.append([g.label, pm(v["final_acc"], num), pm(v["final_personal_acc"], num),
+        rows.append([label, pm(v["final_acc"], num), pm(v["final_personal_acc"], num),
                      *common, *_to_target(v, g.n), "; ".join(notes), *seeds])
         owners.append(g)
         if any(math.isfinite(x) for x in v["final_personal_acc"]):
-            rows.append([f"{g.label} (personalised)", "—", pm(v["final_personal_acc"], num),
+            rows.append([f"{label} (personalised)", "—", pm(v["final_personal_acc"], num),
                          *common, *_to_target(v, g.n, "personal_"),
                          "judged on each client's personalised model", *seeds])
             owners.append(g)

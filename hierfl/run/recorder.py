@@ -2,6 +2,7 @@
 divergence, checkpoints and pauses."""
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import sys
@@ -13,10 +14,10 @@ import torch
 from ..algorithms.base import Algorithm
 from ..config.schema import Scenario
 from ..outputs import Background, CsvLog
-from ..learn.evaluate import dissimilarity, global_metrics, personal_accuracy
+from ..learn.evaluate import dissimilarity, global_metrics, personal_accuracy, sample_loss
 from ..outputs import CLIENT_COLUMNS, METRIC_COLUMNS, client_lines
 from ..outputs.columns import class_cells
-from ..outputs.stability import Stability
+from ..outputs.stability import Stability, row_loss
 from ..sim.engine import RoundInfo, Simulation
 from ..sim.trace import Trace
 from .checkpoint import Prefix, save_checkpoint
@@ -92,7 +93,8 @@ class RoundRecorder:
         self.ckpt_path, self.writer, self.stop_after = ckpt_path, writer, stop_after
         self.rounds = sc.train.rounds
         self.fingerprint: dict | None = None    # recorded in every checkpoint
-        self.stability = Stability.replay(r.get("train_loss", math.nan) for r in result.rows)
+        self.stability = Stability.replay(row_loss(r) for r in result.rows)
+        self.stability_before = self.stability      # before the last row (settle_end)
         last = result.rows[-1].get("energy_total_j", 0.0) if result.rows else 0.0
         self.energy_total = float(last) if last == last and last != "" else 0.0   # resumed
         # train.eval_every_s: the previous round's simulated time (a resumed run: its last row)
@@ -133,7 +135,9 @@ class RoundRecorder:
         if self.world.model.task != "classification":
             row["test_mse"], row["personal_test_mse"] = acc, p_acc
             row["test_acc"] = row["personal_test_acc"] = float("nan")
-        row["unstable"] = self.stability.update(loss)
+        row["round_loss"] = loss           # the round judged again, on its evaluation
+        self.stability = dataclasses.replace(self.stability_before)
+        row["unstable"] = self.stability.update(row_loss(row))
         fh = self.files.metrics.fh
         fh.seek(self.last_at)
         fh.truncate()
@@ -191,6 +195,7 @@ class RoundRecorder:
                "bytes_up_edge_cloud": lg.up["edge_cloud"],
                "bytes_down_edge_cloud": lg.down["edge_cloud"],
                "diverged": int(bad)}
+        row["round_loss"] = loss if math.isfinite(loss) or bad else self._sample_loss(w)
         row["energy_j"] = math.fsum(r.energy_j for r in recs + (info.late if info else []))
         self.energy_total += row["energy_j"]
         row["energy_total_j"] = self.energy_total
@@ -203,12 +208,19 @@ class RoundRecorder:
                                                                          self.world.data)
         return row, bad
 
+    def _sample_loss(self, w: torch.Tensor) -> float:
+        """The round's training loss on a fixed sample of rows (a round not evaluated)."""
+        carry = getattr(self.sim.runner, "carry", None)
+        return sample_loss(self.world.model, w, self.world.data,
+                           carry.global_buffers() if carry else None)
+
     def add_levels_and_stability(self, row: dict) -> None:
         """The columns added to `row`: bytes per link level (levels that are legacy columns
-        already keep their value) and `unstable` (outputs/stability.py's rule)."""
+        already keep their value) and `unstable` (outputs/stability.py's rule, every round)."""
         for k, v in self.sim.ledger.level_row().items():
             row.setdefault(k, v)
-        row["unstable"] = self.stability.update(row.get("train_loss", math.nan))
+        self.stability_before = dataclasses.replace(self.stability)
+        row["unstable"] = self.stability.update(row_loss(row))
 
     def diverged(self, t: int) -> None:
         self.result.diverged_at = t

@@ -109,7 +109,8 @@ def run_algorithm(sc: Scenario, entry: AlgorithmEntry, world: World, out_dir: st
         result.rows = read_metrics(paths["metrics"], entry.label).rows
     writer = Background()       # checkpoints are written while the next rounds run
     record = RoundRecorder(sc, world, algo, sim, files, result,
-                           Progress(entry.label, sc.train.rounds, progress), ckpt_path, writer,
+                           Progress(entry.label, sc.train.rounds, progress,
+                                    sc.train.duration_s), ckpt_path, writer,
                            stop_after)
     record.fingerprint = fp
     try:

@@ -136,15 +136,22 @@ def _check_label(p: Problems, key: str, label: Any, labels: dict[str, int], i: i
     return True
 
 
-def _hyperparameters(cls: Any, name: str, hp: dict, p: Problems, key: str) -> dict:
-    """An entry's hyperparameters; for an algorithm that has none, each key is a problem that
-    says so (not "allowed:" followed by nothing)."""
-    if not hp or dataclasses.fields(cls.Params):
+def _hyperparameters(cls: Any, name: str, hp: dict, p: Problems, key: str) -> dict | None:
+    """An entry's hyperparameters, with every key that is neither one of them nor an entry key
+    a problem whose "allowed:" names both (a misspelt `lable:` is closest to an entry key, not
+    to a hyperparameter); None when there is such a key."""
+    own = sorted(f.name for f in dataclasses.fields(cls.Params) if f.init)
+    if getattr(cls.Params, "EXTRA_KEYS", None) is not None:
         return hp
-    for k, v in hp.items():
-        p.add(f"{key}.{k}", v, f"unknown key: {name} has no hyperparameters (an entry takes "
-              "only name, label, local, stragglers, round, compress, mobility)")
-    return {}
+    bad = [k for k in hp if k not in own]
+    for k in bad:
+        close = difflib.get_close_matches(str(k), own + list(ENTRY_KEYS), n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        mine = f"{name}'s hyperparameters: {', '.join(own)}" if own else \
+            f"{name} has no hyperparameters"
+        p.add(f"{key}.{k}", hp[k], f"unknown key{hint}; allowed: {mine}; and the entry keys: "
+              f"{', '.join(ENTRY_KEYS)}")
+    return None if bad else hp
 
 
 def _algorithms(raw: dict, p: Problems) -> list[AlgorithmEntry]:
@@ -203,7 +210,8 @@ def _algorithms(raw: dict, p: Problems) -> list[AlgorithmEntry]:
             if (leaf in local_raw) or (leaf is None and train_local_ok):
                 p.items.append(prob)
         hp = {k: v for k, v in a.items() if k not in ENTRY_KEYS}
-        params = build(cls.Params, _hyperparameters(cls, a["name"], hp, p, key), p, key)
+        known_hp = _hyperparameters(cls, a["name"], hp, p, key)
+        params = build(cls.Params, known_hp, p, key) if known_hp is not None else None
         over = _entry_overrides(raw, a, p, key)
         comp = convert(CompressSpec, a["compress"], f"{key}.compress", p) \
             if "compress" in a else None
@@ -211,7 +219,7 @@ def _algorithms(raw: dict, p: Problems) -> list[AlgorithmEntry]:
                        None if cls.codes_down else a["name"])
         mob = convert(MobilitySpec, a["mobility"], f"{key}.mobility", p) \
             if "mobility" in a else None
-        if over is None or is_fail(local) or is_fail(params) or is_fail(comp) or is_fail(mob):
+        if over is None or params is None or is_fail(local) or is_fail(params) or is_fail(comp) or is_fail(mob):
             continue
         strag, round_ = over
         if local.gamma is not None and not cls.supports_gamma:

@@ -8,7 +8,7 @@ import numpy as np
 from matplotlib.ticker import EngFormatter, FuncFormatter, MaxNLocator, NullFormatter
 
 from ..stats import Group
-from .style import H1, STYLE, W1, finite, has, has_positive, legend, plt, save
+from .style import H1, STYLE, W1, finite, has, has_positive, hatch, legend, marker, plt, save
 
 
 def band(std: float) -> float:
@@ -17,7 +17,8 @@ def band(std: float) -> float:
 
 
 def _draw_group(ax: plt.Axes, g: Group, x: str, y: str, c: str, logx: bool, style: str = "-",
-                label: str | None = None, width: float | None = None) -> bool:
+                label: str | None = None, width: float | None = None,
+                mark: str | None = None) -> bool:
     m = g.mean()
     sd = g.std()
     xs, ys = m.col(x), m.col(y)
@@ -32,7 +33,8 @@ def _draw_group(ax: plt.Axes, g: Group, x: str, y: str, c: str, logx: bool, styl
         return False
     ax.plot(xs_, ys_, style, color=c, label=label if label is not None else g.label,
             linewidth=width or plt.rcParams["lines.linewidth"],
-            marker="o" if len(xs_) <= 3 else None, markersize=3.5)
+            marker=mark or ("o" if len(xs_) <= 3 else None), markersize=3.5,
+            markevery=max(1, len(xs_) // 12) if mark else None)
     if g.n > 1:
         ax.fill_between(xs_, lo_, hi_, color=c, alpha=0.18, linewidth=0)
     for _, t in g.diverged:
@@ -48,12 +50,12 @@ def accuracy_axes(ax: plt.Axes, groups: list[Group], colours: dict[str, str], x:
     score, pers = ("test_mse", "personal_test_mse") if reg else ("test_acc", "personal_test_acc")
     personal = has(groups, pers)
     for g in groups:
-        c = colours[g.label]
+        c, m = colours[g.label], marker(colours, g.label)
         _draw_group(ax, g, x, score, c, logx,
-                    label=f"{g.label} (global)" if personal else g.label)
+                    label=f"{g.label} (global)" if personal else g.label, mark=m)
         if personal and has([g], pers):
             _draw_group(ax, g, x, pers, c, logx, "--",
-                        label=f"{g.label} (personalised)", width=1.3)
+                        label=f"{g.label} (personalised)", width=1.3, mark=m)
     if logx:
         ax.set_xscale("log")
     ax.set_ylabel("test MSE (lower is better)" if reg else "test accuracy")
@@ -115,7 +117,8 @@ def loss_figure(groups: list[Group], colours: dict[str, str], path: str) -> str:
         fig, ax = plt.subplots(figsize=(W1, H1))
         vals = []
         for g in groups:
-            _draw_group(ax, g, "round", "train_loss", colours[g.label], False)
+            _draw_group(ax, g, "round", "train_loss", colours[g.label], False,
+                        mark=marker(colours, g.label))
             vals += [v for v in g.mean().col("train_loss") if math.isfinite(v)]
         if vals and min(vals) > 0 and max(vals) / min(vals) > 30:
             ax.set_yscale("log")
@@ -145,10 +148,13 @@ def per_round_panels(groups: list[Group], colours: dict[str, str],
                 xs, ys = finite([r["round"] for r in rows], [r.get(key, math.nan) for r in rows])
                 if not len(xs):
                     continue
+                m = marker(colours, g.label)
                 if counts:
-                    ax.step(xs, ys, where="mid", color=colours[g.label], label=g.label)
+                    ax.step(xs, ys, where="mid", color=colours[g.label], label=g.label,
+                            marker=m, markersize=3.5)
                 else:
-                    ax.plot(xs, ys, "o-", markersize=3, color=colours[g.label], label=g.label)
+                    ax.plot(xs, ys, "-", marker=m or "o", markersize=3, color=colours[g.label],
+                            label=g.label)
             ax.set_xlabel("cloud round")
             ax.set_ylabel(name)
             if counts:
@@ -187,7 +193,8 @@ def tier_bytes_figure(groups: list[Group], colours: dict[str, str], path: str) -
         x = np.arange(len(keys))
         for i, g in enumerate(groups):
             ax.bar(x + (i - (len(groups) - 1) / 2) * width, np.nan_to_num(v[i]), width,
-                   color=colours[g.label], label=g.label)
+                   color=colours[g.label], label=g.label, hatch=hatch(colours, g.label),
+                   edgecolor="white", linewidth=0)
         ax.set_xticks(x, [name for _, name in keys])
         ax.set_ylabel("bytes over the run (B)")
         ax.yaxis.set_major_formatter(EngFormatter(unit="B"))

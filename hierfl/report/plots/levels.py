@@ -10,7 +10,7 @@ from matplotlib.ticker import EngFormatter
 
 from ..stats import Group
 from .curves import _corner, accuracy_axes, eng_log_axis
-from .style import H1, STYLE, W1, legend, plt, save
+from .style import H1, STYLE, W1, hatch, legend, plt, save
 
 
 def pretty(level: str, arrow: str = "–") -> str:
@@ -46,7 +46,8 @@ def level_bytes_figure(groups: list[Group], colours: dict[str, str], levels: lis
         x = np.arange(len(keys))
         for i, g in enumerate(groups):
             ax.bar(x + (i - (len(groups) - 1) / 2) * width, np.nan_to_num(v[i]), width,
-                   color=colours[g.label], label=g.label)
+                   color=colours[g.label], label=g.label, hatch=hatch(colours, g.label),
+                   edgecolor="white", linewidth=0)
         pos = v[np.isfinite(v) & (v > 0)]
         if len(pos) and pos.max() / pos.min() > 100:
             ax.set_yscale("log")
@@ -97,7 +98,7 @@ def _legend_of_all(axes, groups: list[Group]) -> None:
         for h, label in zip(*ax.get_legend_handles_labels()):
             handles.setdefault(label, h)
     if handles:
-        axes[-1].legend(list(handles.values()), list(handles), loc=_corner(groups))
+        legend(axes[-1], list(handles.values()), list(handles), loc=_corner(groups))
 
 
 def _forget_means(groups: list[Group]) -> None:

@@ -11,6 +11,7 @@ from ...outputs.summary_columns import is_client
 from ..stats import Group
 from .curves import eng_log_axis, per_round_panels
 from .style import H1, STYLE, W1, legend, plt, save
+from .style import marker as marker_of
 from .system_scale import mean_by_bins
 
 MANY_POINTS = 2000      # above this many clients: means over speed bins, not one dot each
@@ -180,11 +181,11 @@ def steps_speed_figure(groups: list[Group], colours: dict[str, str],
             drawn += int(ok.sum())
             if many:            # one dot per client would be too many: speed-bin means
                 cx, cy = mean_by_bins(sp[ok], mean_steps[ok])
-                ax.plot(cx, cy, marker="o", markersize=3.5, color=colours[g.label],
-                        label=g.label)
+                ax.plot(cx, cy, marker=marker_of(colours, g.label) or "o", markersize=3.5,
+                        color=colours[g.label], label=g.label)
             else:
                 ax.scatter(sp[ok], mean_steps[ok], s=14, color=colours[g.label], alpha=0.75,
-                           label=g.label)
+                           label=g.label, marker=marker_of(colours, g.label) or "o")
         if not drawn:          # no client ever trained (nobody available): no figure, not a
             plt.close(fig)     # log axis over nothing (a ValueError in the report)
             return None

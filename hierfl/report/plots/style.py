@@ -25,7 +25,13 @@ STYLE = {
     "savefig.pad_inches": 0.05, "legend.frameon": False,
     "svg.hashsalt": "hierfl",        # SVG ids from the content, not a random salt: same bytes
 }
-COLOURS = list(plt.get_cmap("tab10").colors) + list(plt.get_cmap("Dark2").colors)
+# one colour per curve from tab10 (ten hues no two alike); past ten labels the colours come
+# round again, each round with its own marker (and hatch for bars), so no two curves of a report
+# look the same up to len(COLOURS) * len(MARKERS) labels (Dark2 after tab10 repeated its greens)
+COLOURS = list(plt.get_cmap("tab10").colors)
+MARKERS = ("", "o", "s", "^", "D", "v", "P", "X")
+HATCHES = ("", "//", "..", "xx", "\\\\", "++", "oo", "--")
+LEGEND_INSIDE = 8            # a legend of more entries goes outside the axes, at the right
 KIND_COLOURS = {"download": "#4C72B0", "compute": "#55A868", "upload": "#DD8452",
                 "idle": "#E8E8E8"}
 W1, H1 = 6.4, 4.0            # one-panel figure, inches
@@ -44,6 +50,23 @@ def palette(labels: Iterable[str]) -> dict[str, str]:
         if lab not in out:
             out[lab] = colour(len(out))
     return out
+
+
+def _round(colours: dict[str, str], label: str) -> int:
+    """How many times the colours came round before `label` (0 for the first ten labels)."""
+    i = list(colours).index(label) if label in colours else 0
+    return i // len(COLOURS)
+
+
+def marker(colours: dict[str, str], label: str) -> str | None:
+    """The marker that tells `label`'s curve from an earlier one of the same colour (None for
+    the first ten labels: plain lines)."""
+    return MARKERS[_round(colours, label) % len(MARKERS)] or None
+
+
+def hatch(colours: dict[str, str], label: str) -> str | None:
+    """The hatch that tells `label`'s bars from an earlier label's of the same colour."""
+    return HATCHES[_round(colours, label) % len(HATCHES)] or None
 
 
 def save(fig: plt.Figure, path: str, rect: tuple[float, float, float, float] | None = None,
@@ -91,9 +114,31 @@ def finite(xs: list[float], ys: list[float], *more: list[float]) -> list[np.ndar
     return [c[ok] for c in cols]
 
 
-def legend(ax: plt.Axes, **kw) -> None:
-    if ax.get_legend_handles_labels()[0]:
-        ax.legend(**kw)
+def legend(ax: plt.Axes, handles: list | None = None, labels: list[str] | None = None,
+           **kw) -> None:
+    """The axes' legend where `kw` puts it; one of more than LEGEND_INSIDE entries (it would
+    cover the curves and run off the top) outside the axes at the right, in columns of at
+    most 20 entries, the figure widened by the legend's width so the axes keep their size.
+    `handles` and `labels`: those to show (default: the axes' own)."""
+    if handles is None or labels is None:
+        handles, labels = ax.get_legend_handles_labels()
+        if len(handles) <= LEGEND_INSIDE:
+            if handles:
+                ax.legend(**kw)
+            return
+    if not handles:
+        return
+    if len(handles) <= LEGEND_INSIDE:
+        ax.legend(handles, labels, **kw)
+        return
+    kw = {k: v for k, v in kw.items() if k not in ("loc", "bbox_to_anchor", "ncol")}
+    ncol = math.ceil(len(handles) / 20)
+    leg = ax.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.02, 1.0), ncol=ncol,
+                    borderaxespad=0.0, fontsize=min(plt.rcParams["legend.fontsize"], 8), **kw)
+    fig = ax.figure
+    width = leg.get_window_extent(fig.canvas.get_renderer()).width / fig.dpi
+    w, h = fig.get_size_inches()
+    fig.set_size_inches(w + width + 0.2, h)
 
 
 def has(groups: list[Group], key: str) -> bool:
