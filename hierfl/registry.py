@@ -271,6 +271,10 @@ def _site(obj: Any) -> tuple | None:
 
 
 def _where(decl: Declaration) -> str:
+    """Where the taken name was defined: a declaration's "module:attr" (the same words whether
+    its code is imported yet or not), else the function's own file and line."""
+    if decl.code:
+        return decl.code
     site = _site(decl.obj) if decl.obj is not None else None
     if site and isinstance(site[0], str):       # a function: its own file and line
         return f"{getattr(decl.obj, '__qualname__', '?')} ({site[0]}:{site[1]})"
