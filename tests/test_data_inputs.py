@@ -251,3 +251,17 @@ def test_a_failed_sweep_point_names_a_file_that_is_there(tmp_path, capsys):
     write_leaf(str(tmp_path / "lf"), [leaf_doc(users)], [leaf_doc(users)])
     assert main(["sweep", str(tmp_path / "sw.yaml"), "--workers", "1"]) == 0   # runs it again
     assert (kept.parent / "DONE").is_file()
+
+
+def test_a_directory_where_a_set_file_belongs_says_what_it_is(tmp_path, capsys):
+    """A data file that is there but is not a file (issue 42: a directory, a FIFO) is named as
+    such, not "file not found"."""
+    root = tmp_path / "m"
+    (root / "train-images-idx3-ubyte").mkdir(parents=True)
+    _exit2(capsys, scenario(str(tmp_path), "{name: mnist, root: m}", 4),
+           "train-images-idx3-ubyte: is a directory, not a regular file: mnist reads")
+    os.rmdir(root / "train-images-idx3-ubyte")
+    os.mkfifo(root / "train-images-idx3-ubyte.gz")
+    err = _exit2(capsys, scenario(str(tmp_path), "{name: mnist, root: m}", 4),
+                 "is a FIFO (named pipe), not a regular file")
+    assert "file not found" not in err

@@ -9,6 +9,8 @@ from typing import IO, Iterator
 
 import numpy as np
 
+from ..config.paths import not_a_file
+
 READ_ERRORS = (OSError, EOFError, ValueError, zlib.error)   # gzip.BadGzipFile is an OSError
 CHUNK_BYTES = 8 << 20          # bytes read at once when streaming rows
 
@@ -48,6 +50,12 @@ def require(root: str, name: str, set_name: str, subdirs: tuple[str, ...] = (),
         raise DataFileError(root, f"no such folder; {fetch_hint(set_name, root)}")
     path = find(root, name, subdirs, gz)
     if path is None:
+        names = (name, name + ".gz") if gz else (name,)
+        for p in (os.path.join(root, d, n) for d in ("", *subdirs) for n in names):
+            what = not_a_file(p)
+            if what is not None:        # there, but not a file: say what it is
+                raise DataFileError(p, f"is {what}, not a regular file: {set_name} reads its "
+                                    f"{name} here")
         also = f" (nor {name}.gz)" if gz else ""
         raise DataFileError(os.path.join(root, name),
                             f"file not found{also}; {fetch_hint(set_name, root)}")
