@@ -6,8 +6,8 @@ from dataclasses import dataclass
 
 import torch
 
-from ..base import RoundCtx, State, Upload, weighted_mean
-from ..fedavg.algorithm import FedAvg
+from ..base import State
+from ..fedavg.algorithm import ServerStepped
 
 
 @dataclass(frozen=True)
@@ -15,9 +15,8 @@ class ServerState:
     v: torch.Tensor             # (P,) momentum of the server's pseudo-gradient
 
 
-class FedAvgM(FedAvg):
+class FedAvgM(ServerStepped):
     name = "fedavgm"
-    batch_edges = True          # FedAvg's local round from the start row: edges batch (exec/edges)
 
     def init_state(self, w0: torch.Tensor) -> State:
         return State(w0.clone(), ServerState(torch.zeros_like(w0)))
@@ -29,16 +28,3 @@ class FedAvgM(FedAvg):
         w = w - self.p.server_lr * v
         dt = state.w.dtype
         return State(w.to(dt), ServerState(v.to(dt)), state.clients)
-
-    def server_update(self, state: State, clients: torch.Tensor, up: Upload,
-                      ctx: RoundCtx) -> State:
-        if len(clients) == 0:
-            return state
-        return self.step(state, weighted_mean(up.tensors[0], self.weights(clients)))
-
-    def cloud_update(self, state: State, uploads: list[tuple[torch.Tensor, ...]],
-                     weights: torch.Tensor, ctx: RoundCtx) -> State:
-        if not uploads:
-            return state
-        stacked = torch.stack([u[0] for u in uploads])
-        return self.step(state, weighted_mean(stacked, weights / weights.sum()))

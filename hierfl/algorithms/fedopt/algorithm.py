@@ -3,13 +3,12 @@ __init__.py."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+
 import torch
 
-from ..base import Capabilities, RoundCtx, State, Upload, weighted_mean
+from ..base import Capabilities, State
+from ..fedavg.algorithm import ServerStepped
 from . import FedAdamParams
-from ..fedavg.algorithm import FedAvg
-
-
 
 
 @dataclass(frozen=True)
@@ -18,13 +17,12 @@ class ServerState:
     v: torch.Tensor             # (P,) second moment
 
 
-class FedOpt(FedAvg):
+class FedOpt(ServerStepped):
     """The shared rule; subclasses give the second-moment update (`second`)."""
 
     name = ""                   # not itself an algorithm: fedadam, fedyogi, fedadagrad are
     Params = FedAdamParams
     caps = Capabilities(hierarchical=True)
-    batch_edges = True          # FedAvg's local round from the start row: edges batch (exec/edges)
 
     def init_state(self, w0: torch.Tensor) -> State:
         v0 = self.p.tau ** 2 if self.p.v0 is None else self.p.v0
@@ -42,19 +40,6 @@ class FedOpt(FedAvg):
         x = x + self.p.server_lr * m / (v.sqrt() + self.p.tau)
         dt = state.w.dtype
         return State(x.to(dt), ServerState(m.to(dt), v.to(dt)), state.clients)
-
-    def server_update(self, state: State, clients: torch.Tensor, up: Upload,
-                      ctx: RoundCtx) -> State:
-        if len(clients) == 0:
-            return state
-        return self.step(state, weighted_mean(up.tensors[0], self.weights(clients)))
-
-    def cloud_update(self, state: State, uploads: list[tuple[torch.Tensor, ...]],
-                     weights: torch.Tensor, ctx: RoundCtx) -> State:
-        if not uploads:
-            return state
-        stacked = torch.stack([u[0] for u in uploads])
-        return self.step(state, weighted_mean(stacked, weights / weights.sum()))
 
 
 class FedAdam(FedOpt):
