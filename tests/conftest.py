@@ -43,6 +43,21 @@ DEFAULT_SCENARIO: dict[str, Any] = {
 }
 
 
+# a small two-edge scenario whose links and compute make rounds take simulated time, checkpointed
+# every `checkpoint_every` rounds: the resume, sealed-checkpoint and output-lock tests run it
+CHECKPOINTED: dict[str, Any] = {
+    "name": "rc", "seed": 3,
+    "topology": {"edges": {"count": 2, "link": {"latency_s": 0.01, "bandwidth_Bps": 1e5}},
+                 "clients": {"count": 6, "compute_flops": 1e6,
+                             "link": {"latency_s": 0.02, "bandwidth_Bps": 2e4}}},
+    "data": {"name": "synthetic", "samples": {"dist": "uniform", "low": 20, "high": 40},
+             "dim": 8, "classes": 3},
+    "model": {"name": "logreg"},
+    "train": {"rounds": 6, "clients_per_round": 4, "checkpoint_every": 2,
+              "local": {"steps": 3, "batch_size": 5, "lr": 0.05}},
+    "algorithms": [{"name": "fedavg"}, {"name": "hierfavg", "edge_rounds": 2}]}
+
+
 # ----------------------------------------------------------------------------- scenarios
 def set_key(doc: dict, dotted: str, value: Any) -> None:
     """doc["a"]["b"]["c"] = value for "a.b.c", creating the mappings on the way; DROP removes

@@ -18,22 +18,16 @@ import yaml
 from hierfl.cli import main
 from hierfl.config.errors import ScenarioError
 from hierfl.outputs.lock import LOCK, holds, output_lock
+from conftest import CHECKPOINTED, scenario_doc
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ENV = {**os.environ, "PYTHONPATH": ROOT}
 
 
 def _scenario(tmp_path, rounds: int) -> str:
-    doc = {"name": "lock", "seed": 3,
-           "topology": {"edges": {"count": 2, "link": {"latency_s": 0.01, "bandwidth_Bps": 1e5}},
-                        "clients": {"count": 6, "compute_flops": 1e6,
-                                    "link": {"latency_s": 0.02, "bandwidth_Bps": 2e4}}},
-           "data": {"name": "synthetic", "samples": {"dist": "uniform", "low": 20, "high": 40},
-                    "dim": 8, "classes": 3},
-           "model": {"name": "logreg"},
-           "train": {"rounds": rounds, "clients_per_round": 4, "checkpoint_every": 3,
-                     "local": {"steps": 40, "batch_size": 5, "lr": 0.05}},
-           "algorithms": [{"name": "fedavg"}, {"name": "scaffold"}]}
+    doc = scenario_doc(CHECKPOINTED, **{"name": "lock", "train.rounds": rounds,
+                                        "train.checkpoint_every": 3, "train.local.steps": 40,
+                                        "algorithms": [{"name": "fedavg"}, {"name": "scaffold"}]})
     path = tmp_path / "s.yaml"
     path.write_text(yaml.safe_dump(doc))
     return str(path)

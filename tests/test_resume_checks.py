@@ -18,21 +18,14 @@ from hierfl.config.errors import ScenarioError
 from hierfl.run import run_scenario
 from hierfl.run.fingerprint import FINGERPRINT, differences, run_fingerprint
 from hierfl.scenario.load import load
+from conftest import CHECKPOINTED, scenario_doc
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _doc(lr=0.05, rounds=6, seed=3):
-    return {"name": "rc", "seed": seed,
-            "topology": {"edges": {"count": 2, "link": {"latency_s": 0.01, "bandwidth_Bps": 1e5}},
-                         "clients": {"count": 6, "compute_flops": 1e6,
-                                     "link": {"latency_s": 0.02, "bandwidth_Bps": 2e4}}},
-            "data": {"name": "synthetic", "samples": {"dist": "uniform", "low": 20, "high": 40},
-                     "dim": 8, "classes": 3},
-            "model": {"name": "logreg"},
-            "train": {"rounds": rounds, "clients_per_round": 4, "checkpoint_every": 2,
-                      "local": {"steps": 3, "batch_size": 5, "lr": lr}},
-            "algorithms": [{"name": "fedavg"}, {"name": "hierfavg", "edge_rounds": 2}]}
+    return scenario_doc(CHECKPOINTED, **{"seed": seed, "train.rounds": rounds,
+                                         "train.local.lr": lr})
 
 
 def _write(tmp_path, doc) -> str:

@@ -19,19 +19,12 @@ from hierfl.config.errors import ScenarioError
 from hierfl.outputs import read_metrics
 from hierfl.outputs.manifest import MANIFEST, read_manifest
 from hierfl.run.checkpoint import CHECKSUMS
+from conftest import CHECKPOINTED, scenario_doc
 
 
 def _scenario(tmp_path) -> str:
-    doc = {"name": "sealed", "seed": 3,
-           "topology": {"edges": {"count": 2, "link": {"latency_s": 0.01, "bandwidth_Bps": 1e5}},
-                        "clients": {"count": 6, "compute_flops": 1e6,
-                                    "link": {"latency_s": 0.02, "bandwidth_Bps": 2e4}}},
-           "data": {"name": "synthetic", "samples": {"dist": "uniform", "low": 20, "high": 40},
-                    "dim": 8, "classes": 3},
-           "model": {"name": "logreg"},
-           "train": {"rounds": 6, "clients_per_round": 4, "checkpoint_every": 2,
-                     "local": {"steps": 3, "batch_size": 5, "lr": 0.05}},
-           "algorithms": [{"name": "fedavg"}, {"name": "scaffold"}]}
+    doc = scenario_doc(CHECKPOINTED, name="sealed",
+                       algorithms=[{"name": "fedavg"}, {"name": "scaffold"}])
     path = tmp_path / "s.yaml"
     path.write_text(yaml.safe_dump(doc))
     return str(path)
