@@ -130,6 +130,7 @@ class Algorithm:
         self.p = params
         self.setup = setup
         self.state: State | None = None
+        self.combiner: Any = None   # exec/protect.Protect.combine where an entry asks for it
 
     # ================================================================== pure transitions
     def init_state(self, w0: torch.Tensor) -> State:
@@ -155,7 +156,8 @@ class Algorithm:
         """n_k-weighted mean of the uploaded models (FedAvg)."""
         if len(clients) == 0:
             return state
-        return replace(state, w=weighted_mean(up.tensors[0], self.weights(clients)))
+        return replace(state, w=self.combine("cloud", up.tensors[0], self.weights(clients),
+                                             state.w))
 
     def partials_update(self, state: State, parts: list[tuple[tuple[torch.Tensor, ...], float]],
                         ctx: RoundCtx) -> State:
@@ -171,7 +173,18 @@ class Algorithm:
         if not uploads:
             return state
         stacked = torch.stack([u[0] for u in uploads])
-        return replace(state, w=weighted_mean(stacked, weights / weights.sum()))
+        return replace(state, w=self.combine("cloud", stacked, weights / weights.sum(), state.w,
+                                             clients=False))
+
+    def combine(self, tier: str, rows: torch.Tensor, weights: torch.Tensor, ref: torch.Tensor,
+                clients: bool = True) -> torch.Tensor:
+        """The aggregate of model rows at a tier ("edge" | "cloud"): the weighted mean, or the
+        entry's robust rule and privacy noise (exec/protect.py, set by the round runner as
+        `combiner`) on the updates rows - ref, where ref is the model this aggregator sent
+        down. `clients`: the rows are clients' uploads (False: lower aggregators')."""
+        if self.combiner is None:
+            return weighted_mean(rows, weights)
+        return self.combiner(tier, rows, weights, ref, clients)
 
     # ================================================================== stateless rules
     def trainees(self, selected: np.ndarray) -> np.ndarray:
@@ -219,7 +232,8 @@ class Algorithm:
         weights are the children's training-sample totals."""
         if weights.numel() == 0:
             return es
-        return weighted_mean(up.tensors[0], weights / weights.sum())
+        return self.combine("edge", up.tensors[0], weights / weights.sum(), self.edge_model(es),
+                            clients is not None)
 
     def edge_upload(self, es: Any) -> tuple[torch.Tensor, ...]:
         return (es,)

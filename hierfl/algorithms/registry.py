@@ -59,6 +59,9 @@ class Capabilities:
     #                                 first key of a train.local.optimizer (config.schema
     #                                 OptimizerSpec) it cannot take ("name" for the optimizer
     #                                 itself), None when it takes it (FedNova: sgd, momentum)
+    robust: bool = False            # its aggregations are weighted means of the model uploads
+    #                                 through Algorithm.combine (base.py), so an entry's
+    #                                 privacy:, aggregate: and secure_aggregation: apply
     local_train: bool = False       # train.local.solver applies: the local program is plain
     #                                 SGD on F_k (a TermsProgram without terms), which a local
     #                                 training plugin may replace (learn/plugin_program.py)

@@ -446,6 +446,12 @@ class AlgorithmEntry:
     round: "RoundSpec | None" = None            # this entry's cloud round policy (train.round)
     compress: "CompressSpec | None" = None      # message codecs (compress/spec.py)
     mobility: "MobilitySpec | None" = None      # this entry's override of topology.mobility
+    # issue 43 (scenario/protect.py reads them; exec/protect.py applies them):
+    privacy: Any = None             # privacy/spec.PrivacySpec: DP of this entry (None: none)
+    aggregate: Any = None           # robust/spec.AggregateSpec: the rule per tier (None: means)
+    attack: Any = None              # robust/spec.AttackSpec: its own or the scenario's attack:
+    #                                 (None: no attacker)
+    secure_aggregation: Any = None  # secagg/spec.SecAggSpec (None: plain uploads)
 
     def mobility_spec(self, topology: object) -> "MobilitySpec | None":
         """The mobility of this entry: its own `mobility:`, else the topology's (None: none)."""
@@ -494,6 +500,9 @@ class ScenarioFile:
     report: ReportSpec = spec(default_factory=ReportSpec, doc="report options")
     monitor: MonitorSpec = spec(default_factory=MonitorSpec, doc="oracle measurements")
     output: str = spec("", "output folder (relative to this file); --out overrides")
+    attack: Raw = spec(None, "Byzantine clients of every algorithm entry (an entry's own "
+                       "attack: overrides it): {kind: sign_flip, fraction: 0.25} or clients: "
+                       "[ids] (docs/robustness.md)")
     plugins: list[str] = spec(default_factory=list, doc="Python files (relative to this file) "
                               "imported before the rest is read: they register models, "
                               "algorithms and data sets (hierfl.register_model, "

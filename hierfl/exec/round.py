@@ -36,6 +36,7 @@ from .carry import ClientCarry
 from .edges import (batches_edges, call_groups, close_edges, shares_calls, split,
                     start_rows)
 from .local import Executor
+from .protect import Protect
 
 
 def tensors_bytes(tensors: tuple[torch.Tensor, ...]) -> float:
@@ -82,6 +83,12 @@ class RoundRunner(AsyncEdgeSteps):
         self.codec = build_compressor(entry.compress, scenario.seed, len(self.counts),
                                       model.n_params, algo)
         self._edge_wrap = self.codec is not None and self.codec.spec.edge_up.active
+        # privacy, robust rules, attackers, secure aggregation (exec/protect.py)
+        self.protect = Protect(scenario, entry, algo, self.counts, *_edges_of(topo))
+        if self.protect.active:
+            algo.combiner = self.protect.combine
+        self.y_train = self.protect.labels(data.y, data.offsets, data.n_classes) \
+            if entry.attack is not None else data.y
 
     # ------------------------------------------------------------------ the algorithm's flags
     @property
@@ -90,7 +97,13 @@ class RoundRunner(AsyncEdgeSteps):
 
     @property
     def linear_aggregate(self) -> bool:
-        return self.algo.linear_aggregate
+        """Edges may pre-aggregate (sums of n_k-weighted uploads), unless the cloud combines
+        each client's row itself (a robust cloud rule, privacy noise at the cloud)."""
+        return self.algo.linear_aggregate and not self.protect.needs_rows
+
+    def exhausted(self) -> bool:
+        """privacy.target_epsilon: the next round would spend past it (the run ends)."""
+        return self.protect.exhausted()
 
     def lr(self, t: int, r: int = 0) -> float:
         """The local lr of round (t, r) (its first step's, under a per-step schedule)."""
@@ -147,7 +160,7 @@ class RoundRunner(AsyncEdgeSteps):
         budgets, strag = self._budgets(t, r, sel, planned, program.grad_evals_per_step, sizes,
                                        self._start_evals(program))
         plan = minibatch_plan(self.data.offsets, sel, self.local.batch_size, budgets,
-                              self.sc.seed, t, r, self.data.x, self.data.y)
+                              self.sc.seed, t, r, self.data.x, self.y_train)
         step_lr = self._step_lr(t, r)
         try:
             res = self.executor.run(program, plan, self._full(sel, program, t),
@@ -159,6 +172,10 @@ class RoundRunner(AsyncEdgeSteps):
         if isinstance(program, TermsProgram):
             self.carry.finish(sel, res.state, program, doomed)
         up = self.algo.finish(clients, start, res, ctx, doomed)
+        if self.protect.active and not up.silent:
+            ref = self.algo.upload_reference(clients, start, up)
+            up = dataclasses.replace(up, tensors=(self.protect.client_side(
+                t, r, sel, ref, up.tensors[0], sizes), *up.tensors[1:]))
         finite = finite_rows(up.tensors, len(sel))
         sent = up.tensors                               # (what a codec leaves as it was)
         if sizes is None and not bool(finite.all()):   # numerical health: name the clients
@@ -173,12 +190,23 @@ class RoundRunner(AsyncEdgeSteps):
                                                      budgets.tolist(), ctime.tolist(),
                                                      drop.tolist(), strag.tolist(),
                                                      res.gamma.tolist())]
+        if self.protect.bad is not None:
+            for rec in recs:
+                rec.attacker = int(self.protect.bad[rec.client])
         if self.codec is not None and self.codec.spec.up.active and not up.silent:
             quiet = silent if doomed is None else doomed if silent is None else silent | doomed
             ref = self.algo.upload_reference(clients, start, up)
             up, up_bytes = self._compressed(t, r, sel, ref, up, recs, quiet)
         else:
             up_bytes = self._upload_sizes(up, recs)
+        trips = self.protect.trips(sel, drop if doomed is None else drop | doomed,
+                                   self.model.n_params, sizes)
+        if trips is not None:       # masked inputs: field elements of `bits`, not floats
+            rest = up_bytes - self._upload_sizes(Upload(up.tensors[:1]), []) \
+                if len(up.tensors) > 1 else 0.0
+            up_bytes = trips.masked + rest
+            for rec, nb in zip(recs, up_bytes.tolist()):
+                rec.up_bytes, rec.encoding = float(nb), "masked"
         if self.carry.sent_bytes and not up.silent:        # the statistics travel with it
             up_bytes = up_bytes + self.carry.sent_bytes
             for rec in recs:
@@ -188,7 +216,7 @@ class RoundRunner(AsyncEdgeSteps):
             for rec, cl in zip(recs, cluster.tolist()):
                 rec.cluster = int(cl)
         return Work(sel, up, ctime, up_bytes, recs, drop, r,
-                    finite.numpy() if up.tensors is sent else None)
+                    finite.numpy() if up.tensors is sent else None, secagg=trips)
 
     def round_selection(self, t: int, sel: np.ndarray) -> None:
         """A hierarchical cloud round's clients: its edge rounds' stragglers are drawn over
@@ -312,7 +340,7 @@ class RoundRunner(AsyncEdgeSteps):
         # gathered every client's whole data every round for nothing)
         if self._measure(t) or self.local.gamma is not None or \
                 getattr(program, "prepare", None) is not None:
-            return full_plan(self.data.offsets, sel, self.data.x, self.data.y).at(0)
+            return full_plan(self.data.offsets, sel, self.data.x, self.y_train).at(0)
         x, y = self.data.x, self.data.y
         return Batch(x[:0].expand(len(sel), 0, -1), y[:0].expand(len(sel), 0, *y.shape[1:]),
                      x.new_zeros(len(sel), 0))
@@ -391,9 +419,11 @@ class RoundRunner(AsyncEdgeSteps):
 
     def aggregate(self, t: int, arrived: np.ndarray, work: Work, rows: list[int] | None) -> None:
         """Flat: the cloud aggregates the clients that arrived (rows of `work`; None: all)."""
+        self.protect.enter(t, 0, -1)
         self.algo.aggregate(torch.from_numpy(arrived), self._rows(work, rows), self._ctx(t))
         self.carry.arrived(arrived, self.counts[arrived])
         self.carry.close()
+        self.protect.close_round(t, len(arrived))
 
     def partial(self, clients: list[int], rows: list[int], work: Work) -> tuple[Any, float]:
         """A bottom-tier pre-aggregate of some clients' uploads, with its size."""
@@ -401,6 +431,10 @@ class RoundRunner(AsyncEdgeSteps):
         return self._partial(clients, rows, work)
 
     def _partial(self, clients: list[int], rows: list[int], work: Work) -> tuple[Any, float]:
+        if self.protect.active:
+            self.protect.enter(work.recs[0].round if work.recs else 0, work.r, -1)
+            tensors, weight = self.protect.partial(clients, self._rows(work, rows).tensors[0])
+            return (tensors, weight), tensors_bytes(tensors) + 4.0 + self.carry.sent_bytes
         tensors, weight = self.algo.partial(torch.tensor(clients), self._rows(work, rows))
         return (tensors, weight), tensors_bytes(tensors) + 4.0 + self.carry.sent_bytes
 
@@ -413,6 +447,7 @@ class RoundRunner(AsyncEdgeSteps):
     def aggregate_partials(self, t: int, partials: list[Any]) -> None:
         self.algo.aggregate_partials(list(partials), self._ctx(t))
         self.carry.close()
+        self.protect.close_round(t, 0)
 
     def edge_start(self, model: torch.Tensor) -> Any:
         if self.codec is not None and self.codec.spec.edge_down.active:
@@ -438,6 +473,7 @@ class RoundRunner(AsyncEdgeSteps):
         """A bottom-tier aggregator aggregates the clients that arrived."""
         weights = torch.from_numpy(self.counts[arrived].astype(np.float64))
         self.carry.arrived(arrived, self.counts[arrived])
+        self.protect.enter(t, work.r, int(arrived[0]) if len(arrived) else -1)
         return self._wrap(state, self.algo.edge_aggregate(
             self._es(state), torch.from_numpy(arrived), self._rows(work, rows), weights,
             self._ctx(t, work.r)))
@@ -477,6 +513,17 @@ class RoundRunner(AsyncEdgeSteps):
 
     def cloud_close(self, t: int, arrived: list[str], uploads: dict[str, Any],
                     weights: list[float]) -> None:
+        self.protect.enter(t, 0, -1)
         self.algo.cloud_aggregate(arrived, [uploads[n] for n in arrived],
                                   torch.tensor(weights, dtype=torch.float64), self._ctx(t))
         self.carry.close()
+        self.protect.close_round(t, 0)
+
+
+def _edges_of(topo: Topology) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """Per client the index of its bottom aggregator, and each one's client count (privacy's
+    per-edge sampling rates); None, None on a flat topology."""
+    if not topo.edges:
+        return None, None
+    of = np.asarray(topo.edge_of, dtype=np.int64)
+    return of, np.bincount(of, minlength=len(topo.edges))

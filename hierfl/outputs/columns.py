@@ -15,7 +15,8 @@ METRIC_COLUMNS = ["round", "sim_time_s", "bytes_up", "bytes_down", "bytes_client
                   "stragglers", "mean_gamma", "dissimilarity_B", "grad_variance",
                   "bytes_up_client_edge", "bytes_down_client_edge", "bytes_up_edge_cloud",
                   "bytes_down_edge_cloud", "diverged", "test_mse", "personal_test_mse",
-                  "unstable", "energy_j", "energy_total_j", "round_loss"]
+                  "unstable", "energy_j", "energy_total_j", "round_loss", "epsilon"]
+# epsilon: privacy spent so far for the entry's privacy.delta (docs/privacy.md); empty without
 # round_loss: the training loss of the global model every round, the instability rule's input
 # (outputs/stability.py): train_loss where the round is evaluated, else the loss on a fixed
 # sample of the training rows (learn/evaluate.sample_loss)
@@ -28,7 +29,9 @@ SCORES = {"classification": ("test_acc", "personal_test_acc"),
 CLIENT_COLUMNS = ["round", "edge_round", "client", "steps", "budget", "compute_s", "upload_s",
                   "dropped", "straggler", "gamma", "up_bytes", "encoding", "failed",
                   "device_class", "link_class", "download_s", "tx_s", "idle_s", "energy_j",
-                  "staleness", "cluster", "compress", "edge"]
+                  "staleness", "cluster", "compress", "edge", "attacker"]
+# attacker: 1 for a Byzantine client of the entry's attack (docs/robustness.md), 0 for an
+# honest one; empty without an attack
 # cluster: the cluster a client chose that round (IFCA), empty for other algorithms
 # edge: with mobility (sim/mobility.py), the edge the client uploaded to; empty without
 
@@ -89,7 +92,7 @@ def class_cells(devices: tuple[str, ...], links: tuple[str, ...]) -> list[str]:
 _FIELDS = attrgetter("round", "edge_round", "client", "steps", "budget", "compute_s", "upload_s",
                      "dropped", "straggler", "gamma", "up_bytes", "encoding", "failed",
                      "download_s", "tx_s", "idle_s", "energy_j", "staleness", "cluster",
-                     "compress", "edge")
+                     "compress", "edge", "attacker")
 
 
 def client_lines(recs: list, classes: list[str] | None = None) -> str:
@@ -102,7 +105,7 @@ def client_lines(recs: list, classes: list[str] | None = None) -> str:
     if not recs:
         return ""
     (rnd, er, client, steps, budget, comp, upl, drop, strag, gam, upb, enc, fail, dl, tx, idle,
-     en, stale, clus, cmp, edge) = zip(*map(_FIELDS, recs))
+     en, stale, clus, cmp, edge, att) = zip(*map(_FIELDS, recs))
     n = len(classes) if classes else 0
     cls = [classes[k][1:] if k < n else "," for k in client]      # two cells, one comma
     cols = (map(str, rnd), map(str, er), map(str, client), map(str, steps), map(str, budget),
@@ -110,5 +113,6 @@ def client_lines(recs: list, classes: list[str] | None = None) -> str:
             _floats(gam), _floats(upb), map(str, enc), map(str, map(int, fail)), cls,
             _floats(dl), _floats(tx), _floats(idle), _floats(en), _floats(stale),
             [str(c) if c >= 0 else "" for c in clus], map(str, cmp),
-            [_cell(e) if e else e for e in edge])
+            [_cell(e) if e else e for e in edge],
+            [str(a) if a >= 0 else "" for a in att])
     return "\r\n".join(map(",".join, zip(*cols))) + "\r\n"

@@ -14,6 +14,7 @@ import numpy as np
 import torch
 
 from ..algorithms.base import Algorithm
+from ..exec.protect import load_state as load_protect, state_of as protect_state
 from ..config.errors import ScenarioError
 from ..outputs import Background, atomic_npz
 from ..outputs.files import TEMP_PREFIX
@@ -82,6 +83,10 @@ def checkpoint_arrays(t: int, algo: Algorithm, sim: Simulation, offsets: dict[st
     if carry is not None:
         arrays.update({f"local/{k}": v.detach().cpu().numpy().copy()
                        for k, v in carry.tensors().items()})
+    protect = getattr(sim.runner, "protect", None)    # privacy spent, adaptive clip
+    if protect is not None and protect.active:
+        meta["protect"], parts = protect_state(protect)
+        arrays.update({f"protect/{k}": v for k, v in parts.items()})
     if getattr(sim, "asynchronous", False) and getattr(sim, "_a", None) is not None:
         meta["async"], handles = sim.async_state()      # at a quiescent point (async_drain)
         for i, (x, start) in enumerate(handles):        # FedBuff's buffered updates
@@ -188,6 +193,10 @@ def restore(sim: Simulation, meta: dict, state: dict[str, torch.Tensor] | None =
     carry = getattr(sim.runner, "carry", None)
     if carry is not None and state is not None:
         carry.load({k[len("local/"):]: v for k, v in state.items() if k.startswith("local/")})
+    protect = getattr(sim.runner, "protect", None)
+    if protect is not None and "protect" in meta and state is not None:
+        load_protect(protect, meta["protect"], {k[len("protect/"):]: v for k, v in state.items()
+                                                if k.startswith("protect/")})
     codec = getattr(sim.runner, "codec", None)
     if codec is not None and state is not None:
         codec.load({k[len("compress/"):]: v for k, v in state.items()

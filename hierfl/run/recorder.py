@@ -196,6 +196,8 @@ class RoundRecorder:
                "bytes_down_edge_cloud": lg.down["edge_cloud"],
                "diverged": int(bad)}
         row["round_loss"] = loss if math.isfinite(loss) or bad else self._sample_loss(w)
+        protect = getattr(self.sim.runner, "protect", None)
+        row["epsilon"] = protect.epsilon if protect is not None else float("nan")
         row["energy_j"] = math.fsum(r.energy_j for r in recs + (info.late if info else []))
         self.energy_total += row["energy_j"]
         row["energy_total_j"] = self.energy_total

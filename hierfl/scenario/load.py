@@ -31,6 +31,7 @@ from ..registry import broken_note, code_problem
 from ..topology.check import check_spec
 from ..topology.traces import device_rows
 from .extend import load_plugins, resolve_data_paths
+from .protect import KEYS as PROTECT_KEYS, entry_keys, entry_problems, scenario_attack
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
 
@@ -169,6 +170,7 @@ def _algorithms(raw: dict, p: Problems) -> list[AlgorithmEntry]:
     named: set = set()          # (key, plugin name) reported once, not once per entry
     labels: dict[str, int] = {}
     known = ", ".join(sorted(REGISTRY))
+    attack = scenario_attack(raw, p)
     for i, a in enumerate(items):
         key = f"algorithms[{i}]"
         if not isinstance(a, dict) or "name" not in a:
@@ -219,6 +221,9 @@ def _algorithms(raw: dict, p: Problems) -> list[AlgorithmEntry]:
                        None if cls.codes_down else a["name"])
         mob = convert(MobilitySpec, a["mobility"], f"{key}.mobility", p) \
             if "mobility" in a else None
+        prot = entry_keys(a, key, p, attack)
+        if prot is None:
+            continue
         if over is None or params is None or is_fail(local) or is_fail(params) or is_fail(comp) or is_fail(mob):
             continue
         strag, round_ = over
@@ -259,11 +264,12 @@ def _algorithms(raw: dict, p: Problems) -> list[AlgorithmEntry]:
         tier_rounds = params.tier_rounds if isinstance(params, TierRounds) else None
         entries.append(AlgorithmEntry(name, label, params, local, edge_rounds, strag,
                                       None if tier_rounds is None else tuple(tier_rounds),
-                                      round_, comp, mob))
+                                      round_, comp, mob, **prot))
     return entries
 
 
-ENTRY_KEYS = ("name", "label", "local", "stragglers", "round", "compress", "mobility")
+ENTRY_KEYS = ("name", "label", "local", "stragglers", "round", "compress", "mobility",
+              *PROTECT_KEYS)
 
 
 def _plugin_name(registry: str, name: str) -> str | None:
@@ -376,6 +382,10 @@ def _cross_checks(raw: dict, p: Problems, base_dir: str, topo: Any, data: DataSp
     if train is not None:
         check_algorithms(p, entries, train.rounds, _n_top(topo))
         check_asynchrony(p, train, entries)
+        items = raw.get("algorithms") if isinstance(raw.get("algorithms"), list) else []
+        by_label = {a.get("label", a.get("name")): a for a in items if isinstance(a, dict)}
+        for i, e in enumerate(entries):
+            entry_problems(p, i, e, REGISTRY.caps(e.name), train, by_label.get(e.label, {}))
     if data is None or model is None or train is None or n is None:
         return
     cpr = train.clients_per_round

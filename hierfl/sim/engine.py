@@ -81,7 +81,8 @@ class Simulation(FlatRounds, HierRounds, AsyncRounds, MobileRounds):
                             and self.round_spec.policy == "wait_all"
                             and self.round_spec.timeout_s is None
                             and not (train.edge_preaggregate and runner.linear_aggregate)
-                            and mobility is None)
+                            and mobility is None
+                            and getattr(entry, "secure_aggregation", None) is None)
         self.closed_form_rounds = 0
         self.under = topo.leaves_under()     # node -> sorted ids of the clients below it
         self._paths: dict[str, tuple[str, ...]] = {}     # aggregator -> path_up
@@ -169,7 +170,8 @@ class Simulation(FlatRounds, HierRounds, AsyncRounds, MobileRounds):
                 yield from self._flat_round(t, info)
             self.trace.add(self.env.now, "cloud", "round_end", "", t)
             duration = self.sc.train.duration_s
-            info.last = duration is not None and self.env.now >= duration
+            info.last = duration is not None and self.env.now >= duration or \
+                self.runner.exhausted()         # privacy.target_epsilon reached
             stop = on_round is not None and not on_round(t, info) or info.last
             info.recorded = True
             if stop:
@@ -201,6 +203,11 @@ class Simulation(FlatRounds, HierRounds, AsyncRounds, MobileRounds):
         if got is None:
             return self._fail(collector, k, rec, preagg, counted=not work.drop[i])
         add, record = self.trace.add, self.trace.record
+        sa = work.secagg
+        if sa is not None and not work.drop[i]:     # the key agreement: before it trains
+            sa_hops = (name, parent) if sa.at == "edge" else (name, *self.path_up(parent))
+            if (yield from self._exchanges(sa_hops, sa.before[i])) is None:
+                return self._fail(collector, k, rec, preagg)
         record((env._now, name, "compute_start", "", rec.steps))
         ctime = float(work.ctime[i])
         f = math.nan if work.crash_at is None else float(work.crash_at[i])   # (_train's)
@@ -228,6 +235,8 @@ class Simulation(FlatRounds, HierRounds, AsyncRounds, MobileRounds):
             if sent is None:                                   # lost: the link counted this hop
                 self.ledger.wasted += nbytes * j               # the hops before it are wasted too
                 return self._fail(collector, k, rec, preagg)
+        if sa is not None and (yield from self._exchanges(sa_hops, sa.after[i])) is None:
+            return self._fail(collector, k, rec, preagg)          # lost while unmasking
         target = preagg.collector if preagg is not None else collector
         if target.arrive(k):
             rec.upload_s = env._now - t_up
@@ -235,6 +244,21 @@ class Simulation(FlatRounds, HierRounds, AsyncRounds, MobileRounds):
             rec.dropped = True      # it arrives after the round's rows were written)
             self.ledger.wasted += nbytes * (len(hops) - 1)
         return None
+
+    def _exchanges(self, hops: tuple[str, ...], trips):
+        """Secure aggregation's round trips of one client with the protocol's server along
+        `hops` (client first): each (bytes up, bytes down, up first) sends its bytes up the
+        path and the answer down it, in that order or the other; None where a message is
+        lost (the ledger counts what was sent)."""
+        ups = list(zip(hops[:-1], hops[1:]))
+        downs = list(zip(hops[:0:-1], hops[-2::-1]))
+        for up, down, up_first in trips:
+            legs = ((ups, up), (downs, down)) if up_first else ((downs, down), (ups, up))
+            for pairs, nbytes in legs:
+                for a, b in pairs:
+                    if (yield from self.links[a, b].send(nbytes)) is None:
+                        return None
+        return True
 
     @staticmethod
     def _mark_unused(work: Work, arrived: np.ndarray) -> None:

@@ -37,6 +37,7 @@ class ClientRecord:
     cluster: int = -1                # the cluster it chose (IFCA); -1: none (an empty cell)
     compress: str = "none"           # its compression kind (algorithms' compress.up)
     edge: str = ""                   # mobility: the edge it uploaded to (empty: its own edge)
+    attacker: int = -1               # attack: 1 for a Byzantine client, 0 not; -1: no attack
     span_s: float = 0.0              # energy: its aggregation round's length (not written)
 
 
@@ -67,6 +68,9 @@ class Work:
     finite: np.ndarray | None = None    # rows whose uploads are all finite (the runner's check)
     crash_at: np.ndarray | None = None  # per client, the fraction of its compute after which
     #                                     it crashes (nan: it does not; None: no crashes)
+    secagg: Any = None        # secure aggregation (secagg/): `before` and `after`, the
+    #                           (client -> server, server -> client) bytes of each protocol
+    #                           round trip before the masked upload and after it (unmasking)
 
 
 @dataclass(frozen=True)
@@ -92,6 +96,8 @@ class RoundRunner(Protocol):
     def hierarchical(self) -> bool: ...
     @property
     def linear_aggregate(self) -> bool: ...
+
+    def exhausted(self) -> bool: ...     # privacy.target_epsilon: the run ends after this round
 
     def trainees(self, picked: np.ndarray) -> np.ndarray: ...
     def round_selection(self, t: int, sel: np.ndarray) -> None: ...

@@ -12,7 +12,7 @@ from ..registry import Capabilities, StateSize, declare_algorithm
 @declare_algorithm("fedavg", code=f"{__name__}.algorithm:FedAvg",
                    summary="FedAvg (McMahan et al., AISTATS 2017)",
                    caps=Capabilities(linear_aggregate=True, drops_stragglers=True,
-                                     asynchronous=True, local_train=True),
+                                     asynchronous=True, local_train=True, robust=True),
                    state=StateSize(fixed=1))
 @dataclass(frozen=True)
 class FedAvgParams:

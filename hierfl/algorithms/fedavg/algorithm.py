@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from ...learn.solver import TermsProgram
-from ..base import Algorithm, RoundCtx, State, Upload, stack_start, weighted_mean
+from ..base import Algorithm, RoundCtx, State, Upload, stack_start
 
 
 class FedAvg(Algorithm):
@@ -31,11 +31,13 @@ class ServerStepped(FedAvg):
                       ctx: RoundCtx) -> State:
         if len(clients) == 0:
             return state
-        return self.step(state, weighted_mean(up.tensors[0], self.weights(clients)))
+        return self.step(state, self.combine("cloud", up.tensors[0], self.weights(clients),
+                                             state.w))
 
     def cloud_update(self, state: State, uploads: list[tuple[torch.Tensor, ...]],
                      weights: torch.Tensor, ctx: RoundCtx) -> State:
         if not uploads:
             return state
         stacked = torch.stack([u[0] for u in uploads])
-        return self.step(state, weighted_mean(stacked, weights / weights.sum()))
+        return self.step(state, self.combine("cloud", stacked, weights / weights.sum(),
+                                             state.w, clients=False))

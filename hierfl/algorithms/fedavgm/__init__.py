@@ -32,7 +32,7 @@ def momentum(v: Any) -> str | None:
 
 @declare_algorithm("fedavgm", code=f"{__name__}.algorithm:FedAvgM",
                    summary="FedAvgM (Hsu, Qi, Brown 2019): FedAvg with server momentum",
-                   caps=Capabilities(hierarchical=True), state=StateSize(fixed=2))
+                   caps=Capabilities(hierarchical=True, robust=True), state=StateSize(fixed=2))
 @dataclass(frozen=True)
 class FedAvgMParams(TierRounds):
     server_lr: float = spec(1.0, "server step size eta: w <- w - eta v", check=positive)

@@ -28,7 +28,7 @@ from ..registry import Capabilities, StateSize, declare_algorithm
 @declare_algorithm("fedbn", code=f"{__name__}.algorithm:FedBN",
                    summary="FedBN (Li et al., ICLR 2021): BatchNorm layers stay local",
                    caps=Capabilities(linear_aggregate=True, personalised=True,
-                                     local_norm=True),
+                                     local_norm=True, robust=True),
                    state=StateSize(fixed=1))     # + N x P_BN (known with the model only)
 @dataclass(frozen=True)
 class FedBNParams:

@@ -30,7 +30,7 @@ from ..registry import Capabilities, StateSize, TierRounds, declare_algorithm
 
 
 # the three share the schedule and the state: server m, v and the model
-FEDOPT = {"caps": Capabilities(hierarchical=True, local_train=True), "state": StateSize(fixed=3)}
+FEDOPT = {"caps": Capabilities(hierarchical=True, local_train=True, robust=True), "state": StateSize(fixed=3)}
 
 
 def momentum(v: Any) -> str | None:

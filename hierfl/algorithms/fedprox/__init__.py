@@ -23,7 +23,7 @@ from ..registry import Capabilities, StateSize, declare_algorithm
 
 @declare_algorithm("fedprox", code=f"{__name__}.algorithm:FedProx",
                    summary="FedProx (Li et al., MLSys 2020)",
-                   caps=Capabilities(linear_aggregate=True, asynchronous=True),
+                   caps=Capabilities(linear_aggregate=True, asynchronous=True, robust=True),
                    state=StateSize(fixed=1))
 @dataclass(frozen=True)
 class FedProxParams:

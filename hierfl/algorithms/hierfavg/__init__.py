@@ -15,7 +15,7 @@ from ..registry import Capabilities, StateSize, TierRounds, declare_algorithm
 @declare_algorithm("hierfavg", code=f"{__name__}.algorithm:HierFAVG",
                    summary="HierFAVG (Liu et al., ICC 2020)",
                    caps=Capabilities(hierarchical=True, drops_stragglers=True, asynchronous=True,
-                                     async_edges=True, local_train=True),
+                                     async_edges=True, local_train=True, robust=True),
                    state=StateSize(fixed=1))
 @dataclass(frozen=True)
 class HierFAVGParams(TierRounds):

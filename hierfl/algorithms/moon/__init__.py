@@ -29,7 +29,7 @@ from ..registry import Capabilities, StateSize, declare_algorithm
 
 @declare_algorithm("moon", code=f"{__name__}.algorithm:Moon",
                    summary="MOON (Li, He, Song, CVPR 2021): model-contrastive local loss",
-                   caps=Capabilities(linear_aggregate=True, model_state=False),
+                   caps=Capabilities(linear_aggregate=True, model_state=False, robust=True),
                    state=StateSize(fixed=1, per_client=1))
 @dataclass(frozen=True)
 class MoonParams:
