@@ -16,6 +16,7 @@ entry's noise_at and the rows are clients'. The privacy spent is accounted per c
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -67,7 +68,7 @@ class Protect:
             else noise_for(dp.target_epsilon, dp.delta, self.plan(sc, entry), dp.relation)
         ad = dp.adaptive if self.client_dp else None
         self.adaptive = None if ad is None else \
-            AdaptiveClip(self.clip, ad.target_quantile, ad.lr, ad.count_noise)
+            AdaptiveClip(self.clip, ad.target_quantile, ad.lr, count_noise(ad, sc, len(counts)))
         self.accountant = Accountant(dp.delta, self.z, dp.relation) if dp is not None else None
         self.last_events: list[tuple[float, int]] = []  # the last round's (q, count)
         self.participations = np.zeros(n, np.int64)    # noise_at client: per client
@@ -188,7 +189,11 @@ class Protect:
             out = field_mean(u, w, self.sa.bits, self.sa.range)
         elif rule is not None and not rule.is_mean:
             why = rule_problem(rule, len(u))
-            if why is not None:
+            if why is not None:         # (fewer arrivals than the rule needs: said once)
+                if not self.skipped:
+                    print(f"warning: {self.label}: round {self.at[0]}: {why}; that "
+                          "aggregator keeps its model this round (said once per run)",
+                          file=sys.stderr)
                 self.skipped.append(f"round {self.at[0]} ({tier}): {why}")
                 return ref.clone()
             out = rule_combine(rule, u, w)
@@ -309,6 +314,16 @@ def _increment(before: list, after: list) -> list:
     return list(after)
 
 
+def count_noise(ad: Any, sc: Any, n: int) -> float:
+    """Adaptive clipping's sigma_b: the given one, else m / 20 (Andrew et al.'s suggestion)
+    for the m = clients_per_round the rounds are planned with, fixed for the run (so a round
+    with fewer arrivals does not change the privacy split)."""
+    if ad.count_noise is not None:
+        return float(ad.count_noise)
+    cpr = sc.train.clients_per_round
+    return (n if cpr == "all" else min(int(cpr), n)) / 20
+
+
 def state_of(p: "Protect") -> tuple[dict, dict[str, np.ndarray]]:
     """What a checkpoint keeps of an entry's protections: the accountant's events, the
     adaptive clip, the last round's events (JSON) and the per-client counters (arrays)."""
@@ -325,5 +340,5 @@ def load_state(p: "Protect", meta: dict, arrays: dict[str, np.ndarray]) -> None:
         p.adaptive.load({"clip": p.clip})
     if p.accountant is not None:
         p.accountant.load(meta["events"])
-    p.participations[:] = arrays["participations"]
-    p.dp_steps[:] = arrays["dp_steps"]
+    p.participations[:] = np.asarray(arrays["participations"])
+    p.dp_steps[:] = np.asarray(arrays["dp_steps"])

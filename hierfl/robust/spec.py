@@ -146,3 +146,17 @@ class AttackSpec:
     def on_data(self) -> bool:
         """The attack poisons the training data (labels), not the sent update."""
         return self.kind == "label_flip"
+
+
+def check(spec: RuleSpec, n: int) -> str | None:
+    """Why `spec` cannot combine n updates, or None. Only Krum refuses: it needs n > 2f + 2
+    (each score sums n - f - 2 distances); one update or none is always combined (see
+    combine). A trimmed mean never trims everything: beta < 1/2 keeps n - 2 floor(beta n) >= 1."""
+    if spec.kind not in ("krum", "multi_krum") or n <= 1:
+        return None
+    if n <= 2 * spec.f + 2:
+        return (f"{spec.kind} with f = {spec.f} needs more than 2f + 2 = {2 * spec.f + 2} "
+                f"updates (Blanchard et al. 2017); this aggregator has {n}")
+    if spec.kind == "multi_krum" and spec.m is not None and spec.m > n:
+        return f"multi_krum averages m = {spec.m} updates; this aggregator has {n}"
+    return None

@@ -132,7 +132,7 @@ def load_checkpoint(path: str, note: bool = False) -> tuple[dict, dict[str, torc
                                 f"{type(exc).__name__}: {exc}); {AGAIN}") from None
     state = {k[len("state/"):]: _tensor(v) for k, v in arrays.items() if k.startswith("state/")}
     state.update({k: _tensor(v) for k, v in arrays.items()
-                  if k.startswith(("compress/", "async/", "local/"))})   # by prefix
+                  if k.startswith(("compress/", "async/", "local/", "protect/"))})   # by prefix
     return meta, state
 
 

@@ -385,7 +385,7 @@ def _cross_checks(raw: dict, p: Problems, base_dir: str, topo: Any, data: DataSp
         items = raw.get("algorithms") if isinstance(raw.get("algorithms"), list) else []
         by_label = {a.get("label", a.get("name")): a for a in items if isinstance(a, dict)}
         for i, e in enumerate(entries):
-            entry_problems(p, i, e, REGISTRY.caps(e.name), train, by_label.get(e.label, {}))
+            entry_problems(p, i, e, REGISTRY.caps(e.name), train, by_label.get(e.label, {}), n)
     if data is None or model is None or train is None or n is None:
         return
     cpr = train.clients_per_round

@@ -15,7 +15,7 @@ from typing import Any
 from ..config.errors import Problems
 from ..config.fields import convert, is_fail
 from ..privacy.spec import PrivacySpec
-from ..robust.spec import AggregateSpec, AttackSpec
+from ..robust.spec import AggregateSpec, AttackSpec, check as rule_problem
 from ..secagg.spec import SecAggSpec
 
 KEYS = ("privacy", "aggregate", "attack", "secure_aggregation")
@@ -56,7 +56,8 @@ def entry_keys(a: dict, key: str, p: Problems, attack: Any) -> dict | None:
     return out
 
 
-def entry_problems(p: Problems, i: int, e: Any, caps: Any, train: Any, own: dict) -> None:
+def entry_problems(p: Problems, i: int, e: Any, caps: Any, train: Any, own: dict,
+                   n_clients: int | None = None) -> None:
     """The combinations of entry i's keys with its algorithm, its round policies and the
     schedule that are refused. `own`: the keys the entry itself gave (where a problem is
     named: the entry's key, else the scenario's `attack`)."""
@@ -89,6 +90,14 @@ def entry_problems(p: Problems, i: int, e: Any, caps: Any, train: Any, own: dict
                   "on its own, so there is no round of updates to aggregate, attack or protect")
         return
     agg, priv, sa = e.aggregate, e.privacy, e.secure_aggregation
+    if agg is not None and n_clients and not caps.hierarchical:     # the cloud's rows: known
+        cpr = train.clients_per_round
+        m = n_clients if cpr == "all" else min(int(cpr), n_clients)
+        why = rule_problem(agg.cloud, m)
+        if why:
+            p.add(f"{key}.aggregate.cloud", own.get("aggregate", {}).get("cloud", "...")
+                  if isinstance(own.get("aggregate"), dict) else "...",
+                  f"{why} (train.clients_per_round)")
     if agg is not None and not caps.hierarchical and not agg.edge.is_mean:
         p.add(f"{key}.aggregate.edge.kind", agg.edge.kind, f"{e.name} is flat: its edges relay "
               "(or pre-aggregate linearly); its rule is aggregate.cloud")
@@ -105,6 +114,15 @@ def entry_problems(p: Problems, i: int, e: Any, caps: Any, train: Any, own: dict
         if priv.adaptive is not None and priv.noise_at != "cloud":
             p.add(f"{key}.privacy.adaptive", "...", "adaptive clipping moves one clip from the "
                   "noised count of unclipped updates where all of them meet: noise_at: cloud")
+        ad, z = priv.adaptive, priv.noise_multiplier
+        if ad is not None and ad.count_noise is None and z and n_clients:
+            cpr = train.clients_per_round
+            m = n_clients if cpr == "all" else min(int(cpr), n_clients)
+            if not 2 * (m / 20) > z:
+                p.add(f"{key}.privacy.adaptive.count_noise", None, f"its default m / 20 = "
+                      f"{m / 20:g} (m = {m} clients per round) must exceed noise_multiplier "
+                      f"/ 2 = {z / 2:g}: the update keeps multiplier (z^-2 - (2 sigma_b)^-2)"
+                      "^-1/2; give a larger count_noise")
         if priv.noise_at == "edge" and not caps.hierarchical and agg is not None:
             p.add(f"{key}.aggregate.cloud.kind", agg.cloud.kind, "a robust cloud rule needs "
                   "every client's update; with noise_at: edge the edges send noisy partial sums")
