@@ -275,3 +275,16 @@ def test_krum_with_too_few_clients_per_round_is_refused(tmp_path, capsys):
     assert main(["validate", path]) == 2          # 8 clients per round: Krum needs > 8
     err = capsys.readouterr().err
     assert "algorithms[0].aggregate.cloud" in err and "2f + 2 = 8" in err, err
+
+
+def test_validate_names_each_entrys_protections_and_its_attackers(tmp_path, capsys):
+    doc = scenario_doc(BASE, attack={"kind": "sign_flip", "clients": [2, 7]})
+    doc["algorithms"] = [{"name": "fedavg", "aggregate": {"cloud": {"kind": "median"}}},
+                         {"name": "fedavg", "label": "dp", "attack": {"kind": "none"},
+                          "privacy": {"kind": "client_level", "clip": 1.0,
+                                      "noise_multiplier": 1.0}}]
+    assert main(["validate", _write(tmp_path, doc)]) == 0
+    out = capsys.readouterr().out
+    fedavg, dp = [ln for ln in out.splitlines() if ln.startswith("  algorithm ")]
+    assert "aggregate {cloud={kind='median'}" in fedavg and "2 attacker(s) [2, 7]" in fedavg
+    assert "noise_at='cloud'" in dp and "attack" not in dp

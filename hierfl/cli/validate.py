@@ -59,14 +59,32 @@ def validated(sc: Any, world: Any, path: str) -> list[str]:
         over = overrides(e, sc)
         lines.append(f"  algorithm {e.label}: {e.name} {e.params}" +
                      (f"; compress {codec}" if codec else "") +
-                     (f"; overrides {over}" if over else ""))
+                     (f"; overrides {over}" if over else "") + protections(e, sc.seed,
+                                                                          t.n_clients))
     return lines
+
+
+def protections(e: Any, seed: int, n: int) -> str:
+    """An entry's privacy, rules, attack (with the attackers it draws) and secure aggregation,
+    as the summary line's tail ('' when it has none)."""
+    out = []
+    for key in ("privacy", "aggregate", "secure_aggregation"):
+        v = getattr(e, key, None)
+        if v is not None:
+            out.append(f"{key} {_short(v)}")
+    if getattr(e, "attack", None) is not None:
+        from ..robust.attacks import attackers      # numpy only; torch is loaded by now
+        ids = [int(k) for k in attackers(e.attack, n, seed).nonzero()[0]]
+        shown = ", ".join(map(str, ids[:10])) + (" ..." if len(ids) > 10 else "")
+        out.append(f"attack {_short(e.attack)}: {len(ids)} attacker(s) [{shown}]")
+    return "".join(f"; {x}" for x in out)
 
 
 def _short(value: Any) -> str:
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return "{" + ", ".join(f"{k}={_short(v)}" for k, v in dataclasses.asdict(value).items()
-                               if v is not None) + "}"
+        return "{" + ", ".join(f"{f.name}={_short(getattr(value, f.name))}"
+                               for f in dataclasses.fields(value)
+                               if getattr(value, f.name) is not None) + "}"
     return repr(value) if isinstance(value, str) else str(value)
 
 

@@ -59,6 +59,7 @@ class Protect:
         self.bad = attackers(self.attack, n, sc.seed) if self.attack is not None else None
         self.active = any(x is not None for x in (self.priv, self.agg, self.attack, self.sa))
         self.edge_of, self.edge_sizes = edge_of, edge_sizes
+        self.pool = n                                   # clients the round drew from
         self.at: tuple[int, int, int] = (0, 0, -1)      # (round, edge round, key) of combine
         self.skipped: list[str] = []                    # rounds a rule could not run
         dp = self.priv
@@ -245,8 +246,8 @@ class Protect:
             return
         where = self.priv.noise_at if self.client_dp else "sample"
         before = self.accountant.state()
-        if where == "cloud" and aggregated:
-            self.accountant.step(aggregated / float(len(self.counts)))
+        if where == "cloud" and aggregated:     # q = m over the clients it was drawn from
+            self.accountant.step(aggregated / float(max(self.pool, aggregated)))
         elif where == "edge":
             for r in sorted(self.round_q):
                 self.accountant.step(self.round_q[r])

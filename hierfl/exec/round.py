@@ -101,6 +101,10 @@ class RoundRunner(AsyncEdgeSteps):
         each client's row itself (a robust cloud rule, privacy noise at the cloud)."""
         return self.algo.linear_aggregate and not self.protect.needs_rows
 
+    def selected_from(self, n: int) -> None:
+        """The clients this round's selection drew from (the available ones): privacy's q."""
+        self.protect.pool = n
+
     def exhausted(self) -> bool:
         """privacy.target_epsilon: the next round would spend past it (the run ends)."""
         return self.protect.exhausted()

@@ -98,6 +98,7 @@ class Simulation(FlatRounds, HierRounds, AsyncRounds, MobileRounds):
         m = self.sc.train.clients_per_round
         avail = self.failures.available(t, self.env.now, n)
         pool = np.arange(n) if avail is None else np.flatnonzero(avail)
+        self.runner.selected_from(len(pool))    # privacy: the round's q is m / this
         m = len(pool) if m == "all" else min(int(m), len(pool))
         if m < len(pool):
             pool = np.sort(seeding.rng(self.sc.seed, "sample", t).choice(pool, m, replace=False))
