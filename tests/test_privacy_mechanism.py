@@ -12,7 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from hierfl.privacy.mechanism import AdaptiveClip, clip_rows, noise, noise_std, sensitivity
+from hierfl.privacy.mechanism import (BLOCK, AdaptiveClip, clip_rows, noise, noise_std, row_norms,
+                                      sensitivity)
 from hierfl.seeding import torch_gen
 
 F32_SLACK = 1 + 2 ** -22    # float32 scale and product roundings: clipped norm <= C (1 + 2^-23)
@@ -48,6 +49,26 @@ def test_clip_by_hand():
     out, norms = clip_rows(x, 5.0)
     assert norms.tolist() == [10.0, 0.0, 1.0, 50.0]
     assert out.tolist() == [[3.0, 4.0], [0.0, 0.0], [1.0, 0.0], [-3.0, 4.0]]
+
+
+def test_norms_across_cpu_blocks():
+    """Rows longer than one CPU block (3 rows: BLOCK // 3 columns a block, here 3 blocks and a
+    remainder): the float64 norm of the whole row."""
+    x = torch.randn(3, 3 * (BLOCK // 3) + 17, generator=torch.Generator().manual_seed(0)) * 1e3
+    np.testing.assert_allclose(row_norms(x).numpy(), _norms64(x), rtol=1e-13)
+    x64, before = x.double(), x.double().clone()
+    np.testing.assert_allclose(row_norms(x64).numpy(),
+                               torch.linalg.vector_norm(x64, dim=1).numpy(), rtol=1e-13)
+    assert torch.equal(x64, before)                     # float64 rows are read, not squared
+
+
+def test_in_place_clip_is_the_same_clip():
+    x = torch.randn(5, 300, generator=torch.Generator().manual_seed(1))
+    want, norms = clip_rows(x, 10.0)
+    y = x.clone()
+    got, norms2 = clip_rows(y, 10.0, inplace=True)
+    assert got is y and torch.equal(got, want) and torch.equal(norms, norms2)
+    assert not torch.equal(want, x)                     # (some rows were clipped)
 
 
 def test_infinite_clip_keeps_rows_bit_for_bit():

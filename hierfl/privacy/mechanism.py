@@ -11,19 +11,37 @@ from typing import Literal
 import torch
 
 
-def clip_rows(updates: torch.Tensor, clip: float) -> tuple[torch.Tensor, torch.Tensor]:
+BLOCK = 1 << 18         # entries per float64 partial sum on the CPU (a 2 MiB block)
+
+
+def row_norms(rows: torch.Tensor) -> torch.Tensor:
+    """The rows' L2 norms in float64, (C,). On the CPU by blocks of columns of about BLOCK
+    entries: torch's float64 norm there casts the whole (C, P) first, 5x slower on 100 x 10^6
+    (0.65 s against 0.12 s, one thread); on a GPU the one fused kernel."""
+    if rows.device.type != "cpu":
+        return torch.linalg.vector_norm(rows, dim=1, dtype=torch.float64)
+    cols = max(1, BLOCK // max(1, rows.shape[0]))
+    sq = torch.zeros(rows.shape[0], dtype=torch.float64)
+    for s in range(0, rows.shape[1], cols):
+        sq += rows[:, s:s + cols].to(torch.float64, copy=True).square_().sum(1)
+    return sq.sqrt_()
+
+
+def clip_rows(updates: torch.Tensor, clip: float, inplace: bool = False
+              ) -> tuple[torch.Tensor, torch.Tensor]:
     """(clipped, norms): each row scaled by min(1, clip / ||row||), and the rows' L2 norms
-    before clipping, (C,) float64 (adaptive clipping counts them).
+    before clipping, (C,) float64 (adaptive clipping counts them). inplace: scale `updates`
+    itself (a fresh update tensor of the caller's; saves a (C, P) allocation).
 
     The scale is computed in float64 and applied in the rows' dtype, so a clipped norm is clip
     up to that dtype's rounding (float32: at most clip (1 + 2^-23)). A zero row stays zero; an
     infinite clip returns `updates` itself, unchanged bit for bit; a row of scale 1 is multiplied
     by 1 (unchanged bits)."""
-    norms = torch.linalg.vector_norm(updates, dim=1, dtype=torch.float64)
+    norms = row_norms(updates)
     if math.isinf(clip):
         return updates, norms
-    scale = (clip / norms).clamp_(max=1.0)          # norm 0: clip / 0 = inf -> 1
-    return updates * scale.to(updates.dtype).unsqueeze(1), norms
+    scale = (clip / norms).clamp_(max=1.0).to(updates.dtype).unsqueeze(1)  # norm 0: inf -> 1
+    return (updates.mul_(scale) if inplace else updates * scale), norms
 
 
 def noise(shape: tuple[int, ...] | torch.Size, std: float, gen: torch.Generator,

@@ -12,7 +12,6 @@ from typing import Literal
 
 from ..config.fields import FieldError, non_negative, positive, spec
 
-KINDS = ("client_level", "sample_level")
 CLIENT_ONLY = ("noise_at", "weights", "adaptive")
 SAMPLE_ONLY = ("sampling",)
 Relation = Literal["add_remove", "replace_one"]
