@@ -130,9 +130,11 @@ class Protect:
             self.norms.append(norms)
             changed |= torch.from_numpy(norms.numpy() > self.clip)
             if self.priv.noise_at == "client" and self.z > 0:
-                std = self.z * self.clip
-                u = u + torch.stack([noise(u.shape[1:], std, torch_gen(
-                    self.seed, "dp-client", t, r, int(k)), u.dtype) for k in sel.tolist()])
+                cuts = np.cumsum([0, *(sizes or [len(sel)])]).tolist()
+                u = u + torch.cat([      # per aggregator (edge calls may be batched or not)
+                    noise((b - a, u.shape[1]), self.z * self.clip,
+                          torch_gen(self.seed, "dp-client", t, r, int(sel[a])), u.dtype)
+                    for a, b in zip(cuts[:-1], cuts[1:]) if b > a])
                 changed[:] = True
             if self.priv.noise_at == "client":
                 self.participations[sel] += 1
