@@ -20,7 +20,8 @@ from ..compress import EdgeState, build as build_compressor
 from ..config.errors import ScenarioError
 from ..config.schema import AlgorithmEntry, Scenario
 from ..data.federated import FederatedData
-from ..learn.batches import Batch, full_plan, minibatch_plan, steps_for
+from ..learn import dpsgd
+from ..learn.batches import Batch, full_plan, minibatch_plan, poisson_plan, steps_for
 from ..learn.optim import build as build_optimizer, build_clip
 from ..learn.plugin_program import own_local
 from ..learn.schedules import StepLR, round_lr
@@ -62,6 +63,7 @@ class RoundRunner(AsyncEdgeSteps):
         self.sc, self.topo, self.data, self.model = scenario, topo, data, model
         self.algo, self.executor = algo, executor
         self.local, self.label = entry.local, entry.label
+        self.privacy = getattr(entry, "privacy", None)     # issue 43's spec (None: no DP)
         self.optimizer = build_optimizer(self.local.optimizer)   # None: plain SGD
         self.grad_clip = build_clip(self.local.clip)             # None: no train.local.clip
         opt_spec = self.local.optimizer
@@ -144,10 +146,12 @@ class RoundRunner(AsyncEdgeSteps):
         ctx = RoundCtx(t, r, self.lr(t, r), torch.from_numpy(planned))
         program = self._with_local(self.algo.program(clients, start, ctx), sel, t, r)
         program = own_local(program, self.local, self.sc, self.label, sel, t, r)
+        program = self._with_dp(program, sel, t, r)
         budgets, strag = self._budgets(t, r, sel, planned, program.grad_evals_per_step, sizes,
                                        self._start_evals(program))
-        plan = minibatch_plan(self.data.offsets, sel, self.local.batch_size, budgets,
-                              self.sc.seed, t, r, self.data.x, self.data.y)
+        plan = (poisson_plan if self._poisson else minibatch_plan)(
+            self.data.offsets, sel, self.local.batch_size, budgets, self.sc.seed, t, r,
+            self.data.x, self.data.y)
         step_lr = self._step_lr(t, r)
         try:
             res = self.executor.run(program, plan, self._full(sel, program, t),
@@ -304,6 +308,22 @@ class RoundRunner(AsyncEdgeSteps):
         return dataclasses.replace(program, optimizer=self.optimizer, grad_clip=self.grad_clip,
                                    **self.carry.program_fields(sel, program.start, self.sc.seed,
                                                                t, r))
+
+    def _with_dp(self, program, sel: np.ndarray, t: int, r: int):
+        """DP-SGD in the local steps (privacy kind sample_level, learn/dpsgd.py): per-sample
+        clipping and noise keyed by (seed, client, round, edge round), on a plain TermsProgram
+        only (after own_local: a plugin's program is refused, not silently left without DP)."""
+        p = self.privacy
+        if p is None or p.kind != "sample_level":
+            return program
+        return dpsgd.attach(program, p, self.counts[sel], self.local.batch_size, self.sc.seed,
+                            sel, t, r)
+
+    @property
+    def _poisson(self) -> bool:
+        """Poisson-sampled minibatches (DP-SGD's sampling: poisson) instead of shuffled ones."""
+        p = self.privacy
+        return p is not None and p.kind == "sample_level" and p.sampling == "poisson"
 
     def _full(self, sel: np.ndarray, program, t: int) -> Batch:
         """The clients' full local data, where a gamma target, a measurement or the program's
