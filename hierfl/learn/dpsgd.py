@@ -24,11 +24,12 @@ executor, chunk of clients or company (on one device type).
 Per-sample gradients (`clipped_sum`), two paths, the same maths:
 - "layers": one forward pass of all C x B rows, the clients' layers batched as the model's own
   batched path does (models/grouped.py for a Sequential of known layers; the stacked affine
-  layers of functional.Model), one backward pass to each parametric layer's output, then each
-  row's gradient from its input and output gradient: a dense layer's never formed (its norm is
-  ||dz|| ||h||, its clipped sum one bmm of rescaled dz), a convolution's by unfold and bmm.
-  About the cost of one batched gradient (benchmarks/dpsgd.py);
-- "func": torch.func, vmap over clients of vmap over rows of grad: any model, 3-4x slower.
+  layers of functional.Model), one backward pass to each parametric layer's output (no weight
+  gradient), then each row's gradient from the layer's input h and output gradient dz: a dense
+  layer's never formed (its norm is ||dz|| ||h||, its clipped sum one bmm of rescaled dz), a
+  convolution's as the weight gradient of one convolution with a group per row;
+- "func": torch.func, vmap over clients of vmap over rows of grad: any model, 3-6x slower
+  (benchmarks/dpsgd.py).
 "auto" takes "layers" wherever it applies."""
 from __future__ import annotations
 
@@ -44,7 +45,7 @@ from torch.nn import functional as F
 from .batches import Batch, noise_keys, poisson_expected, step_seeds
 from .terms import select_rows
 
-ROW_BUDGET = 1 << 25     # per-row elements (parameters + activations) of C clients at once
+ROW_BUDGET = 1 << 25     # per-row elements (activations, per-row gradients) of one chunk of rows
 
 
 @dataclass(frozen=True)
@@ -226,15 +227,18 @@ def _conv(h: torch.Tensor, dz: torch.Tensor, conv: nn.Conv2d):
     """`_dense` for a convolution, inputs h (C, B, Cin, H, W), output gradients
     dz (C, B, Cout, H', W'): every row's weight gradient at once, as the weight gradient of one
     convolution with a group per row (torch's convolution_backward: at one thread 2-3x faster
-    here than unfold and bmm, whose im2col loops over the rows)."""
+    here than unfold and bmm, whose im2col loops over the rows). The rows are taken in (B, C)
+    order: the grouped kernels leave their outputs as (B, H, W, C, Cout) in memory (channels
+    last), and regrouping them per row is then a transpose per b (2.6x faster than to (C, B))."""
     c, b, cin = h.shape[0], h.shape[1], h.shape[2]
     n, cout = c * b, dz.shape[2]
     shape = (n * cout, cin, *conv.kernel_size)
     gw = torch.ops.aten.convolution_backward(
-        dz.reshape(1, n * cout, *dz.shape[3:]), h.reshape(1, n * cin, *h.shape[3:]),
-        h.new_empty(shape), None, list(conv.stride), list(conv.padding), list(conv.dilation),
-        False, [0, 0], n, [False, True, False])[1]
-    parts = [gw.view(c, b, -1)]
+        dz.transpose(0, 1).reshape(1, n * cout, *dz.shape[3:]),
+        h.transpose(0, 1).reshape(1, n * cin, *h.shape[3:]), h.new_empty(shape), None,
+        list(conv.stride), list(conv.padding), list(conv.dilation), False, [0, 0], n,
+        [False, True, False])[1]
+    parts = [gw.view(b, c, -1).transpose(0, 1)]
     if conv.bias is not None:
         parts.append(dz.sum((3, 4)))
     n2 = sum(p.square().sum(-1) for p in parts)
