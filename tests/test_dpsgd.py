@@ -282,5 +282,8 @@ def test_refusals():
     from hierfl.learn.dpsgd import attach
     with pytest.raises(TypeError, match="per-client state"):
         attach(prog, _privacy(1.0, 1.0, "fixed"), np.array([10]), 4, 0, np.array([0]), 1, 0)
+    with pytest.raises(ValueError, match="stateful"):
+        TermsProgram(model, prog.start, keys=torch.zeros(1, 1, dtype=torch.long),
+                     buffers0=torch.zeros(1, 0), dp=_dp(1))
     with pytest.raises(ValueError, match="finite clip"):
         _dp(1, INF, 1.0)

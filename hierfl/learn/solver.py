@@ -108,6 +108,11 @@ class TermsProgram(ProgramBase):
     buffers0: torch.Tensor | None = None      # (C, Q): the clients' starting statistics
     dp: DPSGD | None = None                   # per-sample clipping and noise (DP-SGD)
 
+    def __post_init__(self) -> None:
+        if self.dp is not None and self.keys is not None:
+            raise ValueError("DP-SGD needs per-sample gradients, which a stateful model "
+                             "(BatchNorm, dropout) does not have (learn/dpsgd.refusal)")
+
     @cached_property
     def _smooth(self) -> tuple[Term, ...]:
         return tuple(t for t in self.terms if t.smooth)
