@@ -288,3 +288,36 @@ def test_validate_names_each_entrys_protections_and_its_attackers(tmp_path, caps
     fedavg, dp = [ln for ln in out.splitlines() if ln.startswith("  algorithm ")]
     assert "aggregate {cloud={kind='median'}" in fedavg and "2 attacker(s) [2, 7]" in fedavg
     assert "noise_at='cloud'" in dp and "attack" not in dp
+
+
+def test_dp_sgd_run_accounts_the_worst_client(tmp_path):
+    """sample_level: epsilon after each round is the RDP epsilon of the most DP-SGD steps any
+    client took at the largest q = B / n_k (Poisson), here 4 steps a round at q = 8 / 32 (40
+    samples, a fifth of them the test set)."""
+    o = _run(tmp_path, [{"name": "fedavg", "label": "sgd", "privacy": {
+        "kind": "sample_level", "clip": 1.0, "noise_multiplier": 1.2}}],
+        **{"train.clients_per_round": "all", "train.rounds": 3})
+    eps = [float(r["epsilon"]) for r in o.metrics["sgd"]]
+    steps = {}
+    for r in o.clients["sgd"]:
+        steps[r["client"]] = steps.get(r["client"], 0) + int(r["steps"])
+    assert max(steps.values()) == 12
+    for t in range(1, 4):
+        acc = rdp.RdpAccountant()
+        acc.compose(dpa.SelfComposedDpEvent(
+            dpa.PoissonSampledDpEvent(8 / 32, dpa.GaussianDpEvent(1.2)), 4 * t))
+        assert eps[t] == pytest.approx(acc.get_epsilon(1e-5), rel=1e-9)
+
+
+def test_dp_sgd_is_refused_where_it_bounds_nothing(tmp_path, capsys):
+    doc = scenario_doc(BASE, algorithms=[{"name": "fedavg", "privacy": {
+        "kind": "sample_level", "clip": 1.0, "noise_multiplier": 1.0}}],
+        model={"name": "cnn", "channels": [2], "dense": 4, "batch_norm": True},
+        data={"name": "digits", "test_fraction": 0.2})
+    assert main(["run", _write(tmp_path, doc), "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert "algorithms[0].privacy.kind" in err and "BatchNorm" in err and "Traceback" not in err
+    doc = scenario_doc(BASE, algorithms=[{"name": "scaffold", "privacy": {
+        "kind": "sample_level", "clip": 1.0, "noise_multiplier": 1.0}}])
+    assert main(["validate", _write(tmp_path, doc, "b")]) == 2
+    assert "algorithms[0].privacy" in capsys.readouterr().err

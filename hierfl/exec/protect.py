@@ -15,6 +15,7 @@ entry's noise_at and the rows are clients'. The privacy spent is accounted per c
 (privacy/accountant.py) with the sampling rates the round actually had."""
 from __future__ import annotations
 
+import dataclasses
 import math
 import sys
 from dataclasses import dataclass
@@ -70,6 +71,8 @@ class Protect:
         ad = dp.adaptive if self.client_dp else None
         self.adaptive = None if ad is None else \
             AdaptiveClip(self.clip, ad.target_quantile, ad.lr, count_noise(ad, sc, len(counts)))
+        if dp is not None and dp.noise_multiplier is None:     # chosen for target_epsilon
+            self.priv = dataclasses.replace(dp, noise_multiplier=self.z)
         self.accountant = Accountant(dp.delta, self.z, dp.relation) if dp is not None else None
         self.last_events: list[tuple[float, int]] = []  # the last round's (q, count)
         self.participations = np.zeros(n, np.int64)    # noise_at client: per client
@@ -77,6 +80,7 @@ class Protect:
         self.norms: list[torch.Tensor] = []             # adaptive: this round's update norms
         self.epsilon = math.nan if dp is None else 0.0
         self.dp_steps = np.zeros(n, np.int64)           # sample_level: DP-SGD steps per client
+        self.sample_q = 1.0                             # and the largest q of a step
 
     # ------------------------------------------------------------------ run-time choices
     @property
@@ -255,7 +259,8 @@ class Protect:
                 self.accountant.step(self.round_q[r])
         elif where == "client":         # local DP: the client that took part most often
             self._restart([(1.0, int(self.participations.max()))])
-        # sample: composed per DP-SGD step (sample_steps)
+        elif where == "sample" and self.dp_steps.any():
+            self._restart([(self.sample_q, int(self.dp_steps.max()))])
         after = self.accountant.state()
         self.last_events = after[len(before):] if after[:len(before)] == before else \
             _increment(before, after)
@@ -291,13 +296,14 @@ class Protect:
         per_round = entry.edge_rounds if dp.noise_at == "edge" and entry.edge_rounds else 1
         return [(cpr / n, rounds * per_round)]
 
-    def sample_steps(self, sel: np.ndarray, steps: np.ndarray, batch: int) -> None:
-        """sample_level: clients `sel` took `steps` DP-SGD steps of expected batch `batch`; the
-        accountant holds the bound of the worst client: the largest q = B / n_k of any client
-        and the most steps any client has taken (epsilon grows with both)."""
+    def sample_steps(self, sel: np.ndarray, steps: np.ndarray, batch: int | str) -> None:
+        """sample_level: clients `sel` took `steps` DP-SGD steps of batch `batch` (Poisson:
+        each row with probability q_k = min(1, B / n_k)); the accountant holds the bound of the
+        worst client: the largest q of any client and the most steps any client has taken
+        (epsilon grows with both), composed at the end of the cloud round."""
         self.dp_steps[sel] += steps
-        q = min(1.0, batch / float(self.counts.min()))
-        self._restart([(q, int(self.dp_steps.max()))])
+        q = 1.0 if batch == "full" else min(1.0, int(batch) / float(self.counts.min()))
+        self.sample_q = q
 
     def exhausted(self) -> bool:
         """target_epsilon with a given z: the next round would spend past it."""

@@ -20,7 +20,8 @@ from ..compress import EdgeState, build as build_compressor
 from ..config.errors import ScenarioError
 from ..config.schema import AlgorithmEntry, Scenario
 from ..data.federated import FederatedData
-from ..learn.batches import Batch, full_plan, minibatch_plan, steps_for
+from ..learn import dpsgd
+from ..learn.batches import Batch, full_plan, minibatch_plan, poisson_plan, steps_for
 from ..learn.optim import build as build_optimizer, build_clip
 from ..learn.plugin_program import own_local
 from ..learn.schedules import StepLR, round_lr
@@ -161,10 +162,12 @@ class RoundRunner(AsyncEdgeSteps):
         ctx = RoundCtx(t, r, self.lr(t, r), torch.from_numpy(planned))
         program = self._with_local(self.algo.program(clients, start, ctx), sel, t, r)
         program = own_local(program, self.local, self.sc, self.label, sel, t, r)
+        program = self._with_dp(program, sel, t, r)
         budgets, strag = self._budgets(t, r, sel, planned, program.grad_evals_per_step, sizes,
                                        self._start_evals(program))
-        plan = minibatch_plan(self.data.offsets, sel, self.local.batch_size, budgets,
-                              self.sc.seed, t, r, self.data.x, self.y_train)
+        plan = (poisson_plan if self._poisson else minibatch_plan)(
+            self.data.offsets, sel, self.local.batch_size, budgets, self.sc.seed, t, r,
+            self.data.x, self.y_train)
         step_lr = self._step_lr(t, r)
         try:
             res = self.executor.run(program, plan, self._full(sel, program, t),
@@ -175,6 +178,9 @@ class RoundRunner(AsyncEdgeSteps):
             raise self._one_row(t, sel, exc) from None
         if isinstance(program, TermsProgram):
             self.carry.finish(sel, res.state, program, doomed)
+        if self._poisson or self.privacy is not None and self.privacy.kind == "sample_level":
+            self.protect.sample_steps(sel, np.maximum(res.steps.numpy(), 0),
+                                      self.local.batch_size)
         up = self.algo.finish(clients, start, res, ctx, doomed)
         if self.protect.active and not up.silent:
             ref = self.algo.upload_reference(clients, start, up)
@@ -336,6 +342,27 @@ class RoundRunner(AsyncEdgeSteps):
         return dataclasses.replace(program, optimizer=self.optimizer, grad_clip=self.grad_clip,
                                    **self.carry.program_fields(sel, program.start, self.sc.seed,
                                                                t, r))
+
+    def _with_dp(self, program, sel: np.ndarray, t: int, r: int):
+        """DP-SGD in the local steps (privacy kind sample_level, learn/dpsgd.py): per-sample
+        clipping and noise keyed by (seed, client, round, edge round), on a plain TermsProgram
+        only (after own_local: a plugin's program is refused, not silently left without DP)."""
+        p = self.privacy
+        if p is None or p.kind != "sample_level":
+            return program
+        return dpsgd.attach(program, p, self.counts[sel], self.local.batch_size, self.sc.seed,
+                            sel, t, r)
+
+    @property
+    def privacy(self):
+        """The entry's privacy spec, its noise multiplier chosen where target_epsilon asked."""
+        return self.protect.priv
+
+    @property
+    def _poisson(self) -> bool:
+        """Poisson-sampled minibatches (DP-SGD's sampling: poisson) instead of shuffled ones."""
+        p = self.privacy
+        return p is not None and p.kind == "sample_level" and p.sampling == "poisson"
 
     def _full(self, sel: np.ndarray, program, t: int) -> Batch:
         """The clients' full local data, where a gamma target, a measurement or the program's

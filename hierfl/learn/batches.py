@@ -210,3 +210,70 @@ def minibatch_plan(offsets: np.ndarray, clients: np.ndarray, batch_size: int | s
         cnt = pv.sum(2, keepdims=True)
         wts[idx, :width] = pv / np.maximum(cnt, 1)
     return BatchPlan(torch.from_numpy(rows), torch.from_numpy(wts).to(weight_dtype(x)), x, y)
+
+
+_POISSON = np.uint64(0x8CB92BA72F3D8DD7)
+_NOISE = np.uint64(0xA0761D6478BD642F)
+_BLOCK = 1 << 22        # (client, step, row) draws hashed at once by poisson_plan
+
+
+def noise_keys(seed: int, round_: int, edge_round: int, clients: np.ndarray) -> torch.Tensor:
+    """(C, 1) int64: each client's DP-SGD noise stream of (seed, client, round, edge round)
+    (learn/dpsgd.py; step n's draw seeded by `step_seeds(keys, n)`), apart from its batches
+    and its dropout masks (another hash of the same key)."""
+    keys = client_keys(seed, round_, edge_round, np.asarray(clients, dtype=np.int64))
+    with np.errstate(over="ignore"):
+        return torch.from_numpy(_mix(keys ^ _NOISE).view(np.int64).copy()).unsqueeze(1)
+
+
+def poisson_expected(counts: np.ndarray, batch_size: int | str) -> np.ndarray:
+    """Each client's expected Poisson batch size q_k n_k = min(B, n_k) (q_k = min(1, B / n_k);
+    `full`: q_k = 1), float64."""
+    counts = np.asarray(counts, dtype=np.float64)
+    return counts.copy() if batch_size == "full" else np.minimum(float(batch_size), counts)
+
+
+def poisson_plan(offsets: np.ndarray, clients: np.ndarray, batch_size: int | str,
+                 n_steps: np.ndarray, seed: int, round_: int, edge_round: int,
+                 x: torch.Tensor, y: torch.Tensor) -> BatchPlan:
+    """Poisson subsampling, as DP-SGD's accountant assumes it (Abadi et al. 2016): at step j
+    each of client k's n_k rows is in the batch independently with probability
+    q_k = min(1, B / n_k), drawn from a hash of (the client's key, j, row), so a client's
+    batches depend on (seed, client, round, edge round) only. Batch sizes vary (and may be 0):
+    a step holds the rows drawn, in row order, then padding (the client's first row, weight 0)
+    up to the widest batch of the call; a drawn row weighs 1 / (q_k n_k), one over the
+    expected batch size, the unbiased estimator's denominator. Steps beyond a client's budget
+    hold row 0 with weight 0."""
+    clients = np.asarray(clients, dtype=np.int64)
+    steps = np.asarray(n_steps, dtype=np.int64)
+    c = len(clients)
+    s_max = max(int(steps.max()) if c else 0, 1)
+    lo = offsets[clients]
+    n = offsets[clients + 1] - lo
+    expected = poisson_expected(n, batch_size)
+    with np.errstate(over="ignore"):
+        keys = _mix(client_keys(seed, round_, edge_round, clients) ^ _POISSON)
+    drawn = []                  # (client, first step, rows drawn first (steps, n_k), sizes)
+    for k in np.flatnonzero((steps > 0) & (n > 0)).tolist():
+        size, live = int(n[k]), int(steps[k])
+        q = expected[k] / size
+        block = max(1, _BLOCK // size)
+        for a in range(0, live, block):
+            j = np.arange(a, min(a + block, live), dtype=np.uint64)
+            counter = (j[:, None] << np.uint64(32)) | np.arange(size, dtype=np.uint64)[None]
+            with np.errstate(over="ignore"):
+                u = (_mix(keys[k] + counter * _GOLDEN) >> np.uint64(11)) * 2.0 ** -53
+            take = u < q                                        # (steps, rows)
+            order = np.argsort(~take, axis=1, kind="stable")    # the rows drawn first
+            drawn.append((k, a, order, take.sum(1)))
+    width = max([1, *(int(s.max()) for *_, s in drawn if len(s))])
+    rows = np.zeros((c, s_max, width), np.int64)
+    wts = np.zeros((c, s_max, width), np.float32)
+    for k, a, order, sizes in drawn:
+        t = len(sizes)
+        valid = np.arange(width)[None, :] < sizes[:, None]
+        pos = order[:, :width] if order.shape[1] >= width else \
+            np.pad(order, ((0, 0), (0, width - order.shape[1])))
+        rows[k, a:a + t] = np.where(valid, pos + lo[k], lo[k])
+        wts[k, a:a + t] = valid / np.float32(expected[k])
+    return BatchPlan(torch.from_numpy(rows), torch.from_numpy(wts).to(weight_dtype(x)), x, y)

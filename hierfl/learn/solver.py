@@ -15,6 +15,7 @@ from ..models.functional import Model
 from ..models.threads import one_thread
 from ..models.torch_model import Run
 from .batches import Batch, BatchPlan, step_seeds
+from .dpsgd import DPSGD
 from .optim import Clip, Optimizer
 from .terms import Term, affine_sum, select_rows
 
@@ -89,7 +90,11 @@ class TermsProgram(ProgramBase):
 
     A stateful model (models/torch_model.py: BatchNorm statistics, dropout) also carries, last
     in the State, each client's statistics (C, Q), from `buffers0`, and its step counter
-    (C, 1): step n of client k draws its masks from `step_seeds(keys[k], n)`."""
+    (C, 1): step n of client k draws its masks from `step_seeds(keys[k], n)`.
+
+    `dp` (learn/dpsgd.py): DP-SGD, the gradient of F_k from clipped per-sample gradients and
+    Gaussian noise, the other smooth terms added as they are; the State then ends with the
+    step counter (C, 1) that keys the noise (not with a stateful model: refused)."""
 
     model: Model
     start: torch.Tensor
@@ -101,6 +106,12 @@ class TermsProgram(ProgramBase):
     opt0: tuple[torch.Tensor, ...] | None = None
     keys: torch.Tensor | None = None          # (C, 1) int64: the clients' dropout streams
     buffers0: torch.Tensor | None = None      # (C, Q): the clients' starting statistics
+    dp: DPSGD | None = None                   # per-sample clipping and noise (DP-SGD)
+
+    def __post_init__(self) -> None:
+        if self.dp is not None and self.keys is not None:
+            raise ValueError("DP-SGD needs per-sample gradients, which a stateful model "
+                             "(BatchNorm, dropout) does not have (learn/dpsgd.refusal)")
 
     @cached_property
     def _smooth(self) -> tuple[Term, ...]:
@@ -122,25 +133,33 @@ class TermsProgram(ProgramBase):
         if self.optimizer is not None:
             opt = tuple(t.clone() for t in self.opt0) if self.opt0 is not None else \
                 self.optimizer.init(w)
+        count = torch.zeros(w.shape[0], 1, dtype=torch.long, device=w.device)
         if self.keys is None:
-            return (w, *opt)
-        return (w, *opt, self.buffers0.clone(),
-                torch.zeros(w.shape[0], 1, dtype=torch.long, device=w.device))
+            return (w, *opt) if self.dp is None else (w, *opt, count)
+        return (w, *opt, self.buffers0.clone(), count)
 
     def select(self, sel: torch.Tensor) -> "TermsProgram":
         out = super().select(sel)
+        if self.dp is not None:
+            out = replace(out, dp=self.dp.select(sel))
         if self.opt0 is None:
             return out
         return replace(out, opt0=tuple(select_rows(t, sel) for t in self.opt0))
 
     def parts(self, s: State) -> tuple[torch.Tensor, State, State]:
         """(w, optimizer state, model state) of a State of this program."""
-        n = 2 if self.keys is not None else 0
+        n = 2 if self.keys is not None else 1 if self.dp is not None else 0
         return s[0], s[1:len(s) - n], s[len(s) - n:]
 
     def _grad_run(self, w: torch.Tensor, b: Batch, ms: State) -> tuple[torch.Tensor, State]:
         """The gradient of a step, and the model state after it (a stateful model's
-        statistics and step counter)."""
+        statistics and step counter; DP-SGD's step counter)."""
+        if self.dp is not None:
+            (count,) = ms
+            g = self.dp.grad(self.model, w, b, count)
+            for t in self._smooth:
+                g = g + t.grad(w)
+            return g, (count + 1,)
         if not ms:
             return self._grad(w, b), ms
         buffers, count = ms
@@ -210,6 +229,8 @@ class TermsProgram(ProgramBase):
         affine (`Term.affine`); on a per-client loop model (`client_steps`) any optimizer,
         stepped in place; None otherwise, and the solver takes the steps one by one.
         A subclass that changes `step` must override this too."""
+        if self.dp is not None:
+            return None
         if self.optimizer is not None and self.clip is None and self.keys is None:
             own = getattr(self.model, "client_steps", None)
             if own is None or getattr(self.model, "batching", None) != "loop":

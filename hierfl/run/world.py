@@ -75,6 +75,13 @@ def stateful_model_fits(sc: Scenario, model: Model) -> None:
                                     "plugin runs its own copy of the module, whose statistics "
                                     "and masks would not be the client's (use the built-in "
                                     "solver, or a model without them)")
+        priv = getattr(entry, "privacy", None)
+        if priv is not None and priv.kind == "sample_level":
+            raise ScenarioError.one(sc.file, f"algorithms[{i}].privacy.kind", "sample_level",
+                                    f"model {sc.model.name!r} has {what}: a sample's gradient "
+                                    "then depends on the other rows of its batch (BatchNorm) "
+                                    "or on shared masks, so per-sample clipping bounds nothing; "
+                                    "use GroupNorm or no norm and dropout 0 with DP-SGD")
         policies = (entry.round_policy(sc.train).policy, sc.train.edge_round.policy)
         if model.n_buffers and not caps.local_norm and any(p in ASYNC for p in policies):
             raise ScenarioError.one(sc.file, f"algorithms[{i}].name", entry.name,

@@ -101,6 +101,17 @@ def entry_problems(p: Problems, i: int, e: Any, caps: Any, train: Any, own: dict
     if agg is not None and not caps.hierarchical and not agg.edge.is_mean:
         p.add(f"{key}.aggregate.edge.kind", agg.edge.kind, f"{e.name} is flat: its edges relay "
               "(or pre-aggregate linearly); its rule is aggregate.cloud")
+    if priv is not None and priv.kind == "sample_level":
+        why = None
+        if not caps.optimizers:
+            why = f"{e.name}'s local program is not plain gradient steps on F_k"
+        elif e.local.solver is not None:
+            why = f"train.local.solver {e.local.solver!r} takes its own steps"
+        elif e.local.gamma is not None:
+            why = "gamma stops on the true gradient's norm would release it unprotected"
+        if why:
+            p.add(f"{key}.privacy.kind", "sample_level", f"DP-SGD clips and noises each "
+                  f"sample's gradient inside the local steps; {why}")
     if priv is not None and priv.kind == "client_level":
         if priv.noise_at == "cloud" and caps.hierarchical:
             p.add(f"{key}.privacy.noise_at", "cloud", f"{e.name} is hierarchical: the cloud "
