@@ -321,3 +321,14 @@ def test_dp_sgd_is_refused_where_it_bounds_nothing(tmp_path, capsys):
         "kind": "sample_level", "clip": 1.0, "noise_multiplier": 1.0}}])
     assert main(["validate", _write(tmp_path, doc, "b")]) == 2
     assert "algorithms[0].privacy" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("attack, key, words", [
+    ({"kind": "sign_flip", "clients": [2, 99]}, "attack.clients", "ids 0..11"),
+    ({"kind": "label_flip", "fraction": 0.5, "mapping": [0, 1]}, "attack", "3 classes"),
+])
+def test_an_attack_that_does_not_fit_is_named(tmp_path, capsys, attack, key, words):
+    path = _write(tmp_path, scenario_doc(BASE, attack=attack))
+    assert main(["run", path, "--out", str(tmp_path / "o"), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert f": {key}" in err and words in err and "Traceback" not in err, err

@@ -452,6 +452,7 @@ class AlgorithmEntry:
     attack: Any = None              # robust/spec.AttackSpec: its own or the scenario's attack:
     #                                 (None: no attacker)
     secure_aggregation: Any = None  # secagg/spec.SecAggSpec (None: plain uploads)
+    attack_own: bool = False        # its attack is its own attack: key (not the scenario's)
 
     def mobility_spec(self, topology: object) -> "MobilitySpec | None":
         """The mobility of this entry: its own `mobility:`, else the topology's (None: none)."""

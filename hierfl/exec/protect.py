@@ -103,8 +103,11 @@ class Protect:
     def labels(self, y: torch.Tensor, offsets: np.ndarray, n_classes: int) -> torch.Tensor:
         """The training labels this entry's clients train on: label_flip attackers' rows mapped
         (a copy; the data set itself is shared by every entry)."""
-        if self.attack is None or self.attack.kind != "label_flip" or not self.bad.any():
+        if self.attack is None or self.attack.kind != "label_flip":
             return y
+        if n_classes == 0 or y.dim() != 1 or y.is_floating_point():
+            raise ValueError("label_flip maps class labels; this data set's targets are not "
+                             "classes (a regression set): choose another attack kind")
         m = label_map(self.attack, n_classes)
         out = y.clone()
         for k in np.flatnonzero(self.bad).tolist():

@@ -85,11 +85,17 @@ class RoundRunner(AsyncEdgeSteps):
                                       model.n_params, algo)
         self._edge_wrap = self.codec is not None and self.codec.spec.edge_up.active
         # privacy, robust rules, attackers, secure aggregation (exec/protect.py)
-        self.protect = Protect(scenario, entry, algo, self.counts, *_edges_of(topo))
+        try:
+            self.protect = Protect(scenario, entry, algo, self.counts, *_edges_of(topo))
+            self.y_train = self.protect.labels(data.y, data.offsets, data.n_classes) \
+                if entry.attack is not None else data.y
+        except ValueError as exc:       # an attack that does not fit the data or the system
+            given = {k: v for k, v in dataclasses.asdict(entry.attack).items()
+                     if v is not None} if entry.attack is not None else None
+            raise ScenarioError.one(scenario.file, _attack_key(scenario, entry), given,
+                                    str(exc)) from None
         if self.protect.active:
             algo.combiner = self.protect.combine
-        self.y_train = self.protect.labels(data.y, data.offsets, data.n_classes) \
-            if entry.attack is not None else data.y
 
     # ------------------------------------------------------------------ the algorithm's flags
     @property
@@ -558,3 +564,9 @@ def _edges_of(topo: Topology) -> tuple[np.ndarray | None, np.ndarray | None]:
         return None, None
     of = np.asarray(topo.edge_of, dtype=np.int64)
     return of, np.bincount(of, minlength=len(topo.edges))
+
+
+def _attack_key(sc: Scenario, entry: AlgorithmEntry) -> str:
+    """Where an entry's attack was written: its own attack:, else the scenario's."""
+    i = sc.algorithms.index(entry)
+    return f"algorithms[{i}].attack" if entry.attack_own else "attack"

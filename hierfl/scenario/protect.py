@@ -46,6 +46,7 @@ def entry_keys(a: dict, key: str, p: Problems, attack: Any) -> dict | None:
             out[name] = None
     if any(is_fail(v) for v in out.values()):
         return None
+    out["attack_own"] = "attack" in a
     if "attack" not in a:
         out["attack"] = None if is_fail(attack) else attack
     elif out["attack"] is not None and out["attack"].kind == "none":
@@ -72,6 +73,12 @@ def entry_problems(p: Problems, i: int, e: Any, caps: Any, train: Any, own: dict
     def raw(k: str) -> Any:
         return own.get(k, "...")
 
+    att = given.get("attack")
+    if att is not None and att.clients is not None and n_clients:
+        outside = [k for k in att.clients if not 0 <= k < n_clients]
+        if outside:
+            p.add(f"{where('attack')}.clients", outside, f"not clients of this system (ids "
+                  f"0..{n_clients - 1})")
     touches = [k for k in ("privacy", "aggregate", "secure_aggregation") if k in given]
     if touches and not caps.robust:
         for k in touches:
