@@ -28,6 +28,9 @@ from ..models.registry import MODELS
 from ..registry import check_entry_points
 from ..compress.registry import CODECS
 from ..compress.spec import CodecSpec
+from ..privacy.spec import PrivacySpec
+from ..robust.spec import AttackSpec, RuleSpec
+from ..secagg.spec import SecAggSpec
 from .main import parser as cli_parser
 
 Row = tuple[str, str, str, str]
@@ -176,11 +179,26 @@ def generate(plugins: bool = True) -> str:
                         "`down`, `edge_up`, `edge_down` ([compression](compression.md))"),
                        ("mobility", "mapping", "`topology.mobility`", "this entry's client "
                         "mobility (the keys of the topology's `mobility`; [mobility and "
-                        "traces](howto/mobility.md))")]), "",
+                        "traces](howto/mobility.md))"),
+                       ("privacy", "mapping", "none", "differential privacy: client-level "
+                        "(DP-FedAvg) or sample-level (DP-SGD) ([privacy](privacy.md))"),
+                       ("aggregate", "mapping", "means", "the rule of each tier: `cloud`, "
+                        "`edge` ([robustness](robustness.md))"),
+                       ("attack", "mapping", "the scenario's `attack`", "this entry's "
+                        "Byzantine clients (`{kind: none}`: none) ([robustness](robustness.md))"),
+                       ("secure_aggregation", "mapping", "none", "secure aggregation's messages "
+                        "and field arithmetic at a tier ([secure aggregation]"
+                        "(secure-aggregation.md))")]), "",
              "Keys of `local:` (the same as `train.local`):", "",
              md_table(rows(LocalSpec)), "",
              "Keys of each direction of `compress:` (`up`, `down`, `edge_up`, `edge_down`):", "",
-             md_table(_codec_rows()), ""]
+             md_table(_codec_rows()), "",
+             "Keys of `privacy:`:", "", md_table(rows(PrivacySpec)), "",
+             "Keys of each tier's rule in `aggregate:` (`cloud`, `edge`):", "",
+             md_table(rows(RuleSpec)), "",
+             "Keys of `attack:` (the scenario's, or an entry's own):", "",
+             md_table(rows(AttackSpec)), "",
+             "Keys of `secure_aggregation:`:", "", md_table(rows(SecAggSpec)), ""]
     for name in REGISTRY:
         if REGISTRY.is_builtin(name):
             parts += _algorithm_section(REGISTRY.declaration(name))

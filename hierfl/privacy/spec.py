@@ -35,8 +35,9 @@ class AdaptiveSpec:
     lr: float = spec(0.2, "eta_C: the geometric step, C <- C exp(-eta_C (b - gamma))",
                      check=positive)
     count_noise: float | None = spec(None, "sigma_b: std of the noise on the count of "
-                                     "unclipped updates; null: m/20 for m clients aggregated "
-                                     "(Andrew et al.'s suggestion); must exceed z/2",
+                                     "unclipped updates; null: m/20 for m = "
+                                     "train.clients_per_round (Andrew et al.'s suggestion), "
+                                     "fixed for the run; must exceed z/2",
                                      check=non_negative)
 
 
