@@ -383,7 +383,8 @@ def _cross_checks(raw: dict, p: Problems, base_dir: str, topo: Any, data: DataSp
         check_algorithms(p, entries, train.rounds, _n_top(topo))
         check_asynchrony(p, train, entries)
         items = raw.get("algorithms") if isinstance(raw.get("algorithms"), list) else []
-        by_label = {a.get("label", a.get("name")): a for a in items if isinstance(a, dict)}
+        by_label = {lab: a for a in items if isinstance(a, dict)
+                    and isinstance(lab := a.get("label", a.get("name")), str)}
         for i, e in enumerate(entries):
             entry_problems(p, i, e, REGISTRY.caps(e.name), train, by_label.get(e.label, {}), n)
     if data is None or model is None or train is None or n is None:
