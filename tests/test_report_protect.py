@@ -195,3 +195,17 @@ def test_resume_refuses_an_edited_privacy(tmp_path):
     edited = load(_write(tmp_path, doc, "edited"), out=str(tmp_path / "out"))
     with pytest.raises(ScenarioError, match=r"privacy\.noise_multiplier 1\.1 -> 2\.0"):
         run_scenario(edited, progress=False, resume=True)
+
+
+def test_a_run_stopped_by_its_privacy_budget_says_so(tmp_path):
+    doc = scenario_doc(DOC, attack=None, algorithms=[
+        {"name": "fedavg", "label": "dp", "privacy": {
+            "kind": "client_level", "clip": 0.5, "noise_multiplier": 1.0,
+            "target_epsilon": 6.0}}], **{"train.rounds": 30})
+    o = run_outputs(_write(tmp_path, doc), out=tmp_path / "out")
+    last = o.metrics["dp"][-1]
+    assert int(last["round"]) < 30 and float(last["epsilon"]) <= 6.0
+    md = open(write_report(o.folder)).read()
+    assert (f"dp: metrics end at round {last['round']} of 30 (the run ended there: the next "
+            "round would have spent more than its privacy budget, target_epsilon 6; ε "
+            f"{float(last['epsilon']):.3g} spent).") in md
