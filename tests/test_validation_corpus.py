@@ -33,7 +33,7 @@ CORPUS: dict[str, tuple[list[str], int]] = {
     "wrong_type_topology_count.yaml": (["wrong_type_topology_count.yaml:4:",
                                         "topology.edges.count = 1.5", "expected an integer"], 1),
     "unknown_top_key.yaml": (["unknown_top_key.yaml:8:", "trian = {'rounds': 2}", "unknown key",
-                              "did you mean 'train'?", "allowed: algorithms, data"], 1),
+                              "did you mean 'train'?", "allowed: algorithms, attack, data"], 1),
     "unknown_nested_key.yaml": (["unknown_nested_key.yaml:7:", "model.hiden = [10]",
                                  "did you mean 'hidden'?"], 1),
     "unknown_algorithm.yaml": (["unknown_algorithm.yaml:10:", "algorithms[0].name = 'fedprx'",
