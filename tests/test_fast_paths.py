@@ -271,7 +271,9 @@ def test_client_lines_are_what_csvlog_writes(tmp_path):
         log = CsvLog(str(tmp_path / "a.csv"), CLIENT_COLUMNS)
         cls = {"device_class": dev, "link_class": lnk}
         log.rows([{c: ((cls[c][r.client] if classes else "") if c in cls else
-                       (r.cluster if r.cluster >= 0 else "") if c == "cluster" else getattr(r, c))
+                       (r.cluster if r.cluster >= 0 else "") if c == "cluster" else
+                       (r.attacker if r.attacker >= 0 else "") if c == "attacker" else
+                       getattr(r, c))
                    for c in CLIENT_COLUMNS} for r in recs])
         log.close()
         fast = CsvLog(str(tmp_path / "b.csv"), CLIENT_COLUMNS)

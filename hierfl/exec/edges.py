@@ -81,7 +81,11 @@ def close_edges(runner, t: int, states: list, works: list[Work]) -> list:
     ctx = runner._ctx(t, works[0].r) if works else None
     out: list = [None] * len(states)
     lone: list[tuple[int, int]] = []          # (edge, row) of edges with one arrival
-    plain = type(algo).edge_aggregate is Algorithm.edge_aggregate
+    # an entry's protections (exec/protect.py) combine every edge, one arrival included (its
+    # noise, field, rule), each with its own noise stream as RoundRunner.edge_close names it
+    protect = getattr(runner, "protect", None)
+    guarded = protect is not None and protect.active
+    plain = type(algo).edge_aggregate is Algorithm.edge_aggregate and not guarded
     for i, (es, work) in enumerate(zip(states, works)):
         keep = ~work.drop
         if plain and int(keep.sum()) == 1:
@@ -96,6 +100,8 @@ def close_edges(runner, t: int, states: list, works: list[Work]) -> list:
             index = torch.from_numpy(rows)
             up = Upload(tuple(x[index] for x in up.tensors), up.encoding)
         weights = torch.from_numpy(counts[arrived].astype(np.float64))
+        if guarded:
+            protect.enter(t, work.r, int(arrived[0]) if len(arrived) else -1)
         out[i] = algo.edge_aggregate(es, torch.from_numpy(arrived), up, weights, ctx)
     if lone:
         means = _lone_means([works[i] for i, _ in lone], [r for _, r in lone], counts)

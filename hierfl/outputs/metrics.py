@@ -195,7 +195,7 @@ def load_run(out: str, name: str | None = None) -> Run:
 
 
 CLIENT_FIELDS = ("round", "edge_round", "client", "steps", "budget", "straggler", "dropped",
-                 "gamma", "compute_s")
+                 "gamma", "compute_s", "attacker")
 
 
 def read_clients(folder: str) -> dict[str, np.ndarray]:

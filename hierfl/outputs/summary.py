@@ -55,13 +55,20 @@ def scenario_dict(sc: Any) -> dict:
     return d
 
 
+# an entry's keys recorded only where it has them (issue 43's: privacy, robust rules, the
+# attack it faces, the scenario's or its own, and secure aggregation; the report reads them)
+ENTRY_OPTIONAL = ("stragglers", "round", "compress", "mobility", "privacy", "aggregate",
+                  "attack", "secure_aggregation")
+
+
 def _entry_dict(e: Any) -> dict:
-    """An algorithm entry; its own stragglers:, round: and compress: only where it has them
-    (absent: the hash of before; present: the resume fingerprint and the manifest's hash see
-    an edit to them)."""
+    """An algorithm entry; its own stragglers:, round:, compress:, mobility:, privacy:,
+    aggregate:, attack: (the scenario's where it has none) and secure_aggregation: only where
+    it has them (absent: the hash of before; present: the resume fingerprint and the
+    manifest's hash see an edit to them, and the report reads them)."""
     d = {"name": e.name, "label": e.label, "edge_rounds": e.edge_rounds,
          "params": _plain(e.params), "local": _plain(e.local)}
-    for key in ("stragglers", "round", "compress", "mobility"):
+    for key in ENTRY_OPTIONAL:
         if getattr(e, key, None) is not None:
             d[key] = _plain(getattr(e, key))
     return d

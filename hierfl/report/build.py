@@ -19,6 +19,7 @@ from .plots.background import background_saves
 from . import timeline as tline
 from .breakdown import add_breakdowns
 from .energy import add_energy
+from .protection import add_privacy, add_robustness, recorded_entries
 from .model import NO_NOTES, Figure, Report, Section, sections, summary_rows
 from .stats import Group, add_totals, check_options, groups_of, target_of, target_text
 from .tables import TABLE_NOTE, bounds_text, num, size, table_rows, task_of
@@ -176,8 +177,10 @@ def _timelines(sec: Section, groups: list[Group], round_: int, p: Callable[[str]
                              "were still on the wire when the round closed (drawn to its end).")
 
 
-def _series_notes(s: Series, who: str, planned: Any, finished: bool = False) -> list[str]:
-    """Divergence, clients not aggregated, stragglers, wasted compute and bytes, a short run."""
+def _series_notes(s: Series, who: str, planned: Any, finished: bool = False,
+                  budget: Any = None) -> list[str]:
+    """Divergence, clients not aggregated, stragglers, wasted compute and bytes, a short run
+    (`budget`: the entry's privacy.target_epsilon, which ends a run early)."""
     notes = []
     if s.diverged_at is not None:
         notes.append(f"{who}: non-finite or exploding parameters at round {s.diverged_at}; "
@@ -201,9 +204,13 @@ def _series_notes(s: Series, who: str, planned: Any, finished: bool = False) -> 
         notes.append(f"{who}: {size(wasted)} were sent but not used by any aggregator.")
     last = int(s.rows[-1]["round"]) if s.rows else 0
     if isinstance(planned, int) and last < planned and s.diverged_at is None:
+        spent = s.last("epsilon")
+        ended = (f"(the run ended there: the next round would have spent more than its "
+                 f"privacy budget, target_epsilon {budget:g}; ε {spent:.3g} spent)"
+                 if isinstance(budget, (int, float)) and math.isfinite(spent) else
+                 "(the run ended there: train.duration_s, or no client available again)")
         notes.append(f"{who}: metrics end at round {last} of {planned} " + (
-            "(the run ended there: train.duration_s, or no client available again)"
-            if finished else "(interrupted or still running)") + ".")
+            ended if finished else "(interrupted or still running)") + ".")
     return notes
 
 
@@ -229,9 +236,14 @@ def _failure_notes(groups: list[Group], runs: list[Run]) -> list[str]:
     planned = {r.name: ((r.summary or {}).get("scenario") or {}).get("train", {}).get("rounds")
                for r in runs}
     finished = {r.name: bool((read_manifest(r.path) or {}).get("finished")) for r in runs}
+    entries = recorded_entries(runs)
+
+    def budget(s: Series) -> Any:
+        priv = (entries.get((s.run, s.label)) or {}).get("privacy")
+        return priv.get("target_epsilon") if isinstance(priv, dict) else None
     return [n for g in groups for s in g.members
             for n in _series_notes(s, s.label if g.n == 1 else f"{s.label} (seed {s.seed})",
-                                   planned.get(s.run), finished.get(s.run, False))]
+                                   planned.get(s.run), finished.get(s.run, False), budget(s))]
 
 
 def _intro(groups: list[Group], runs: list[Run], tgt: float, given: bool) -> list[str]:
@@ -296,6 +308,8 @@ def _build(out: str, runs: list[Run], title: str, target: float | None, prefix: 
     _timelines(sec["timeline"], groups, timeline_round, p, notes, loading)
     add_breakdowns(sec, groups, runs, colours, p, notes, _safe)   # levels, classes, stability
     add_energy(sec, groups, colours, tgt, p, notes, _safe)        # when a run recorded energy
+    add_privacy(sec["privacy"], groups, runs, colours, p, notes, _safe)   # a finite epsilon
+    add_robustness(sec["robustness"], groups, runs, colours, _clients, p, notes, _safe)
     notes += _failure_notes(groups, runs)
     sec["notes"].notes, sec["notes"].empty = notes, NO_NOTES
     return rep

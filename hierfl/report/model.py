@@ -59,6 +59,7 @@ class Report:
 
 SECTIONS = [("scenario", "Scenario"), ("table", "Time and bytes to accuracy"),
             ("curves", "Accuracy and loss"), ("energy", "Energy"),
+            ("privacy", "Privacy"), ("robustness", "Accuracy under attack"),
             ("stragglers", "Stragglers and γ"),
             ("classes", "By device and link class"),
             ("timeline", "Timeline of one round"), ("notes", "Divergence and failures")]
@@ -145,8 +146,30 @@ def summary_rows(summary: dict | None) -> list[tuple[str, str]]:
             rows.append((f"algorithm {a.get('label') or a.get('name')}",
                          f"{a.get('name')}" + (f" ({compact(params)})" if params else "")
                          + _compress_fact(a.get("compress"))
-                         + _mobility_fact(a.get("mobility"))))
+                         + _mobility_fact(a.get("mobility"))
+                         + _protect_fact(a)))
     return rows
+
+
+def _protect_fact(entry: dict) -> str:
+    """An entry's privacy, rules, attack and secure aggregation (issue 43), where it has them
+    ("; privacy {kind=client_level, clip=1.0, ...}"; a rule of mean, the default, left out)."""
+    out = ""
+    for key in ("privacy", "aggregate", "attack", "secure_aggregation"):
+        v = entry.get(key)
+        if not isinstance(v, dict):
+            continue
+        if key == "aggregate":
+            v = {t: r for t, r in v.items() if isinstance(r, dict) and r.get("kind") != "mean"}
+        v = _without_none(v)
+        if v:
+            out += f"; {key} {{{compact(v)}}}"
+    return out
+
+
+def _without_none(d: dict) -> dict:
+    return {k: _without_none(v) if isinstance(v, dict) else v for k, v in d.items()
+            if v is not None}
 
 
 def _mobility_fact(mob: object) -> str:
