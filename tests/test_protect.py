@@ -332,3 +332,25 @@ def test_an_attack_that_does_not_fit_is_named(tmp_path, capsys, attack, key, wor
     assert main(["run", path, "--out", str(tmp_path / "o"), "--quiet"]) == 2
     err = capsys.readouterr().err
     assert f": {key}" in err and words in err and "Traceback" not in err, err
+
+
+def test_noise_beside_a_robust_rule_at_one_tier_is_refused(tmp_path, capsys):
+    """The noise is calibrated to the mean's sensitivity; a median there has another."""
+    path = _write(tmp_path, scenario_doc(BASE, algorithms=[
+        {"name": "fedavg", "aggregate": {"cloud": {"kind": "median"}},
+         "privacy": {"kind": "client_level", "clip": 1, "noise_multiplier": 1}}]))
+    assert main(["validate", path]) == 2
+    err = capsys.readouterr().err
+    assert "algorithms[0].aggregate.cloud.kind" in err and "sensitivity" in err, err
+
+
+def test_secagg_at_the_cloud_sums_in_the_field_even_where_edges_pre_aggregate(tmp_path):
+    """A flat algorithm's cloud unmasks the sum of every masked input: with 8-bit fields the
+    model differs from the plain run's, pre-aggregating edges or not (they relay)."""
+    doc = scenario_doc(BASE, **{"train.edge_preaggregate": True, "train.rounds": 2})
+    doc["algorithms"] = [{"name": "fedavg", "label": "plain"},
+                         {"name": "fedavg", "label": "sa8",
+                          "secure_aggregation": {"at": "cloud", "bits": 8}}]
+    o = run_outputs(_write(tmp_path, doc), out=tmp_path / "o")
+    gap = np.abs(o.final("sa8") - o.final("plain")).max()
+    assert 0 < gap < 0.5

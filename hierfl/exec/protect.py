@@ -73,6 +73,9 @@ class Protect:
             AdaptiveClip(self.clip, ad.target_quantile, ad.lr, count_noise(ad, sc, len(counts)))
         if dp is not None and dp.noise_multiplier is None:     # chosen for target_epsilon
             self.priv = dataclasses.replace(dp, noise_multiplier=self.z)
+            print(f"{self.label}: noise multiplier z = {self.z:.6g}, chosen so that the "
+                  f"planned {sc.train.rounds} rounds end at epsilon {dp.target_epsilon:g} "
+                  f"(delta {dp.delta:g})")
         self.accountant = Accountant(dp.delta, self.z, dp.relation) if dp is not None else None
         self.last_events: list[tuple[float, int]] = []  # the last round's (q, count)
         self.participations = np.zeros(n, np.int64)    # noise_at client: per client
@@ -90,7 +93,8 @@ class Protect:
         if not self.active:
             return False
         rule = self.agg is not None and not self.agg.cloud.is_mean
-        return rule or (self.client_dp and self.priv.noise_at == "cloud")
+        masked = self.sa is not None and self.sa.at == "cloud"     # the cloud unmasks the sum
+        return rule or masked or (self.client_dp and self.priv.noise_at == "cloud")
 
     def noise_tier(self) -> str | None:
         return self.priv.noise_at if self.client_dp and self.z > 0 else None

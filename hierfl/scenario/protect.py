@@ -120,6 +120,13 @@ def entry_problems(p: Problems, i: int, e: Any, caps: Any, train: Any, own: dict
             p.add(f"{key}.privacy.kind", "sample_level", f"DP-SGD clips and noises each "
                   f"sample's gradient inside the local steps; {why}")
     if priv is not None and priv.kind == "client_level":
+        rule = None if agg is None or priv.noise_at == "client" else \
+            (agg.edge if priv.noise_at == "edge" else agg.cloud)
+        if rule is not None and not rule.is_mean:
+            p.add(f"{key}.aggregate.{priv.noise_at}.kind", rule.kind, f"privacy noise is added "
+                  f"at the {priv.noise_at} with the mean's sensitivity (C/m); {rule.kind!r} "
+                  "there has another, which the accountant does not know: put the noise at "
+                  "the clients (noise_at: client) or the rule at the other tier")
         if priv.noise_at == "cloud" and caps.hierarchical:
             p.add(f"{key}.privacy.noise_at", "cloud", f"{e.name} is hierarchical: the cloud "
                   "combines edge models, whose change by one client is not bounded by its "
