@@ -354,3 +354,20 @@ def test_secagg_at_the_cloud_sums_in_the_field_even_where_edges_pre_aggregate(tm
     o = run_outputs(_write(tmp_path, doc), out=tmp_path / "o")
     gap = np.abs(o.final("sa8") - o.final("plain")).max()
     assert 0 < gap < 0.5
+
+
+def test_secagg_round_trips_are_radio_seconds(tmp_path):
+    """The protocol's messages are charged as sending and receiving (tx_s, download_s), not
+    idle: with SecAgg each client's tx_s is its masked input plus its keys and shares over its
+    link's bandwidth."""
+    doc = scenario_doc(BASE, **{"topology.edges.count": 1, "topology.clients.count": 4,
+                                "topology.clients.link.tx_w": 2.0,
+                                "topology.clients.link.rx_w": 1.0,
+                                "train.clients_per_round": "all", "train.rounds": 1})
+    doc["algorithms"] = [{"name": "hierfavg", "edge_rounds": 1, "label": "sa",
+                          "secure_aggregation": {"bits": 16}}]
+    o = run_outputs(_write(tmp_path, doc), out=tmp_path / "o")
+    p = o.final("sa").size
+    up = (2 * 32 + 4) + 3 * (8 + 64 + 28) + math.ceil(p * 16 / 8) + 4 * 32
+    for r in o.clients["sa"]:
+        assert float(r["tx_s"]) == pytest.approx(up / 1e5, rel=1e-12)

@@ -65,15 +65,21 @@ class ClientPowers:
 
 
 def settle(recs: list[ClientRecord], drop: np.ndarray, up_bytes: np.ndarray, down_bytes: float,
-           opened: float, closed: float, topo: Topology) -> None:
+           opened: float, closed: float, topo: Topology, secagg=None) -> None:
     """At an aggregation round's close (opened at `opened`), write each record's radio and
-    idle seconds and its energy."""
+    idle seconds and its energy. `secagg` (Work.secagg): each client's secure-aggregation
+    round trips are radio seconds too (sending its keys and shares, receiving the server's)."""
     pw = ClientPowers.of(topo)
     span, down = float(closed - opened), float(down_bytes)
-    for rec, dropped, up in zip(recs, drop.tolist(), up_bytes.tolist()):
+    for i, (rec, dropped, up) in enumerate(zip(recs, drop.tolist(), up_bytes.tolist())):
         k = rec.client                              # the rule of the docstring, per client
+        got = down
+        if secagg is not None and not dropped:
+            trips = (*secagg.before[i], *(() if rec.failed else secagg.after[i]))
+            up += sum(t[0] for t in trips)
+            got += sum(t[1] for t in trips)
         tx = up / pw.up_Bps[k] if not (dropped or rec.failed) else 0.0
-        _charge(rec, pw, span, down / pw.down_Bps[k], tx)
+        _charge(rec, pw, span, got / pw.down_Bps[k], tx)
 
 
 def unsend(rec: ClientRecord, topo: Topology) -> None:

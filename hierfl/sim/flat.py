@@ -57,7 +57,8 @@ class FlatRounds:
             self.links.of_clients(None, sel.tolist())
             self._broadcast("cloud", chosen, pos, down_bytes, work, col, partials, preagg)
             yield col.closed
-        settle(work.recs, work.drop, work.up_bytes, down_bytes, opened, self.env.now, self.topo)
+        settle(work.recs, work.drop, work.up_bytes, down_bytes, opened, self.env.now, self.topo,
+               work.secagg)
         if preagg:
             arrived_edges = set(col.arrived)
             got = [p for p in partials if p[0] in arrived_edges]

@@ -147,7 +147,8 @@ class HierRounds:
                 self.spawn(*(self._client(k, i, node, db, work, False, col)
                              for i, k in enumerate(ids)))
                 yield col.closed
-                settle(work.recs, work.drop, work.up_bytes, db, opened, self.env.now, self.topo)
+                settle(work.recs, work.drop, work.up_bytes, db, opened, self.env.now, self.topo,
+                       work.secagg)
                 es = self.edge_close(t, es, work, col.arrived)
                 self._records_of(info).extend(work.recs)
                 mine.update(int(k) for k in col.arrived)
