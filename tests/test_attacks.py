@@ -29,8 +29,11 @@ def problems(raw: dict) -> list[str]:
 # --------------------------------------------------------------------------- the keys
 def test_attack_keys_are_refused_with_reasons():
     assert problems({"kind": "sign_flip", "fraction": 0.2, "clients": [1]}) == [
-        "attack: attack 'sign_flip' needs exactly one of fraction, clients (got fraction and "
-        "clients)"]
+        "attack: attack 'sign_flip' needs exactly one of fraction, clients, device_class "
+        "(device_class may take a fraction of its clients; got fraction and clients)"]
+    assert "got clients and device_class" in problems(
+        {"kind": "sign_flip", "clients": [1], "device_class": "phone"})[0]
+    assert problems({"kind": "sign_flip", "fraction": 0.5, "device_class": "phone"}) == []
     assert "got neither" in problems({"kind": "ipm"})[0]
     assert problems({"kind": "none", "fraction": 0.2}) == [
         "attack.fraction: fraction applies to an attack; kind 'none' attacks no client"]

@@ -371,3 +371,28 @@ def test_secagg_round_trips_are_radio_seconds(tmp_path):
     up = (2 * 32 + 4) + 3 * (8 + 64 + 28) + math.ceil(p * 16 / 8) + 4 * 32
     for r in o.clients["sa"]:
         assert float(r["tx_s"]) == pytest.approx(up / 1e5, rel=1e-12)
+
+
+def test_attackers_by_device_class(tmp_path, capsys):
+    """attack.device_class: the clients of that class attack (all, or a fraction of them),
+    recorded in clients.csv; a class no client has is named before the run."""
+    topo = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                        "topologies", "mobile_edge_small.yaml")
+    doc = scenario_doc(BASE, topology=topo, **{"train.rounds": 1, "train.clients_per_round":
+                                               "all"})
+    doc["algorithms"] = [{"name": "fedavg", "label": "laptops",
+                          "attack": {"kind": "sign_flip", "device_class": "laptop"}},
+                         {"name": "fedavg", "label": "half",
+                          "attack": {"kind": "sign_flip", "device_class": "laptop",
+                                     "fraction": 0.5}}]
+    o = run_outputs(_write(tmp_path, doc), out=tmp_path / "o")
+    laptops = {r["client"] for r in o.clients["laptops"] if r["device_class"] == "laptop"}
+    assert len(laptops) > 1
+    assert {r["client"] for r in o.clients["laptops"] if r["attacker"] == "1"} == laptops
+    half = {r["client"] for r in o.clients["half"] if r["attacker"] == "1"}
+    assert half < laptops and len(half) == math.floor(len(laptops) / 2 + 0.5)
+    doc["algorithms"] = [{"name": "fedavg", "attack": {"kind": "sign_flip",
+                                                       "device_class": "tablet"}}]
+    assert main(["validate", _write(tmp_path, doc, "bad")]) == 2
+    err = capsys.readouterr().err
+    assert "algorithms[0].attack" in err and "laptop, phone" in err and "Traceback" not in err

@@ -11,6 +11,7 @@ from typing import Any
 
 from ..algorithms.state_size import guard_predicted_state
 from ..config.compress import described
+from ..config.errors import ScenarioError
 from ..scenario.checks import check_world
 from ..scenario.load import load
 
@@ -59,14 +60,15 @@ def validated(sc: Any, world: Any, path: str) -> list[str]:
         over = overrides(e, sc)
         lines.append(f"  algorithm {e.label}: {e.name} {e.params}" +
                      (f"; compress {codec}" if codec else "") +
-                     (f"; overrides {over}" if over else "") + protections(e, sc.seed,
-                                                                          t.n_clients))
+                     (f"; overrides {over}" if over else "") +
+                     protections(e, sc, t))
     return lines
 
 
-def protections(e: Any, seed: int, n: int) -> str:
+def protections(e: Any, sc: Any, t: Any) -> str:
     """An entry's privacy, rules, attack (with the attackers it draws) and secure aggregation,
-    as the summary line's tail ('' when it has none)."""
+    as the summary line's tail ('' when it has none); an attack the system cannot hold (a
+    device class no client has) is refused here as the run would refuse it."""
     out = []
     for key in ("privacy", "aggregate", "secure_aggregation"):
         v = getattr(e, key, None)
@@ -74,7 +76,12 @@ def protections(e: Any, seed: int, n: int) -> str:
             out.append(f"{key} {_short(v)}")
     if getattr(e, "attack", None) is not None:
         from ..robust.attacks import attackers      # numpy only; torch is loaded by now
-        ids = [int(k) for k in attackers(e.attack, n, seed).nonzero()[0]]
+        try:
+            bad = attackers(e.attack, t.n_clients, sc.seed, t.device_class)
+        except ValueError as exc:
+            key = f"algorithms[{sc.algorithms.index(e)}].attack" if e.attack_own else "attack"
+            raise ScenarioError.one(sc.file, key, _short(e.attack), str(exc)) from None
+        ids = [int(k) for k in bad.nonzero()[0]]
         shown = ", ".join(map(str, ids[:10])) + (" ..." if len(ids) > 10 else "")
         out.append(f"attack {_short(e.attack)}: {len(ids)} attacker(s) [{shown}]")
     return "".join(f"; {x}" for x in out)

@@ -50,14 +50,16 @@ class Protect:
     """One entry's protections; `active` False where the entry gives none (nothing changes)."""
 
     def __init__(self, sc: Any, entry: Any, algo: Any, counts: np.ndarray,
-                 edge_of: np.ndarray | None, edge_sizes: np.ndarray | None):
+                 edge_of: np.ndarray | None, edge_sizes: np.ndarray | None,
+                 device_class: tuple[str, ...] = ()):
         self.seed, self.label = sc.seed, entry.label
         self.priv, self.agg = entry.privacy, entry.aggregate
         self.attack, self.sa = entry.attack, entry.secure_aggregation
         self.hierarchical = algo.hierarchical
         self.counts = counts
         n = len(counts)
-        self.bad = attackers(self.attack, n, sc.seed) if self.attack is not None else None
+        self.bad = attackers(self.attack, n, sc.seed, device_class) \
+            if self.attack is not None else None
         self.active = any(x is not None for x in (self.priv, self.agg, self.attack, self.sa))
         self.edge_of, self.edge_sizes = edge_of, edge_sizes
         self.pool = n                                   # clients the round drew from

@@ -86,7 +86,8 @@ class RoundRunner(AsyncEdgeSteps):
         self._edge_wrap = self.codec is not None and self.codec.spec.edge_up.active
         # privacy, robust rules, attackers, secure aggregation (exec/protect.py)
         try:
-            self.protect = Protect(scenario, entry, algo, self.counts, *_edges_of(topo))
+            self.protect = Protect(scenario, entry, algo, self.counts, *_edges_of(topo),
+                                   topo.device_class)
             self.y_train = self.protect.labels(data.y, data.offsets, data.n_classes) \
                 if entry.attack is not None else data.y
         except ValueError as exc:       # an attack that does not fit the data or the system

@@ -14,11 +14,24 @@ from ..seeding import rng
 from .spec import AttackSpec
 
 
-def attackers(spec: AttackSpec, n_clients: int, seed: int) -> np.ndarray:
+def attackers(spec: AttackSpec, n_clients: int, seed: int,
+              device_class: tuple[str, ...] = ()) -> np.ndarray:
     """(N,) bool, True for the attacking clients: `clients` as given, or round(fraction * N)
-    (halves up) drawn without replacement from the scenario seed's "attack" stream."""
+    (halves up) drawn without replacement from the scenario seed's "attack" stream; with
+    `device_class` (each client's class, the topology's), the clients of that class, or
+    round(fraction * their number) of them drawn the same way."""
     bad = np.zeros(n_clients, dtype=bool)
     if not spec.active:
+        return bad
+    if spec.device_class is not None:
+        pool = np.flatnonzero(np.asarray(device_class[:n_clients], dtype=object) ==
+                              spec.device_class) if len(device_class) else np.zeros(0, int)
+        if not len(pool):
+            known = sorted(set(device_class) - {""})
+            raise ValueError(f"attack.device_class {spec.device_class!r}: no client of this "
+                             f"system has it (device classes: {', '.join(known) or 'none'})")
+        k = len(pool) if spec.fraction is None else math.floor(spec.fraction * len(pool) + 0.5)
+        bad[rng(seed, "attack").choice(pool, size=k, replace=False)] = True
         return bad
     if spec.clients is not None:
         outside = sorted(c for c in spec.clients if not 0 <= c < n_clients)

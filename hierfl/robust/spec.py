@@ -113,6 +113,9 @@ class AttackSpec:
                                   check=unit_interval)
     clients: list[int] | None = spec(None, "the ids of the clients that attack (instead of "
                                      "fraction)", check=each(non_negative))
+    device_class: str | None = spec(None, "the clients of this device class (the topology's "
+                                    "profiles.devices name) attack: all of them, or `fraction` "
+                                    "of them")
     std: float | None = spec(None, "gaussian: standard deviation of every entry of the sent "
                              "update; default 1.0", check=positive)
     factor: float | None = spec(None, "scaling: the sent update is factor times the trained "
@@ -126,13 +129,17 @@ class AttackSpec:
                                  "mean; default 0.1", check=positive)
 
     def __post_init__(self) -> None:
-        given = [k for k in ("fraction", "clients") if getattr(self, k) is not None]
+        given = [k for k in ("fraction", "clients", "device_class")
+                 if getattr(self, k) is not None]
         if self.kind == "none" and given:
             raise FieldError(given[0], f"{given[0]} applies to an attack; kind 'none' attacks "
                              "no client")
-        if self.kind != "none" and len(given) != 1:
-            raise ValueError(f"attack {self.kind!r} needs exactly one of fraction, clients "
-                             f"(got {' and '.join(given) or 'neither'})")
+        which = [k for k in given if k != "device_class" or "fraction" not in given]
+        if self.kind != "none" and (len(which) != 1 or
+                                    "clients" in given and "device_class" in given):
+            raise ValueError(f"attack {self.kind!r} needs exactly one of fraction, clients, "
+                             "device_class (device_class may take a fraction of its clients; "
+                             f"got {' and '.join(given) or 'neither'})")
         if self.clients is not None and len(set(self.clients)) != len(self.clients):
             twice = sorted({c for c in self.clients if self.clients.count(c) > 1})
             raise FieldError("clients", f"names client(s) {twice} more than once")
