@@ -48,10 +48,13 @@ def sample_loss(model: Model, w: torch.Tensor, data: FederatedData,
 @one_thread()            # full-data passes: the numbers of --threads 1 (models/threads.py)
 @torch.no_grad()
 def global_metrics(model: Model, w: torch.Tensor, data: FederatedData,
-                   buffers: torch.Tensor | None = None) -> tuple[float, float]:
+                   buffers: torch.Tensor | None = None, per_client: bool = False):
     """(sample-weighted training loss over all clients, test accuracy on the union of tests).
     For regression the second number is the test MSE (the recorder writes it to test_mse).
-    `buffers`: a stateful model's running statistics (exec/carry.py: the server's)."""
+    `buffers`: a stateful model's running statistics (exec/carry.py: the server's).
+    per_client=True (classification): a third item, each client's count of correctly
+    classified test rows ((N,) float64, by the test offsets), from the same predictions (no
+    second forward pass); None for regression or without test rows."""
     w1 = w.unsqueeze(0)
     total = 0.0
     for i in range(0, len(data.x), CHUNK):
@@ -60,29 +63,48 @@ def global_metrics(model: Model, w: torch.Tensor, data: FederatedData,
     loss = total / max(len(data.x), 1)
     n_test = len(data.x_test)
     if n_test == 0:
-        return loss, float("nan")
+        return (loss, float("nan"), None) if per_client else (loss, float("nan"))
     score = 0.0
+    keep = per_client and model.task == "classification"
+    hits = []
     for i in range(0, n_test, CHUNK):
         x, y = model_input(data.x_test[i:i + CHUNK]).unsqueeze(0), \
             data.y_test[i:i + CHUNK].unsqueeze(0)
         if model.task == "classification":
-            score += float(_correct(model, w1, x, y, buffers).sum())
+            c = _correct(model, w1, x, y, buffers)
+            score += float(c.sum())
+            if keep:
+                hits.append(c.reshape(-1).double().numpy())
         else:
             score += float(model.sample_loss(_forward(model, w1, x, buffers), y).double().sum())
-    return loss, score / n_test
+    if not per_client:
+        return loss, score / n_test
+    return loss, score / n_test, (per_client_sums(np.concatenate(hits), data.test_offsets)
+                                  if keep else None)
+
+
+def per_client_sums(values: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """Each client's sum of `values` over its rows offsets[k]:offsets[k+1] (a client with no
+    rows sums to 0: np.add.reduceat would give it its neighbour's row)."""
+    cs = np.concatenate([[0.0], np.cumsum(values, dtype=np.float64)])
+    return cs[offsets[1:]] - cs[offsets[:-1]]
 
 
 @one_thread()
 @torch.no_grad()
 def personal_accuracy(model: Model, personal: torch.Tensor, data: FederatedData,
-                      chunk_clients: int = 256, buffers: torch.Tensor | None = None) -> float:
+                      chunk_clients: int = 256, buffers: torch.Tensor | None = None,
+                      per_client: bool = False):
     """Each client's personal model on its own test split, sample-weighted over all clients
     (accuracy; for regression the MSE, written to personal_test_mse). `buffers`: a stateful
-    model's running statistics, (Q,) shared or (N, Q) each client's."""
+    model's running statistics, (Q,) shared or (N, Q) each client's. per_client=True: also
+    each client's count of correct test rows ((N,) float64; None for regression)."""
     off, counts = data.test_offsets, data.test_counts
     total, n = 0.0, int(counts.sum())
+    keep = per_client and model.task == "classification"
+    hits = np.zeros(data.n_clients) if keep else None
     if n == 0:
-        return float("nan")
+        return (float("nan"), None) if per_client else float("nan")
     for lo in range(0, data.n_clients, chunk_clients):
         ks = np.arange(lo, min(lo + chunk_clients, data.n_clients))
         width = int(counts[ks].max())
@@ -96,10 +118,13 @@ def personal_accuracy(model: Model, personal: torch.Tensor, data: FederatedData,
         b = buffers[torch.from_numpy(ks)] if buffers is not None and buffers.dim() == 2 \
             else buffers
         if model.task == "classification":
-            total += float((_correct(model, personal[ks], x, y, b) * vm).sum())
+            c = _correct(model, personal[ks], x, y, b) * vm
+            total += float(c.sum())
+            if keep:
+                hits[ks] = c.double().sum(1).numpy()
         else:
             total += float((model.sample_loss(_forward(model, personal[ks], x, b), y) * vm).sum())
-    return total / n
+    return (total / n, hits) if per_client else total / n
 
 
 @torch.no_grad()

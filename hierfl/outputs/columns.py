@@ -16,6 +16,13 @@ METRIC_COLUMNS = ["round", "sim_time_s", "bytes_up", "bytes_down", "bytes_client
                   "bytes_up_client_edge", "bytes_down_client_edge", "bytes_up_edge_cloud",
                   "bytes_down_edge_cloud", "diverged", "test_mse", "personal_test_mse",
                   "unstable", "energy_j", "energy_total_j", "round_loss", "epsilon"]
+# how accuracy is spread over the clients with test rows (issue 44, outputs/fairness.py):
+# client_acc_{mean,std,min,p10,p50,p90,worst10,jain,wmean} of the global model and
+# personal_client_acc_* of personal models; empty where not evaluated, for regression, and
+# (personal_*) for an algorithm without personal models
+METRIC_COLUMNS += [f"{p}client_acc_{s}" for p in ("", "personal_")
+                   for s in ("mean", "std", "min", "p10", "p50", "p90", "worst10", "jain",
+                             "wmean")]
 # epsilon: privacy spent so far for the entry's privacy.delta (docs/privacy.md); empty without
 # round_loss: the training loss of the global model every round, the instability rule's input
 # (outputs/stability.py): train_loss where the round is evaluated, else the loss on a fixed

@@ -17,6 +17,7 @@ from ..outputs import Background, CsvLog
 from ..learn.evaluate import dissimilarity, global_metrics, personal_accuracy, sample_loss
 from ..outputs import CLIENT_COLUMNS, METRIC_COLUMNS, client_lines
 from ..outputs.columns import class_cells
+from ..outputs.fairness import CLIENTS_EVAL_COLUMNS, eval_lines, fairness_cells
 from ..outputs.stability import Stability, row_loss
 from ..sim.engine import RoundInfo, Simulation
 from ..sim.trace import Trace
@@ -43,16 +44,20 @@ def sparsity(personal: torch.Tensor | None) -> float:
 
 
 class OutputFiles:
-    """OUT/<label>/{metrics,clients,trace}.csv, appended as the run goes (continued on resume)."""
+    """OUT/<label>/{metrics,clients,trace,clients_eval}.csv, appended as the run goes
+    (continued on resume)."""
 
     def __init__(self, paths: dict[str, str], append: bool,
                  metric_columns: list[str] = METRIC_COLUMNS,
                  prefixes: dict[str, Prefix] | None = None):
         self.paths = paths
         # the sha256 of each file's first bytes (a resumed run: of what its checkpoint vouched)
-        self.prefixes = prefixes if append and prefixes else {k: Prefix() for k in paths}
+        # (a checkpoint older than a file vouches nothing for it: its digest is read afresh)
+        self.prefixes = {k: (prefixes or {}).get(k) if append else None for k in paths}
+        self.prefixes = {k: v if v is not None else Prefix() for k, v in self.prefixes.items()}
         self.metrics = CsvLog(paths["metrics"], metric_columns, append=append)
         self.clients = CsvLog(paths["clients"], CLIENT_COLUMNS, append=append)
+        self.clients_eval = CsvLog(paths["clients_eval"], CLIENTS_EVAL_COLUMNS, append=append)
         self.trace = open(paths["trace"], "a" if append else "w", newline="")
         if not append:
             self.trace.write(",".join(Trace.HEADER) + "\n")
@@ -60,7 +65,7 @@ class OutputFiles:
     def synced_offsets(self) -> dict[str, int]:
         """The files' lengths, their contents on disk first (fsync): the checkpoint that
         records them is fsynced, so after a power loss it must not outlive their tails."""
-        for fh in (self.metrics.fh, self.clients.fh, self.trace):
+        for fh in (self.metrics.fh, self.clients.fh, self.trace, self.clients_eval.fh):
             fh.flush()
             os.fsync(fh.fileno())
         return self.offsets()
@@ -74,12 +79,13 @@ class OutputFiles:
 
     def offsets(self) -> dict[str, int]:
         return {"metrics": self.metrics.fh.tell(), "clients": self.clients.fh.tell(),
-                "trace": self.trace.tell()}
+                "trace": self.trace.tell(), "clients_eval": self.clients_eval.fh.tell()}
 
     def close(self) -> None:
         self.metrics.close()
         self.clients.close()
         self.trace.close()
+        self.clients_eval.close()
 
 
 class RoundRecorder:
@@ -107,6 +113,7 @@ class RoundRecorder:
         self.add_levels_and_stability(row)
         self.last_at = self.files.metrics.fh.tell()      # where this row starts (settle_end)
         self.files.metrics.row(row)
+        self._write_eval(t)
         self.files.clients.write(client_lines(info.clients + info.late if info else [],
                                               self.class_cells))
         self.sim.trace.flush_to(self.files.trace)
@@ -132,6 +139,7 @@ class RoundRecorder:
         t = int(row["round"])
         loss, acc, p_acc, bad, _ = self._evaluate(t, self.algo.global_model(), True)
         row.update(train_loss=loss, test_acc=acc, personal_test_acc=p_acc, diverged=int(bad))
+        row.update(self._fairness())
         if self.world.model.task != "classification":
             row["test_mse"], row["personal_test_mse"] = acc, p_acc
             row["test_acc"] = row["personal_test_acc"] = float("nan")
@@ -142,6 +150,7 @@ class RoundRecorder:
         fh.seek(self.last_at)
         fh.truncate()
         self.files.metrics.row(row)
+        self._write_eval(t)
         self.bar.update(t, row, final=True)
         if bad:
             self.diverged(t)
@@ -154,13 +163,19 @@ class RoundRecorder:
         evaluate = t % sc.train.eval_every == 0 or t == self.rounds or t == 0 or last or by_time
         bad = not bool(torch.isfinite(w).all()) or float(w.norm()) > sc.train.divergence_bound
         carry = getattr(self.sim.runner, "carry", None)     # a stateful model's statistics
-        loss, acc = (global_metrics(world.model, w, world.data,
-                                    carry.global_buffers() if carry else None)
-                     if evaluate and not bad else (float("nan"), float("nan")))
+        loss, acc, hits = (global_metrics(world.model, w, world.data,
+                                          carry.global_buffers() if carry else None,
+                                          per_client=True)
+                           if evaluate and not bad else (float("nan"), float("nan"), None))
         personal = self.algo.personal_models()
-        p_acc = (personal_accuracy(world.model, personal, world.data,
-                                   buffers=carry.personal_buffers() if carry else None)
-                 if evaluate and personal is not None and not bad else float("nan"))
+        p_acc, p_hits = (personal_accuracy(world.model, personal, world.data,
+                                           buffers=carry.personal_buffers() if carry else None,
+                                           per_client=True)
+                         if evaluate and personal is not None and not bad
+                         else (float("nan"), None))
+        # each client's correct test rows (global, personal) of this evaluation: the fairness
+        # columns and clients_eval.csv (outputs/fairness.py)
+        self.hits = (hits, p_hits)
         if personal is not None and not bool(torch.isfinite(personal).all()):
             bad = True
         if evaluate and not math.isfinite(loss) and not bad:
@@ -201,6 +216,7 @@ class RoundRecorder:
         row["energy_j"] = math.fsum(r.energy_j for r in recs + (info.late if info else []))
         self.energy_total += row["energy_j"]
         row["energy_total_j"] = self.energy_total
+        row.update(self._fairness())
         if self.world.model.task != "classification":     # the score is an MSE: its columns
             row["test_mse"], row["personal_test_mse"] = acc, p_acc
             row["test_acc"] = row["personal_test_acc"] = float("nan")
@@ -209,6 +225,18 @@ class RoundRecorder:
             row["dissimilarity_B"], row["grad_variance"] = dissimilarity(self.world.model, w,
                                                                          self.world.data)
         return row, bad
+
+    def _fairness(self) -> dict[str, float]:
+        """metrics.csv's client_acc_* cells of the last evaluation (none if not evaluated)."""
+        hits, p_hits = getattr(self, "hits", (None, None))
+        return fairness_cells(self.world.data.test_counts, hits, p_hits)
+
+    def _write_eval(self, t: int) -> None:
+        """clients_eval.csv's rows of round t's evaluation (none where it was not evaluated)."""
+        hits, p_hits = getattr(self, "hits", (None, None))
+        text = eval_lines(t, self.world.data.test_counts, hits, p_hits)
+        if text:
+            self.files.clients_eval.write(text)
 
     def _sample_loss(self, w: torch.Tensor) -> float:
         """The round's training loss on a fixed sample of rows (a round not evaluated)."""
@@ -274,4 +302,5 @@ def final_params(algo: Algorithm) -> dict[str, np.ndarray]:
 
 
 def output_paths(out_dir: str) -> dict[str, str]:
-    return {k: os.path.join(out_dir, f"{k}.csv") for k in ("metrics", "clients", "trace")}
+    return {k: os.path.join(out_dir, f"{k}.csv")
+            for k in ("metrics", "clients", "trace", "clients_eval")}

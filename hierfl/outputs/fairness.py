@@ -1,0 +1,76 @@
+"""How accuracy is spread over clients (issue 44): metrics.csv's client_acc_* columns and the
+per-client file clients_eval.csv, from each client's count of correct test rows.
+
+Over the clients with test rows, unweighted (each client counts once): mean, std (ddof 0), min,
+p10 / p50 / p90 (numpy's default linear interpolation), worst10 (the mean of the lowest
+ceil(10% of n) accuracies), Jain's index (sum x)^2 / (n sum x^2) (empty where every accuracy is
+0: 0/0); and wmean, weighted by test rows (sum correct / sum rows), which is test_acc itself
+where the test set is the union of the clients' test rows. Classification only: a regression
+model's columns stay empty and it writes no clients_eval.csv rows."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+STATS = ("mean", "std", "min", "p10", "p50", "p90", "worst10", "jain", "wmean")
+GLOBAL = [f"client_acc_{s}" for s in STATS]
+PERSONAL = [f"personal_client_acc_{s}" for s in STATS]
+FAIRNESS_COLUMNS = GLOBAL + PERSONAL
+CLIENTS_EVAL_COLUMNS = ["round", "client", "test_rows", "test_acc", "personal_test_acc"]
+
+
+def spread(acc: np.ndarray, correct: np.ndarray | None = None,
+           rows: np.ndarray | None = None) -> dict[str, float]:
+    """The statistics of STATS (names without prefix) of per-client accuracies `acc` (clients
+    with test rows only); wmean from `correct` / `rows` (the same clients' counts) when given."""
+    acc = np.asarray(acc, dtype=np.float64)
+    n = len(acc)
+    if n == 0:
+        return {s: math.nan for s in STATS}
+    p10, p50, p90 = np.percentile(acc, [10, 50, 90])
+    sq = float(np.sum(acc * acc))
+    worst = np.sort(acc)[:math.ceil(0.1 * n)]
+    out = {"mean": float(np.mean(acc)), "std": float(np.std(acc)), "min": float(acc.min()),
+           "p10": float(p10), "p50": float(p50), "p90": float(p90),
+           "worst10": float(np.mean(worst)),
+           "jain": float(np.sum(acc)) ** 2 / (n * sq) if sq > 0 else math.nan,
+           "wmean": math.nan}
+    if correct is not None and rows is not None:
+        out["wmean"] = float(np.sum(correct)) / float(np.sum(rows))
+    return out
+
+
+def fairness_cells(counts: np.ndarray, correct: np.ndarray | None,
+                   p_correct: np.ndarray | None) -> dict[str, float]:
+    """metrics.csv's fairness cells of one evaluation: `correct` / `p_correct` the global
+    model's / personal models' correct test rows per client ((N,); None: not evaluated, or not
+    personalised), `counts` each client's test rows."""
+    has = counts > 0
+    out: dict[str, float] = {}
+    for prefix, c in (("client_acc_", correct), ("personal_client_acc_", p_correct)):
+        if c is None or not has.any():
+            continue
+        stats = spread(c[has] / counts[has], c[has], counts[has])
+        out.update({prefix + k: v for k, v in stats.items()})
+    return out
+
+
+def _acc(c: float, n: int) -> str:
+    v = c / n
+    return repr(v)
+
+
+def eval_lines(t: int, counts: np.ndarray, correct: np.ndarray | None,
+               p_correct: np.ndarray | None) -> str:
+    """clients_eval.csv's rows of the evaluation of round t: a row per client with test rows
+    (its accuracy under the global model, and under its personal model where there is one)."""
+    if correct is None and p_correct is None:
+        return ""
+    ks = np.flatnonzero(counts > 0)
+    n = counts[ks].tolist()
+    g = [_acc(c, m) for c, m in zip(correct[ks].tolist(), n)] if correct is not None \
+        else [""] * len(ks)
+    p = [_acc(c, m) for c, m in zip(p_correct[ks].tolist(), n)] if p_correct is not None \
+        else [""] * len(ks)
+    return "".join(f"{t},{k},{m},{a},{b}\r\n" for k, m, a, b in zip(ks.tolist(), n, g, p))
