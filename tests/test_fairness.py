@@ -174,3 +174,56 @@ def test_spread_edge_cases():
     assert all(math.isnan(v) for v in spread(np.array([])).values())
     # ceil(10%): 11 clients -> the lowest 2
     assert spread(np.arange(11) / 10)["worst10"] == pytest.approx(0.05)
+
+
+def _table(md, heading="## Accuracy across clients"):
+    """The section's table rows as cell lists."""
+    part = md.split(heading, 1)[1].split("\n## ", 1)[0]
+    lines = [ln for ln in part.splitlines() if ln.startswith("| ")]
+    return [[c.strip() for c in ln.strip("|").split("|")] for ln in lines[1:]]
+
+
+def test_report_section_numbers_and_figures(small_run):
+    from hierfl.report.write import write_report
+
+    md = open(write_report(small_run)).read()
+    assert "Accuracy across clients</h2>" in open(os.path.join(small_run, "report.html")).read()
+    rows = {(r[0], r[1]): r for r in _table(md)}
+    assert sorted(rows) == [("ditto", "global"), ("ditto", "personal"), ("fedavg", "global")]
+    keys = ["mean", "wmean", "std", "min", "p10", "p50", "p90", "worst10", "jain"]
+    for (label, model), cells in rows.items():
+        last = _rows(os.path.join(small_run, label, "metrics.csv"))[-1]
+        prefix = "client_acc_" if model == "global" else "personal_client_acc_"
+        assert cells[2] == last["round"] == "4"
+        for k, cell in zip(keys, cells[3:]):
+            assert float(cell) == pytest.approx(float(last[prefix + k]), abs=5e-5), (label, k)
+    for f in ("client_accuracy_cdf", "client_accuracy_spread",
+              "client_accuracy_spread_personal"):
+        assert f"({f}.png)" in md and os.path.isfile(os.path.join(small_run, f + ".png"))
+
+
+def test_report_has_no_section_without_the_data(tmp_path):
+    """A regression run records no per-client accuracy: no section, no CDF figure."""
+    from hierfl.report.write import write_report
+
+    path = make_scenario(tmp_path, clients=[([[1.0], [2.0]], [1.0, 2.0]),
+                                            ([[1.0], [3.0], [2.0]], [1.0, 2.0, 2.5])],
+                         model={"name": "linear", "bias": False, "init": "zeros"},
+                         **{"topology.clients.count": 2})
+    run_outputs(path, out=tmp_path / "o")
+    md = open(write_report(str(tmp_path / "o"))).read()
+    assert "Accuracy across clients" not in md
+    assert not (tmp_path / "o" / "client_accuracy_cdf.png").exists()
+    assert "client_accuracy" not in md
+
+
+def test_read_last_eval_reads_only_the_final_round(small_run):
+    from hierfl.outputs.fairness import read_last_eval
+
+    f = os.path.join(small_run, "ditto", "clients_eval.csv")
+    rows = [r for r in _rows(f) if r["round"] == "4"]
+    for block in (16, 100, 1 << 16):           # the tail grown until a round before shows
+        rnd, g, p = read_last_eval(f, block=block)
+        assert rnd == 4
+        assert g.tolist() == [float(r["test_acc"]) for r in rows]
+        assert p.tolist() == [float(r["personal_test_acc"]) for r in rows]

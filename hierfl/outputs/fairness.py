@@ -10,6 +10,7 @@ model's columns stay empty and it writes no clients_eval.csv rows."""
 from __future__ import annotations
 
 import math
+import os
 
 import numpy as np
 
@@ -74,3 +75,35 @@ def eval_lines(t: int, counts: np.ndarray, correct: np.ndarray | None,
     p = [_acc(c, m) for c, m in zip(p_correct[ks].tolist(), n)] if p_correct is not None \
         else [""] * len(ks)
     return "".join(f"{t},{k},{m},{a},{b}\r\n" for k, m, a, b in zip(ks.tolist(), n, g, p))
+
+
+def read_last_eval(path: str, block: int = 1 << 16) -> tuple[int, np.ndarray, np.ndarray]:
+    """(round, global accuracies, personal accuracies) of the last evaluation in
+    clients_eval.csv, read from the file's end only (the report's CDF: a long run's file holds
+    every evaluation); (-1, empty, empty) where it has no rows. Empty cells are NaN."""
+    with open(path, "rb") as fh:
+        fh.seek(0, os.SEEK_END)
+        end = fh.tell()
+        at, tail = end, b""
+        while True:
+            at = max(0, at - block)
+            fh.seek(at)
+            tail = fh.read(end - at)
+            lines = tail.split(b"\r\n")
+            if at > 0:
+                lines = lines[1:]                 # the first may be cut
+            body = [ln for ln in lines if ln and not ln.startswith(b"round,")]
+            if not body:
+                if at == 0:
+                    return -1, np.empty(0), np.empty(0)
+                block *= 4
+                continue
+            last = body[-1].split(b",", 1)[0]
+            if at == 0 or any(ln.split(b",", 1)[0] != last for ln in body):
+                break
+            block *= 4
+    rows = [ln.split(b",") for ln in body if ln.split(b",", 1)[0] == last]
+
+    def col(j: int) -> np.ndarray:
+        return np.array([float(r[j]) if r[j] else math.nan for r in rows])
+    return int(last), col(3), col(4)

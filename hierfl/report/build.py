@@ -19,6 +19,7 @@ from .plots.background import background_saves
 from . import timeline as tline
 from .breakdown import add_breakdowns
 from .energy import add_energy
+from .fairness import add_fairness
 from .protection import add_privacy, add_robustness, recorded_entries
 from .model import NO_NOTES, Figure, Report, Section, sections, summary_rows
 from .stats import Group, add_totals, check_options, groups_of, target_of, target_text
@@ -307,6 +308,7 @@ def _build(out: str, runs: list[Run], title: str, target: float | None, prefix: 
     _stragglers(sec["stragglers"], groups, colours, runs, p, notes)
     _timelines(sec["timeline"], groups, timeline_round, p, notes, loading)
     add_breakdowns(sec, groups, runs, colours, p, notes, _safe)   # levels, classes, stability
+    add_fairness(sec["fairness"], groups, colours, p, notes, _safe)   # per-client accuracy
     add_energy(sec, groups, colours, tgt, p, notes, _safe)        # when a run recorded energy
     add_privacy(sec["privacy"], groups, runs, colours, p, notes, _safe)   # a finite epsilon
     add_robustness(sec["robustness"], groups, runs, colours, _clients, p, notes, _safe)

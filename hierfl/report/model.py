@@ -58,7 +58,8 @@ class Report:
 
 
 SECTIONS = [("scenario", "Scenario"), ("table", "Time and bytes to accuracy"),
-            ("curves", "Accuracy and loss"), ("energy", "Energy"),
+            ("curves", "Accuracy and loss"), ("fairness", "Accuracy across clients"),
+            ("energy", "Energy"),
             ("privacy", "Privacy"), ("robustness", "Accuracy under attack"),
             ("stragglers", "Stragglers and γ"),
             ("classes", "By device and link class"),
