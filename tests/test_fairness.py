@@ -227,3 +227,20 @@ def test_read_last_eval_reads_only_the_final_round(small_run):
         assert rnd == 4
         assert g.tolist() == [float(r["test_acc"]) for r in rows]
         assert p.tolist() == [float(r["personal_test_acc"]) for r in rows]
+
+
+def test_per_client_sums_by_chunks_equal_each_clients_rows():
+    """global_metrics adds each test chunk's correct rows to the clients it touches (clients
+    with no test rows, chunks that cut a client, several clients in one chunk)."""
+    from hierfl.learn.evaluate import add_client_sums
+
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        counts = rng.integers(0, 5, rng.integers(1, 30))
+        off = np.concatenate([[0], np.cumsum(counts)])
+        v = rng.integers(0, 2, off[-1]).astype(float)
+        out = np.zeros(len(counts))
+        step = int(rng.integers(1, 7))
+        for i in range(0, len(v), step):
+            add_client_sums(out, v[i:i + step], off, i)
+        assert out.tolist() == [v[off[k]:off[k + 1]].sum() for k in range(len(counts))]

@@ -66,7 +66,7 @@ def global_metrics(model: Model, w: torch.Tensor, data: FederatedData,
         return (loss, float("nan"), None) if per_client else (loss, float("nan"))
     score = 0.0
     keep = per_client and model.task == "classification"
-    hits = []
+    hits = np.zeros(data.n_clients) if keep else None
     for i in range(0, n_test, CHUNK):
         x, y = model_input(data.x_test[i:i + CHUNK]).unsqueeze(0), \
             data.y_test[i:i + CHUNK].unsqueeze(0)
@@ -74,20 +74,27 @@ def global_metrics(model: Model, w: torch.Tensor, data: FederatedData,
             c = _correct(model, w1, x, y, buffers)
             score += float(c.sum())
             if keep:
-                hits.append(c.reshape(-1).double().numpy())
+                add_client_sums(hits, c.reshape(-1).double().numpy(), data.test_offsets, i)
         else:
             score += float(model.sample_loss(_forward(model, w1, x, buffers), y).double().sum())
     if not per_client:
         return loss, score / n_test
-    return loss, score / n_test, (per_client_sums(np.concatenate(hits), data.test_offsets)
-                                  if keep else None)
+    return loss, score / n_test, hits
 
 
-def per_client_sums(values: np.ndarray, offsets: np.ndarray) -> np.ndarray:
-    """Each client's sum of `values` over its rows offsets[k]:offsets[k+1] (a client with no
-    rows sums to 0: np.add.reduceat would give it its neighbour's row)."""
+def add_client_sums(out: np.ndarray, values: np.ndarray, offsets: np.ndarray, at: int) -> None:
+    """Add to out[k] the sum of `values` (rows at..at+len-1) over client k's rows
+    offsets[k]:offsets[k+1], for the clients these rows touch: one chunk's prefix sums, so
+    memory stays a chunk's (np.add.reduceat would give a client with no rows its neighbour's
+    row). Sums of 0/1 are exact in float64."""
+    n = len(values)
+    if n == 0:
+        return
+    k0 = int(np.searchsorted(offsets, at, "right")) - 1
+    k1 = int(np.searchsorted(offsets, at + n, "left"))
     cs = np.concatenate([[0.0], np.cumsum(values, dtype=np.float64)])
-    return cs[offsets[1:]] - cs[offsets[:-1]]
+    edges = np.clip(offsets[max(k0, 0):k1 + 1] - at, 0, n)
+    out[max(k0, 0):max(k0, 0) + len(edges) - 1] += cs[edges[1:]] - cs[edges[:-1]]
 
 
 @one_thread()
