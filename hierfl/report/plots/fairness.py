@@ -62,8 +62,8 @@ def cdf_figure(curves: list[tuple[str, str, np.ndarray, str]], path: str) -> str
     with plt.rc_context(STYLE):
         fig, ax = plt.subplots(figsize=(W1, H1))
         for lab, c, a, st in curves:
-            x = np.sort(a)
-            y = np.arange(1, len(x) + 1) / len(x)
+            x, k = np.unique(a, return_counts=True)      # one step per distinct accuracy
+            y = np.cumsum(k) / len(a)
             ax.step(np.concatenate([[x[0]], x]), np.concatenate([[0.0], y]), st, where="post",
                     color=c, label=lab)
         ax.set_xlabel("client test accuracy at the final evaluation")
