@@ -26,7 +26,7 @@ CASES = {
 def _files(out: str, label: str) -> dict[str, bytes]:
     d = os.path.join(out, label)
     got = {k: open(os.path.join(d, f"{k}.csv"), "rb").read()
-           for k in ("metrics", "clients", "trace")}
+           for k in ("metrics", "clients", "trace", "clients_eval")}
     with np.load(os.path.join(d, "final_params.npz")) as z:
         got.update({k: z[k].tobytes() for k in z.files})
     return got

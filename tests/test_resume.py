@@ -39,7 +39,7 @@ def _scenario(tmp_path, algorithms, rounds=6, every=2, extra_topo=None, train=No
 def _outputs(out, label):
     d = os.path.join(out, label)
     files = {k: open(os.path.join(d, f"{k}.csv"), "rb").read()
-             for k in ("metrics", "clients", "trace")}
+             for k in ("metrics", "clients", "trace", "clients_eval")}
     with np.load(os.path.join(d, "final_params.npz")) as z:
         files.update({k: z[k].tobytes() for k in z.files})
     return files
