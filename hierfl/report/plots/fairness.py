@@ -8,7 +8,7 @@ import math
 import numpy as np
 
 from ..stats import Group
-from .style import H1, STYLE, W1, legend, plt, save  # noqa: F401
+from .style import H1, STYLE, W1, legend, plt, save
 
 
 def spread_figure(groups: list[Group], colours: dict[str, str], prefix: str,
