@@ -34,7 +34,7 @@ import numpy as np
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HASHES = os.path.join(ROOT, "tests", "golden_hashes.json")
 ROUNDS = 4
-FILES = ("metrics.csv", "clients.csv", "trace.csv")
+FILES = ("metrics.csv", "clients.csv", "trace.csv", "clients_eval.csv")
 
 
 def platform() -> str:
@@ -105,11 +105,14 @@ def scenario_digests(scenario: str, out: str) -> dict[str, str]:
 
 
 def added_column(key: str, recorded: dict[str, str]) -> bool:
-    """A new column of a file whose other columns are recorded: an addition, not a change."""
+    """A new column of a file whose other columns are recorded, or a file first written after
+    the run's other files were recorded (clients_eval.csv): an addition, not a change."""
     if ":" not in key:
         return False
     prefix = key.split(":", 1)[0] + ":"
-    return any(k.startswith(prefix) for k in recorded)
+    label = key.split("/", 1)[0] + "/"
+    return any(k.startswith(prefix) for k in recorded) or \
+        any(k.startswith(label) for k in recorded)
 
 
 NEEDS_DATA = "# needs-data:"
