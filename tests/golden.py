@@ -1,7 +1,7 @@
 """Fingerprints of the shipped scenarios' outputs (the ns-3 / OMNeT++ regression habit).
 
 Every shipped scenario is run through the command line for a few rounds; the SHA-256 of its
-metrics.csv, clients.csv and trace.csv, column by column (the header name and every value of the
+metrics.csv, clients.csv, trace.csv and clients_eval.csv, column by column (the header name and every value of the
 column, in row order: a new column is an addition, not a change), and of final_params.npz's
 arrays (names, dtypes, shapes and bytes: the zip container is not hashed) are compared with
 tests/golden_hashes.json. A change to any number or any timing is then a deliberate, reviewed
