@@ -58,7 +58,7 @@ def test_the_keys_a_set_reads_stay_accepted(tmp_path):
 
 @pytest.mark.parametrize("part,key,value,said", [
     ("{alpha: 0.1}", "alpha", "0.1", "kind: iid (the default: no kind: given) does not use "
-     "alpha: (it is for kind: dirichlet); give kind: dirichlet"),
+     "alpha: (it is for kind: dirichlet, quantity_skew); give kind: dirichlet"),
     ("{kind: iid, alpha: 0.5}", "alpha", "0.5", "kind: iid does not use alpha:"),
     ("{kind: shards, alpha: 0.5}", "alpha", "0.5", "kind: shards does not use alpha:"),
     ("{kind: dirichlet, alpha: 0.3, shards_per_client: 3}", "shards_per_client", "3",
