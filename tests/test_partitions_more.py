@@ -229,3 +229,36 @@ def test_validate_exit_2_without_traceback_in_a_process(tmp_path):
                        text=True, timeout=120)
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert "data.partition.classes = 11" in r.stderr and "s.yaml" in r.stderr
+
+
+def test_sweep_over_kind_keeps_each_new_key_to_its_kind(tmp_path):
+    """A base {kind: classes_per_client, classes: 3, ...} swept over kind: each point keeps
+    only the keys its kind reads (PARTITION_READS), as the older kinds' points do."""
+    from hierfl import sweep as sw
+
+    scenario(str(tmp_path), "{name: digits, partition: {kind: classes_per_client, classes: 3}}",
+             6)
+    (tmp_path / "sw.yaml").write_text(
+        "base: s.yaml\ngrid:\n  data.partition.kind: [iid, classes_per_client, quantity_skew]\n"
+        "output: out\npoint_reports: false\n")
+    s = sw.load_sweep(str(tmp_path / "sw.yaml"))
+    texts = [pt.text for pt in s.points]
+    assert "partition: {kind: iid}" in texts[0] and "partition: {kind: quantity_skew}" in texts[2]
+    assert "partition: {kind: classes_per_client, classes: 3}" in texts[1]
+    got = []
+    for pt in s.points:
+        (tmp_path / "p.yaml").write_text(pt.text)
+        got.append(load(str(tmp_path / "p.yaml")).data.partition)
+    assert [(p.kind, p.classes) for p in got] == [("iid", 2), ("classes_per_client", 3),
+                                                   ("quantity_skew", 2)]
+
+
+def test_validate_prints_quantity_skew_spread(tmp_path, capsys):
+    path = scenario(str(tmp_path), "{name: digits, partition: {kind: quantity_skew, "
+                    "sizes: power_law, alpha: 1.5, min_size: 20}}", 6)
+    assert main(["validate", path]) == 0
+    line = [x for x in capsys.readouterr().out.splitlines() if "partition:" in x][0]
+    assert line.startswith("  partition: quantity_skew (sizes=power_law, alpha=1.5, "
+                           "min_size=20): ") and line.endswith(" labels per client")
+    lo = int(line.split(": ")[2].split("..")[0])
+    assert lo >= 16              # 20 rows before digits holds out test_fraction 0.2 of them
