@@ -31,7 +31,7 @@ def _arrays(path: str):
     ("{name: synthetic_iid, alpha: 2.0}", "alpha", "2.0", "(it is for synthetic)"),
     ("{name: digits, users: 3}", "users", "3", "(it is for leaf)"),
     ("{name: synthetic, path: x.npz}", "path", "'x.npz'", "(it is for leaf, npz)"),
-    ("{name: digits, root: c}", "root", "'c'", "digits reads partition, test_fraction"),
+    ("{name: digits, root: c}", "root", "'c'", "digits reads partition, shift, test_fraction"),
 ])
 def test_a_key_the_set_does_not_read_is_an_error(tmp_path, capsys, data, key, value, hint):
     write_cifar_set(str(tmp_path / "c"))

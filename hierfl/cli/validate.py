@@ -83,8 +83,11 @@ def partition_line(sc: Any, data: Any) -> list[str]:
         keys = [k for k in keys if k != {"lognormal": "alpha", "power_law": "sigma"}[p.sizes]]
     lo, hi, llo, lhi = spread(np.asarray(data.y), np.asarray(data.offsets))
     said = ", ".join(f"{k}={getattr(p, k)}" for k in keys)
+    sh = getattr(sc.data, "shift", None)
+    skew = "" if sh is None or not (sh.rotate or sh.noise) else \
+        f"; feature skew per {sh.by}: rotate {sh.rotate:g} degrees, noise {sh.noise:g}"
     return [f"  partition: {p.kind}" + (f" ({said})" if said else "") +
-            f": {lo}..{hi} rows and {llo}..{lhi} labels per client"]
+            f": {lo}..{hi} rows and {llo}..{lhi} labels per client" + skew]
 
 
 def protections(e: Any, sc: Any, t: Any) -> str:

@@ -98,6 +98,19 @@ class PartitionSpec:
 
 
 @dataclass(frozen=True)
+class ShiftSpec:
+    rotate: float = spec(0.0, "feature skew: each group's images turned by an angle drawn "
+                         "uniformly in [-rotate, rotate] degrees (0: none)",
+                         check=all_of(non_negative, at_most(180)))
+    noise: float = spec(0.0, "feature skew: group g of G adds Gaussian noise of sd "
+                        "noise * g / (G - 1) to its pixels (on the [0, 1] scale; 0: none)",
+                        check=non_negative)
+    by: Literal["client", "edge"] = spec("client", "the group that shares a shift: each "
+                                         "client, or the clients of one edge (their first "
+                                         "edge)")
+
+
+@dataclass(frozen=True)
 class DataSpec:
     """The key every data set's spec has. Each data set declares its own spec, a frozen
     subclass holding only the keys it reads, next to its code (hierfl/data; the shared keys
@@ -113,6 +126,8 @@ class Partitioned(DataSpec):
 
     partition: PartitionSpec = spec(default_factory=PartitionSpec,
                                     doc="how the training rows are split over clients")
+    shift: ShiftSpec = spec(default_factory=ShiftSpec, doc="feature skew: a rotation and noise "
+                            "per client or per edge, on its training and test rows")
 
 
 @dataclass(frozen=True)
