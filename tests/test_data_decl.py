@@ -22,9 +22,10 @@ from hierfl.scenario.load import load
 KEYS = {"synthetic": {"alpha", "beta", "dim", "classes", "samples", "max_samples",
                       "test_fraction"},
         "synthetic_iid": {"dim", "classes", "samples", "max_samples", "test_fraction"},
-        "digits": {"partition", "test_fraction"}, "npz": {"path", "test_fraction"},
-        "mnist": {"root", "partition"}, "fashion_mnist": {"root", "partition"},
-        "cifar10": {"root", "partition"}, "cifar100": {"root", "partition", "label"},
+        "digits": {"partition", "shift", "test_fraction"}, "npz": {"path", "test_fraction"},
+        "mnist": {"root", "partition", "shift"}, "fashion_mnist": {"root", "partition", "shift"},
+        "cifar10": {"root", "partition", "shift"},
+        "cifar100": {"root", "partition", "shift", "label"},
         "leaf": {"path", "users"}}
 
 
@@ -52,7 +53,7 @@ def test_each_builtin_declares_a_spec_of_only_its_keys():
     ("{name: mnist, path: x}", ("data.path = 'x': mnist reads the folder root:, not path:",)),
     ("{name: digits, partitions: {kind: iid}}", (
         "data.partitions = {'kind': 'iid'}: unknown key for data set 'digits' (did you mean "
-        "'partition'?); allowed: name, partition, test_fraction",)),
+        "'partition'?); allowed: name, partition, shift, test_fraction",)),
     ("{name: leaf, path: lf, options: {a: 1}}", ("data.options = {'a': 1}: leaf is a built-in "
                                                   "data set: options: are for data sets",)),
 ])

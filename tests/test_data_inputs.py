@@ -31,7 +31,7 @@ def _arrays(path: str):
     ("{name: synthetic_iid, alpha: 2.0}", "alpha", "2.0", "(it is for synthetic)"),
     ("{name: digits, users: 3}", "users", "3", "(it is for leaf)"),
     ("{name: synthetic, path: x.npz}", "path", "'x.npz'", "(it is for leaf, npz)"),
-    ("{name: digits, root: c}", "root", "'c'", "digits reads partition, test_fraction"),
+    ("{name: digits, root: c}", "root", "'c'", "digits reads partition, shift, test_fraction"),
 ])
 def test_a_key_the_set_does_not_read_is_an_error(tmp_path, capsys, data, key, value, hint):
     write_cifar_set(str(tmp_path / "c"))
@@ -58,7 +58,7 @@ def test_the_keys_a_set_reads_stay_accepted(tmp_path):
 
 @pytest.mark.parametrize("part,key,value,said", [
     ("{alpha: 0.1}", "alpha", "0.1", "kind: iid (the default: no kind: given) does not use "
-     "alpha: (it is for kind: dirichlet); give kind: dirichlet"),
+     "alpha: (it is for kind: dirichlet, quantity_skew); give kind: dirichlet"),
     ("{kind: iid, alpha: 0.5}", "alpha", "0.5", "kind: iid does not use alpha:"),
     ("{kind: shards, alpha: 0.5}", "alpha", "0.5", "kind: shards does not use alpha:"),
     ("{kind: dirichlet, alpha: 0.3, shards_per_client: 3}", "shards_per_client", "3",

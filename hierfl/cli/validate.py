@@ -9,6 +9,8 @@ import argparse
 import dataclasses
 from typing import Any
 
+import numpy as np
+
 from ..algorithms.state_size import guard_predicted_state
 from ..config.compress import described
 from ..config.errors import ScenarioError
@@ -53,6 +55,7 @@ def validated(sc: Any, world: Any, path: str) -> list[str]:
              f"(client speed {t.client_flops.min():.3g}..{t.client_flops.max():.3g} FLOP/s)",
              f"  data: {sc.data.name}, {int(c.sum())} training rows ({c.min()}..{c.max()} per "
              f"client), {len(world.data.x_test)} test rows, dim {world.data.dim}",
+             *partition_line(sc, world.data),
              f"  model: {sc.model.name}, {world.n_params} parameters",
              f"  rounds: {sc.train.rounds}, clients per round: {sc.train.clients_per_round}"]
     for e in sc.algorithms:
@@ -63,6 +66,28 @@ def validated(sc: Any, world: Any, path: str) -> list[str]:
                      (f"; overrides {over}" if over else "") +
                      protections(e, sc, t))
     return lines
+
+
+def partition_line(sc: Any, data: Any) -> list[str]:
+    """A partitioned set's split: its kind with the keys that kind reads, the rows per client
+    and the distinct labels per client, min..max ([] for a set without partition:)."""
+    from ..config.schema import Partitioned
+    from ..data.check import PARTITION_READS
+    from ..data.partitions import spread
+
+    if not isinstance(sc.data, Partitioned) or not data.n_classes:
+        return []
+    p = sc.data.partition
+    keys = [k for k in PARTITION_READS.get(p.kind, ()) if getattr(p, k) is not None]
+    if p.kind == "quantity_skew":
+        keys = [k for k in keys if k != {"lognormal": "alpha", "power_law": "sigma"}[p.sizes]]
+    lo, hi, llo, lhi = spread(np.asarray(data.y), np.asarray(data.offsets))
+    said = ", ".join(f"{k}={getattr(p, k)}" for k in keys)
+    sh = getattr(sc.data, "shift", None)
+    skew = "" if sh is None or not (sh.rotate or sh.noise) else \
+        f"; feature skew per {sh.by}: rotate {sh.rotate:g} degrees, noise {sh.noise:g}"
+    return [f"  partition: {p.kind}" + (f" ({said})" if said else "") +
+            f": {lo}..{hi} rows and {llo}..{lhi} labels per client" + skew]
 
 
 def protections(e: Any, sc: Any, t: Any) -> str:

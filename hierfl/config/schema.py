@@ -79,9 +79,35 @@ def dist_mean(d: Dist) -> float:
 # ----------------------------------------------------------------------------- data, model
 @dataclass(frozen=True)
 class PartitionSpec:
-    kind: Literal["iid", "dirichlet", "shards"] = spec("iid", "how labels are split over clients")
-    alpha: float = spec(0.5, "dirichlet: concentration (smaller = more skewed)", check=positive)
+    kind: Literal["iid", "dirichlet", "shards", "classes_per_client", "quantity_skew"] = spec(
+        "iid", "how labels are split over clients (docs/howto/datasets.md states each rule)")
+    alpha: float = spec(0.5, "dirichlet: concentration (smaller = more skewed); quantity_skew "
+                        "with sizes: power_law: the Pareto tail index of the sizes (smaller = "
+                        "more skewed)", check=positive)
     shards_per_client: int = spec(2, "shards: label-sorted shards per client", check=positive)
+    classes: int = spec(2, "classes_per_client: the distinct labels every client holds",
+                        check=positive)
+    sizes: Literal["lognormal", "power_law"] = spec(
+        "lognormal", "quantity_skew: the law the client sizes are drawn from (labels iid)")
+    sigma: float = spec(1.0, "quantity_skew with sizes: lognormal: the sigma of the sizes' log",
+                        check=non_negative)
+    min_size: int | None = spec(None, "dirichlet: NIID-Bench's rule, capped shares redrawn until "
+                                "every client holds at least this many rows (unset: the plain "
+                                "draw); quantity_skew: the fewest rows a client gets (unset: 1)",
+                                check=positive)
+
+
+@dataclass(frozen=True)
+class ShiftSpec:
+    rotate: float = spec(0.0, "feature skew: each group's images turned by an angle drawn "
+                         "uniformly in [-rotate, rotate] degrees (0: none)",
+                         check=all_of(non_negative, at_most(180)))
+    noise: float = spec(0.0, "feature skew: group g of G adds Gaussian noise of sd "
+                        "noise * g / (G - 1) to its pixels (on the [0, 1] scale; 0: none)",
+                        check=non_negative)
+    by: Literal["client", "edge"] = spec("client", "the group that shares a shift: each "
+                                         "client, or the clients of one edge (their first "
+                                         "edge)")
 
 
 @dataclass(frozen=True)
@@ -100,6 +126,8 @@ class Partitioned(DataSpec):
 
     partition: PartitionSpec = spec(default_factory=PartitionSpec,
                                     doc="how the training rows are split over clients")
+    shift: ShiftSpec = spec(default_factory=ShiftSpec, doc="feature skew: a rotation and noise "
+                            "per client or per edge, on its training and test rows")
 
 
 @dataclass(frozen=True)

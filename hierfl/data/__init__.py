@@ -22,9 +22,18 @@ INDEX_FREE_MODELS = ("cnn",)           # built-in models of pixels, not of index
 EMBEDDING_MODELS = ("char_lstm",)      # built-in models that embed index rows
 
 
-def load_data(sc: Scenario, n_clients: int) -> FederatedData:
-    """The scenario's data split over `n_clients`, as torch tensors (`load_arrays`)."""
-    return load_arrays(sc, n_clients).as_tensors()
+def load_data(sc: Scenario, n_clients: int, edge_of: Any = None) -> FederatedData:
+    """The scenario's data split over `n_clients`, as torch tensors (`load_arrays`), with its
+    feature skew (`data.shift`, data/shift.py; `edge_of`: each client's edge, for `by: edge`)."""
+    data = load_arrays(sc, n_clients)
+    shift = getattr(sc.data, "shift", None)
+    if shift is not None and (shift.rotate or shift.noise):
+        from .shift import apply_shift
+
+        if edge_of is None:
+            edge_of = np.zeros(n_clients, np.int64)
+        data = apply_shift(data, shift, np.asarray(edge_of), sc.seed)
+    return data.as_tensors()
 
 
 def load_arrays(sc: Scenario, n_clients: int) -> FederatedData:

@@ -18,7 +18,9 @@ from .registry import DATASETS, Found, OptionsSpec, name_problem, option_problem
 
 # the keys of data.partition each kind reads (besides kind): `partition: {alpha: 0.1}` without
 # kind: dirichlet is an iid split, which a user who wrote alpha did not mean
-PARTITION_READS = {"iid": (), "dirichlet": ("alpha",), "shards": ("shards_per_client",)}
+PARTITION_READS = {"iid": (), "dirichlet": ("alpha", "min_size"), "shards": ("shards_per_client",),
+                   "classes_per_client": ("classes",),
+                   "quantity_skew": ("sizes", "sigma", "alpha", "min_size")}
 
 
 def _reads() -> dict[str, tuple[str, ...]]:

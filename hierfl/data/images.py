@@ -1,12 +1,13 @@
 """The image benchmarks: MNIST, Fashion-MNIST (IDX files) and CIFAR-10/100 (binary records),
 with their given train/test split.
 
-The training images are split over clients by `data.partition` (iid, Dirichlet label skew,
-label shards: the same draws as digits'). The official test set is kept whole (the global test
-accuracy is the standard one) and dealt to clients class by class in proportion to each
-client's training rows of that class, so a client's test rows follow its own label mix (for
-personalised accuracy). Pixels stay uint8 in memory (60,000 MNIST images: 47 MB); batches
-are scaled to [0, 1] when gathered (`learn.batches.model_input`)."""
+The training images are split over clients by `data.partition` (data/partitions.py: iid,
+Dirichlet label skew, label shards, classes per client, quantity skew; the same draws as
+digits'). The official test set is kept whole (the global test accuracy is the standard
+one) and dealt to clients class by class in proportion to each client's training rows of
+that class, so a client's test rows follow its own label mix (for personalised accuracy).
+Pixels stay uint8 in memory (60,000 MNIST images: 47 MB); batches are scaled to [0, 1] when
+gathered (`learn.batches.model_input`)."""
 from __future__ import annotations
 
 import math
@@ -23,7 +24,7 @@ from ..config.schema import DataSpec, Partitioned
 from . import cifar, idx
 from .federated import FederatedData, offsets_of
 from .files import DataFileError, fetch_hint, placement, require
-from .real import partition
+from .partitions import PartitionError, partition
 from .registry import DatasetFacts, Found, Remote, Shape, declare_dataset
 
 if TYPE_CHECKING:
@@ -221,7 +222,10 @@ def load(spec: Images, n_clients: int, seed: int, root: str, file: str) -> Feder
     if bad:
         raise ScenarioError.one(file, *bad)
     y, y_test = src.labels(True), src.labels(False)
-    parts = partition(y, n_clients, spec.partition, seeding.rng(seed, "data/partition"))
+    try:
+        parts = partition(y, n_clients, spec.partition, seeding.rng(seed, "data/partition"))
+    except PartitionError as exc:
+        raise ScenarioError.one(file, *exc.triple()) from None
     tparts = deal_test_rows(parts, y, y_test, src.n_classes,
                             seeding.rng(seed, "data/test-split"))
     x = src.pixels(True, placement(parts, len(y)), sum(len(p) for p in parts))

@@ -14,8 +14,9 @@ from ..config.errors import ScenarioError
 from ..config.fields import spec
 from ..config.limits import memory_limit
 from ..config.paths import not_a_file
-from ..config.schema import HeldOut, PartitionSpec, Partitioned
+from ..config.schema import HeldOut, Partitioned
 from .federated import FederatedData, split_train_test
+from .partitions import PartitionError, partition
 from .registry import DatasetFacts, Found, Shape, declare_dataset
 
 if TYPE_CHECKING:
@@ -83,34 +84,6 @@ class NpzSpec(HeldOut):
                             "scenario)")
 
 
-def partition(labels: np.ndarray, n_clients: int, spec: PartitionSpec,
-              g: np.random.Generator) -> list[np.ndarray]:
-    """Row indices per client: iid, Dirichlet(alpha) label skew, or label-sorted shards."""
-    n = len(labels)
-    if spec.kind == "iid":
-        return [np.sort(p) for p in np.array_split(g.permutation(n), n_clients)]
-    if spec.kind == "shards":
-        order = np.argsort(labels, kind="stable")
-        shards = np.array_split(order, n_clients * spec.shards_per_client)
-        pick = g.permutation(len(shards)).reshape(n_clients, spec.shards_per_client)
-        return [np.sort(np.concatenate([shards[s] for s in row])) for row in pick]
-    parts: list[list[int]] = [[] for _ in range(n_clients)]
-    for cls in np.unique(labels):
-        idx = g.permutation(np.flatnonzero(labels == cls))
-        share = g.dirichlet(np.full(n_clients, spec.alpha))
-        cuts = (np.cumsum(share)[:-1] * len(idx)).astype(int)
-        for k, piece in enumerate(np.split(idx, cuts)):
-            parts[k].extend(piece.tolist())
-    # every client needs at least two rows: move rows from the largest clients
-    sizes = [len(p) for p in parts]
-    for k in range(n_clients):
-        while len(parts[k]) < 2:
-            donor = int(np.argmax([len(p) for p in parts]))
-            parts[k].append(parts[donor].pop())
-    del sizes
-    return [np.sort(np.array(p, dtype=np.int64)) for p in parts]
-
-
 def digits_arrays() -> tuple[np.ndarray, np.ndarray]:
     """scikit-learn's bundled digits (no download): (1797, 64) float64 pixels 0..16 and the
     labels, as `sklearn.datasets.load_digits()` gives them. Read from the package's own file
@@ -145,7 +118,10 @@ def digits(spec: DigitsSpec, n_clients: int, seed: int, file: str = "") -> Feder
                                 spec.partition.shards_per_client,
                                 f"{n_clients} clients x this many shards is more than the "
                                 f"{len(y)} samples")
-    parts = partition(y, n_clients, spec.partition, seeding.rng(seed, "data/partition"))
+    try:
+        parts = partition(y, n_clients, spec.partition, seeding.rng(seed, "data/partition"))
+    except PartitionError as exc:
+        raise ScenarioError.one(file, *exc.triple()) from None
     train, test = [], []
     for k, rows in enumerate(parts):
         tr, te = split_train_test(x[rows], y[rows], spec.test_fraction,

@@ -37,7 +37,7 @@ class World:
 def build_world(sc: Scenario, graph=None) -> World:
     topo = scenario_topology(sc, graph)
     device = resolve_device(sc.train.executor.device, sc.file)   # cuda without CUDA: exit 2
-    data = load_data(sc, topo.n_clients)
+    data = load_data(sc, topo.n_clients, topo.edge_of)
     model = scenario_model(sc.file, sc.model, data)
     guard(sc, topo, data, model.n_params)                 # before the states are allocated
     stateful_model_fits(sc, model)
