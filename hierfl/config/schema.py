@@ -290,6 +290,21 @@ class ScheduleSpec:
 
 
 @dataclass(frozen=True)
+class AugmentSpec:
+    """Training-batch augmentation of image rows, as the CIFAR baselines' RandomCrop(size,
+    padding=crop) + RandomHorizontalFlip: drawn per client, step and row from the client's
+    key (learn/batches.Augment); evaluation and full-batch gradients see the rows as stored."""
+
+    crop: int = spec(0, "random crop after zero padding of this many pixels per side (0: none)",
+                     check=all_of(non_negative, at_most(64)))
+    flip: bool = spec(False, "horizontal flip with probability 1/2")
+
+    def __post_init__(self) -> None:
+        if not self.crop and not self.flip:
+            raise ValueError("give crop > 0 or flip: true (leave augment out for none)")
+
+
+@dataclass(frozen=True)
 class LocalSpec:
     steps: int | None = spec(None, "local steps per round (HierFAVG's kappa1)",
                              check=all_of(positive, at_most(1e7)))
@@ -317,6 +332,8 @@ class LocalSpec:
     loss: str | None = spec(None, "a per-sample loss plugin (@hierfl.register_loss) in place "
                             "of the model's cross-entropy / squared error, also the train "
                             "loss reported (docs/howto/local-training.md)")
+    augment: AugmentSpec | None = spec(None, "random crop and flip of image training batches, "
+                                       "seeded per client (docs/howto/local-training.md)")
 
     def __post_init__(self) -> None:
         if self.steps is not None and self.epochs is not None:

@@ -110,7 +110,7 @@ class OnDevice:
 
     def plan(self, plan: BatchPlan) -> BatchPlan:
         return BatchPlan(plan.rows.to(self.device), plan.weights.to(self.device),
-                         self.tensor(plan.x), self.tensor(plan.y))
+                         self.tensor(plan.x), self.tensor(plan.y), plan.aug)
 
     def batch(self, b: Batch) -> Batch:
         return Batch(b.x.to(self.device), b.y.to(self.device), b.m.to(self.device))

@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 from ..allocator import keep_freed_memory
-from ..learn.batches import Batch, BatchPlan
+from ..learn.batches import Augment, Batch, BatchPlan
 from ..learn.solver import LocalProgram, SolveResult, solve
 from ..config.errors import ScenarioError
 from ..plugins import bundle, ensure
@@ -121,11 +121,13 @@ def _as_tensor(a: np.ndarray) -> torch.Tensor:
 
 def solve_chunk(program: LocalProgram, rows: torch.Tensor, weights: torch.Tensor,
                 x: np.ndarray, y: np.ndarray, full: Batch, budgets: torch.Tensor, lr: float,
-                gamma: float | None, check_every: int, measure: bool = True) -> SolveResult:
-    """One chunk of clients, in a Ray worker: the batched solver, one torch thread."""
+                gamma: float | None, check_every: int, measure: bool = True,
+                aug: Augment | None = None) -> SolveResult:
+    """One chunk of clients, in a Ray worker: the batched solver, one torch thread (`aug`:
+    the chunk's training augmentation, keyed per client as in one process)."""
     torch.set_num_threads(1)
     keep_freed_memory()
-    plan = BatchPlan(rows, weights, _as_tensor(x), _as_tensor(y))
+    plan = BatchPlan(rows, weights, _as_tensor(x), _as_tensor(y), aug)
     with torch.no_grad():
         return solve(program, plan, full, budgets, lr, gamma, check_every, measure)
 
@@ -182,7 +184,7 @@ class RayExecutor:
         futures = []
         for idx in self.chunks(c):
             part = plan.select(idx)
-            rest = (full.rows(idx), budgets[idx], lr, gamma, check_every, measure)
+            rest = (full.rows(idx), budgets[idx], lr, gamma, check_every, measure, part.aug)
             if plugins:
                 ref = ray.put((program.select(idx), part.rows, part.weights, *rest))
                 futures.append(task.remote(plugins, [ref], x_ref, y_ref))

@@ -21,7 +21,8 @@ from ..config.errors import ScenarioError
 from ..config.schema import AlgorithmEntry, Scenario
 from ..data.federated import FederatedData
 from ..learn import dpsgd
-from ..learn.batches import Batch, full_plan, minibatch_plan, poisson_plan, steps_for
+from ..learn.batches import Augment, Batch, augment_keys, full_plan, minibatch_plan, \
+    poisson_plan, steps_for
 from ..learn.optim import build as build_optimizer, build_clip
 from ..learn.plugin_program import own_local
 from ..learn.schedules import StepLR, round_lr
@@ -175,6 +176,8 @@ class RoundRunner(AsyncEdgeSteps):
         plan = (poisson_plan if self._poisson else minibatch_plan)(
             self.data.offsets, sel, self.local.batch_size, budgets, self.sc.seed, t, r,
             self.data.x, self.y_train)
+        if self.local.augment is not None:
+            plan = dataclasses.replace(plan, aug=self._augment(t, r, sel))
         step_lr = self._step_lr(t, r)
         try:
             res = self.executor.run(program, plan, self._full(sel, program, t),
@@ -313,6 +316,13 @@ class RoundRunner(AsyncEdgeSteps):
     def note_nonfinite(self, t: int, clients: list[int]) -> None:
         if clients:
             self.nonfinite.setdefault(t, []).extend(clients)
+
+    def _augment(self, t: int, r: int, sel: np.ndarray) -> Augment:
+        """train.local.augment for the clients `sel` of round (t, r), keyed per client."""
+        shape = tuple(self.data.input_shape)
+        a = self.local.augment
+        return Augment(augment_keys(self.sc.seed, t, r, sel), a.crop, a.flip,
+                       (1, *shape) if len(shape) == 2 else shape)
 
     def _measure(self, t: int) -> bool:
         """The achieved gamma is measured in evaluated rounds (train.eval_every) and the last."""

@@ -58,19 +58,87 @@ class Batch:
         return Batch(self.x[sel], self.y[sel], self.m[sel])
 
 
+_AUGMENT = np.uint64(0xE7037ED1A0B428DB)
+
+
+@dataclass(frozen=True)
+class Augment:
+    """Training-batch augmentation of C clients' image rows (train.local.augment): random crop
+    with zero padding `pad` (offsets dx, dy in [-pad, pad]) then horizontal flip (`flip`),
+    as the CIFAR baselines' RandomCrop(padding) + RandomHorizontalFlip. Row b of a client's
+    step n draws its offsets and flip bit from splitmix64(key ^ A + ((n << 32) | b) * golden)
+    of its key (`augment_keys`: of seed, client, round, edge round), so the images depend on
+    the client and step alone, not on the clients sharing the call or on the executor."""
+
+    keys: np.ndarray                        # (C,) uint64
+    pad: int
+    flip: bool
+    shape: tuple[int, int, int]             # (channels, height, width) of a row
+
+    def select(self, sel: slice | torch.Tensor) -> "Augment":
+        idx = sel if isinstance(sel, slice) else np.asarray(torch.as_tensor(sel).cpu())
+        return Augment(np.atleast_1d(self.keys[idx]), self.pad, self.flip, self.shape)
+
+    def draws(self, steps: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """dx, dy (int64) and flip (bool), each (C, T, B), of steps `steps` (T,)."""
+        counter = (steps.astype(np.uint64)[:, None] << np.uint64(32)) | \
+            np.arange(width, dtype=np.uint64)[None, :]
+        with np.errstate(over="ignore"):
+            h = _mix(self.keys[:, None, None] + counter[None] * _GOLDEN)
+        span = np.uint64(2 * self.pad + 1)
+        dx = (h % span).astype(np.int64) - self.pad
+        dy = ((h >> np.uint64(24)) % span).astype(np.int64) - self.pad
+        fl = ((h >> np.uint64(63)) == 1) & self.flip
+        return dx, dy, fl
+
+    def apply(self, x: torch.Tensor, steps: np.ndarray) -> torch.Tensor:
+        """x (C, T, B, d) rows of steps `steps`, augmented (a new tensor, x's dtype)."""
+        c, t, b = x.shape[:3]
+        ch, h, w = self.shape
+        dx, dy, fl = (torch.from_numpy(a).to(x.device) for a in self.draws(steps, b))
+        p = self.pad
+        n = c * t * b
+        img = x.reshape(n, ch, h, w)
+        if p:
+            padded = img.new_zeros(n, ch, h + 2 * p, w + 2 * p)
+            padded[:, :, p:p + h, p:p + w] = img
+        else:
+            padded = img
+        cols = torch.arange(w, device=x.device)
+        cols = torch.where(fl.reshape(n, 1), (w - 1) - cols, cols)           # flip after crop
+        iy = torch.arange(h, device=x.device)[None] + (dy.reshape(n, 1) + p)  # (n, h)
+        ix = cols + (dx.reshape(n, 1) + p)                                    # (n, w)
+        idx = (iy[:, :, None] * (w + 2 * p) + ix[:, None, :]).reshape(n, 1, h * w)
+        out = torch.gather(padded.reshape(n, ch, -1), 2, idx.expand(n, ch, h * w))
+        return out.reshape(x.shape)
+
+
+def augment_keys(seed: int, round_: int, edge_round: int, clients: np.ndarray) -> np.ndarray:
+    """(C,) uint64: each client's augmentation stream of (seed, client, round, edge round),
+    apart from its batches, dropout and noise (another hash of the same key)."""
+    keys = client_keys(seed, round_, edge_round, np.asarray(clients, dtype=np.int64))
+    with np.errstate(over="ignore"):
+        return _mix(keys ^ _AUGMENT)
+
+
 @dataclass(frozen=True)
 class BatchPlan:
-    """rows (C, S, B) global row indices and weights (C, S, B); S may be 1 (full batch: reused)."""
+    """rows (C, S, B) global row indices and weights (C, S, B); S may be 1 (full batch: reused).
+    `aug`: training augmentation of the gathered rows (None: the rows as stored)."""
 
     rows: torch.Tensor
     weights: torch.Tensor
     x: torch.Tensor
     y: torch.Tensor
+    aug: Augment | None = None
 
     def at(self, step: int) -> Batch:
         s = step % self.rows.shape[1]
         r = self.rows[:, s]
-        return Batch(gather(self.x, r), gather(self.y, r), self.weights[:, s])
+        x = gather(self.x, r)
+        if self.aug is not None:
+            x = self.aug.apply(x.unsqueeze(1), np.array([step], np.int64)).squeeze(1)
+        return Batch(x, gather(self.y, r), self.weights[:, s])
 
     def span(self, start: int, stop: int) -> Batch:
         """Steps start..stop-1 gathered at once: x (C, T, B, d), y (C, T, B), m (C, T, B)."""
@@ -82,10 +150,14 @@ class BatchPlan:
         else:
             idx = torch.arange(start, stop) % s
         r = self.rows[:, idx]
-        return Batch(gather(self.x, r), gather(self.y, r), self.weights[:, idx])
+        x = gather(self.x, r)
+        if self.aug is not None:
+            x = self.aug.apply(x, np.arange(start, stop, dtype=np.int64))
+        return Batch(x, gather(self.y, r), self.weights[:, idx])
 
     def select(self, sel: slice | torch.Tensor) -> "BatchPlan":
-        return BatchPlan(self.rows[sel], self.weights[sel], self.x, self.y)
+        aug = None if self.aug is None else self.aug.select(sel)
+        return BatchPlan(self.rows[sel], self.weights[sel], self.x, self.y, aug)
 
 
 def steps_for(counts: np.ndarray, batch_size: int | str, steps: int | None,

@@ -17,6 +17,7 @@ import traceback
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -228,7 +229,12 @@ class ClientBatches:
         s = i % self.plan.rows.shape[1]
         rows, w = self.plan.rows[self.k, s], self.plan.weights[self.k, s]
         real = rows[w > 0]
-        x = model_input(gather(self.plan.x, real))
+        if self.plan.aug is None:
+            x = model_input(gather(self.plan.x, real))
+        else:       # train.local.augment: the draws of the step's row positions, as batched
+            aug = self.plan.aug.select(slice(self.k, self.k + 1))
+            x = aug.apply(gather(self.plan.x, rows)[None, None], np.array([i]))[0, 0]
+            x = model_input(x[w > 0])
         if self.shape is not None:
             x = x.reshape(x.shape[0], *self.shape)
         self.taken = i + 1

@@ -289,6 +289,24 @@ def guard(sc: Scenario, topo: Topology, data: FederatedData, n_params: int | Non
                     data.out_dim, len(data.x), n_params)
     if n_params is not None:
         check_compress_k(sc, n_params)
+    check_augment(sc, data)
+
+
+def check_augment(sc: Scenario, data: FederatedData) -> None:
+    """train.local.augment (or an entry's own) on rows that are not images: crop and flip
+    need rows of shape (channels, height, width) or (height, width)."""
+    shape = tuple(data.input_shape)
+    if len(shape) in (2, 3):
+        return
+    for i, entry in enumerate(sc.algorithms):
+        aug = entry.local.augment
+        if aug is None:
+            continue
+        key = "train.local.augment" if aug == sc.train.local.augment else \
+            f"algorithms[{i}].local.augment"
+        raise ScenarioError.one(sc.file, key, {"crop": aug.crop, "flip": aug.flip},
+                                f"augmentation needs image rows; data {sc.data.name} has rows "
+                                f"of shape {shape}")
 
 
 def check_compress_k(sc: Scenario, n_params: int) -> None:
