@@ -156,3 +156,15 @@ def test_non_image_data_refused_by_validate(tmp_path):
 def test_off_by_default():
     from hierfl.config.schema import LocalSpec
     assert LocalSpec().augment is None
+
+
+def test_plugin_batches_see_the_same_images():
+    """A local training plugin's minibatches (learn/plugin_program.ClientBatches) are the
+    batched plan's augmented rows of the client, its padding left out."""
+    from hierfl.learn.plugin_program import ClientBatches
+
+    plan, _ = _plan([0, 1, 2])
+    got = list(ClientBatches(plan, 1, 5, None, None, 1, lambda: 0.0))
+    for i, (x, _) in enumerate(got):
+        b = plan.at(i)
+        assert torch.equal(x, b.x[1][b.m[1] > 0])
