@@ -26,7 +26,8 @@ KEYS = {"synthetic": {"alpha", "beta", "dim", "classes", "samples", "max_samples
         "mnist": {"root", "partition", "shift"}, "fashion_mnist": {"root", "partition", "shift"},
         "cifar10": {"root", "partition", "shift"},
         "cifar100": {"root", "partition", "shift", "label"},
-        "leaf": {"path", "users"}}
+        "leaf": {"path", "users"},
+        "image_folder": {"root", "test", "transform", "partition", "shift", "test_fraction"}}
 
 
 @pytest.fixture(autouse=True)

@@ -325,3 +325,27 @@ def test_executors_agree_on_uint8_images(tmp_path):
                                   names=True)
     for col in ("train_loss", "test_acc"):
         assert np.allclose(got["batched"][col], got["sequential"][col], atol=1e-5)
+
+
+def test_a_torchvision_mnist_root_is_read_at_its_raw_folder(tmp_path, capsys):
+    """torchvision.datasets.MNIST(root, download=True) leaves root/MNIST/raw with each IDX file
+    plain and gzipped: root: names that raw folder (docs/howto/datasets.md)."""
+    raw = str(tmp_path / "tv" / "MNIST" / "raw")
+    files = write_mnist(raw)
+    write_mnist(raw, gz=True)
+    d = _data(scenario(str(tmp_path), "{name: mnist, root: tv/MNIST/raw}", 4))
+    assert len(d.x) == len(files["train-images-idx3-ubyte"]) and d.input_shape == (1, 28, 28)
+    capsys.readouterr()
+    _exit2(capsys, scenario(str(tmp_path), "{name: mnist, root: tv}", 4),
+           "train-images-idx3-ubyte: file not found")
+
+
+@pytest.mark.parametrize("name,sub,pickle", [("cifar10", "cifar-10-batches-py", "data_batch_1"),
+                                             ("cifar100", "", "train")])
+def test_cifar_pickles_torchvision_downloads_are_refused_by_name(tmp_path, capsys, name, sub,
+                                                                 pickle):
+    os.makedirs(tmp_path / "c" / sub)
+    (tmp_path / "c" / sub / pickle).write_bytes(b"\x80\x04not read")
+    _exit2(capsys, scenario(str(tmp_path), f"{{name: {name}, root: c}}"),
+           f"{pickle}: is the Python version of {name} (pickles", "never read",
+           f"hierfl data fetch {name} --root")

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .files import DataFileError, require, scatter
+from .files import DataFileError, fetch_hint, find, require, scatter
 
 PIXELS = 3 * 32 * 32
 SHAPE = (3, 32, 32)
@@ -40,8 +40,19 @@ def classes(name: str, label: str) -> int:
 def files(name: str, root: str) -> tuple[list[str], list[str]]:
     """Paths of the train and test files (in root or in the archive's folder under it)."""
     lay = LAYOUTS[name]
+    py = "cifar-10-batches-py" if name == "cifar10" else "cifar-100-python"
+    for where in (os.path.join(root, py), root):    # the Python version (torchvision's)
+        pickle = os.path.join(where, "data_batch_1" if name == "cifar10" else "train")
+        if os.path.isfile(pickle) and not find_any(root, lay):
+            raise DataFileError(pickle, f"is the Python version of {name} (pickles, as "
+                                f"torchvision downloads it), which is never read (a pickle can "
+                                f"run code): {fetch_hint(name, root)} (the binary version)")
     get = [require(root, f, name, (lay.subdir,), gz=False) for f in lay.train + lay.test]
     return get[:len(lay.train)], get[len(lay.train):]
+
+
+def find_any(root: str, lay: Layout) -> bool:
+    return any(find(root, f, (lay.subdir,), gz=False) for f in lay.train + lay.test)
 
 
 def _records(path: str, label_bytes: int) -> np.ndarray:

@@ -102,6 +102,8 @@ class DatasetFacts:
     files: str | None = None        # the key naming its files ("root": a folder, "path"),
     #                                 made absolute (relative to the scenario) when read
     one_file: bool = False          # that key names one file (npz's), not a folder
+    more_files: tuple[str, ...] = ()    # other keys naming files or folders (image_folder's
+    #                                 test:), made absolute likewise
     check: Callable[[Any, str, "int | None"], Found] | None = None
     #                                 (spec, scenario folder, clients or None) -> problems of
     #                                 its files and keys that show without loading the data

@@ -31,11 +31,10 @@ def resolve_data_paths(data: DataSpec, base_dir: str) -> DataSpec:
     """The files of `data` made absolute (relative to the scenario folder): a built-in set's
     declared files key (root:, path:), a registered (plugin) set's `path:` / `root:` options."""
     if not is_registered(data):
-        key = DATASETS.facts(data.name).files
-        value = getattr(data, key) if key is not None else None
-        if not value:
-            return data
-        return dataclasses.replace(data, **{key: os.path.join(base_dir, value)})
+        facts = DATASETS.facts(data.name)
+        keys = ((facts.files,) if facts.files is not None else ()) + facts.more_files
+        made = {k: os.path.join(base_dir, getattr(data, k)) for k in keys if getattr(data, k)}
+        return dataclasses.replace(data, **made) if made else data
     opts: dict[str, Any] = dict(data.options)  # type: ignore[attr-defined]
     for key in PATH_KEYS:
         if isinstance(opts.get(key), str):

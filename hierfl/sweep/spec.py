@@ -16,6 +16,7 @@ from ..config.paths import output_problem
 from ..config.fields import Raw, build, is_fail, spec, unit_interval
 from ..config.yamldoc import add_duplicates, read_doc
 from ..data.check import for_other_kinds, for_other_sets
+from ..data.registry import DATASETS, OptionsSpec
 from ..scenario.load import load
 from ..topology.graph import build_graph
 from .grid import Grid, point_names, read_grid, set_path
@@ -97,7 +98,12 @@ def _self_contained(raw: dict, base_file: str) -> dict:
         if isinstance(entry, dict) and isinstance(entry.get("mobility"), dict):
             _absolute(entry["mobility"], "path", base_dir)
     data = raw.get("data")
-    for key in ("path", "root"):            # data files: npz, leaf (path), image sets (root)
+    keys: tuple[str, ...] = ("path", "root")    # data files: npz, leaf (path), image sets (root)
+    decl = DATASETS.declared(data.get("name")) if isinstance(data, dict) and \
+        isinstance(data.get("name"), str) else None
+    if decl is not None and not issubclass(decl.params, OptionsSpec):
+        keys += decl.facts.more_files           # image_folder's test: tree
+    for key in keys:
         if isinstance(data, dict) and isinstance(data.get(key), str):
             data[key] = os.path.normpath(os.path.join(base_dir, data[key]))
     if isinstance(raw.get("plugins"), list):  # plugin files, like data files: absolute
