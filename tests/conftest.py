@@ -58,6 +58,20 @@ CHECKPOINTED: dict[str, Any] = {
     "algorithms": [{"name": "fedavg"}, {"name": "hierfavg", "edge_rounds": 2}]}
 
 
+# 12 clients under 3 edges whose links and compute make rounds take simulated time, 8 a round:
+# the privacy / robustness tests (test_protect, test_report_protect) build on it
+PROTECT_BASE: dict[str, Any] = {
+    "name": "p", "seed": 5,
+    "topology": {"edges": {"count": 3, "link": {"latency_s": 0.01, "bandwidth_Bps": 1e6}},
+                 "clients": {"count": 12, "compute_flops": 1e7,
+                             "link": {"latency_s": 0.02, "bandwidth_Bps": 1e5}}},
+    "data": {"name": "synthetic", "samples": 40, "dim": 6, "classes": 3},
+    "model": {"name": "logreg"},
+    "train": {"rounds": 4, "clients_per_round": 8,
+              "local": {"steps": 4, "batch_size": 8, "lr": 0.1}},
+    "algorithms": [{"name": "fedavg"}]}
+
+
 # ----------------------------------------------------------------------------- scenarios
 def set_key(doc: dict, dotted: str, value: Any) -> None:
     """doc["a"]["b"]["c"] = value for "a.b.c", creating the mappings on the way; DROP removes

@@ -21,18 +21,9 @@ from hierfl.scenario.load import load
 from hierfl.secagg.cost import round_cost
 from hierfl.secagg.spec import SecAggSpec
 
-from conftest import CHECKPOINTED, read_csv, run_outputs, scenario_doc
+from conftest import CHECKPOINTED, PROTECT_BASE, read_csv, run_outputs, scenario_doc
 
-# 12 clients under 3 edges, digits-like synthetic labels: rounds take simulated time
-BASE = {"name": "p", "seed": 5,
-        "topology": {"edges": {"count": 3, "link": {"latency_s": 0.01, "bandwidth_Bps": 1e6}},
-                     "clients": {"count": 12, "compute_flops": 1e7,
-                                 "link": {"latency_s": 0.02, "bandwidth_Bps": 1e5}}},
-        "data": {"name": "synthetic", "samples": 40, "dim": 6, "classes": 3},
-        "model": {"name": "logreg"},
-        "train": {"rounds": 4, "clients_per_round": 8,
-                  "local": {"steps": 4, "batch_size": 8, "lr": 0.1}},
-        "algorithms": [{"name": "fedavg"}]}
+BASE = PROTECT_BASE
 
 
 def _write(tmp_path, doc, name="s"):

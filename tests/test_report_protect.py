@@ -16,17 +16,10 @@ from hierfl.report.write import compare_runs, write_report
 from hierfl.run import run_scenario
 from hierfl.scenario.load import load
 
-from conftest import run_outputs, scenario_doc
+from conftest import PROTECT_BASE, run_outputs, scenario_doc
 
 # 12 clients under 3 edges, 8 a round; a quarter of the clients send -4 times their update
-DOC = {"name": "rp", "seed": 1,
-       "topology": {"edges": {"count": 3, "link": {"latency_s": 0.01, "bandwidth_Bps": 1e6}},
-                    "clients": {"count": 12, "compute_flops": 1e7,
-                                "link": {"latency_s": 0.02, "bandwidth_Bps": 1e5}}},
-       "data": {"name": "synthetic", "samples": 40, "dim": 6, "classes": 3},
-       "model": {"name": "logreg"},
-       "train": {"rounds": 4, "clients_per_round": 8,
-                 "local": {"steps": 4, "batch_size": 8, "lr": 0.1}},
+DOC = {**PROTECT_BASE, "name": "rp", "seed": 1,
        "attack": {"kind": "scaling", "factor": -4.0, "fraction": 0.25},
        "algorithms": [
            {"name": "fedavg", "label": "clean", "attack": {"kind": "none"}},
