@@ -387,3 +387,12 @@ def test_attackers_by_device_class(tmp_path, capsys):
     assert main(["validate", _write(tmp_path, doc, "bad")]) == 2
     err = capsys.readouterr().err
     assert "algorithms[0].attack" in err and "laptop, phone" in err and "Traceback" not in err
+
+
+def test_secagg_beside_mobility_is_refused(tmp_path, capsys):
+    doc = scenario_doc(BASE, algorithms=[
+        {"name": "hierfavg", "edge_rounds": 1, "secure_aggregation": {"bits": 16},
+         "mobility": {"kind": "markov", "handover_rate_per_s": 0.01}}])
+    assert main(["run", _write(tmp_path, doc), "--out", str(tmp_path / "o"), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "mobility" in err and "secure aggregation" in err and "Traceback" not in err, err

@@ -76,6 +76,12 @@ class Simulation(FlatRounds, HierRounds, AsyncRounds, MobileRounds):
             raise ScenarioError.one(scenario.file, "mobility", mobility.spec.kind,
                                     f"{entry.label}: mobility with an asynchronous round "
                                     "policy is not supported (synchronous rounds only)")
+        if mobility is not None and getattr(entry, "secure_aggregation", None) is not None:
+            raise ScenarioError.one(scenario.file, "mobility", mobility.spec.kind,
+                                    f"{entry.label}: secure aggregation's round trips run with "
+                                    "the client's first edge; with mobility a client may upload "
+                                    "elsewhere (not supported: give this entry mobility: "
+                                    "{kind: none})")
         self.closed_form = (train.timing == "auto" and not self.asynchronous and link_cls is Link and f.kind not in ("markov", "trace")
                             and f.crash_p <= 0 and not (f.node_down or f.link_down)
                             and self.round_spec.policy == "wait_all"
